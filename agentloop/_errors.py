@@ -1,0 +1,226 @@
+"""The error tree. Every error agentloop raises is an ``AgentLoopError``.
+
+::
+
+    AgentLoopError
+    ├── UserError                  misuse: bad configuration, a tool signature that is not a schema
+    ├── ModelError                 the model call failed (after retries); carries provider context
+    │   ├── ModelConnectionError   the connection failed or broke before a response was complete
+    │   ├── ModelTimeout           no answer (or no chunk) within the deadline
+    │   ├── ModelStreamError       the provider reported an error inside a 200 stream, or sent garbage
+    │   └── ModelHTTPError         the provider answered with an error status
+    │       ├── ModelBadRequest        400, 422: the request is wrong; never retried
+    │       ├── ModelAuthError         401, 403: the key is missing, wrong or not allowed
+    │       ├── ModelNotFound          404: unknown model or endpoint
+    │       ├── ModelRateLimited       429: retried, honouring retry-after
+    │       ├── ModelOverloaded        529 (Anthropic) and 503: retried
+    │       └── ModelServerError       other 5xx, 408 and 409: retried
+    ├── RunError                   a run ended without a usable answer (``raise_on_error=True``)
+    │   ├── MaxStepsExceeded       the step limit was reached
+    │   ├── OutputInvalid          the answer never validated against ``output_type``
+    │   ├── ReplyTooLarge          a reply exceeded the size limit
+    │   ├── ModelRefused           the model refused (finish outcome ``refusal``)
+    │   ├── ReplyTruncated         the reply was cut by a token limit (``length``, ``incomplete``)
+    │   └── ContentFiltered        the provider's content filter stopped the reply
+    ├── RunDeadlineExceeded        the run's own deadline passed
+    ├── RunCancelled               ``run.cancel(reason)`` stopped a streamed run
+    ├── ToolError                  raised by a tool to hand the model a clean error message
+    └── SessionError               the session store refused an operation
+        ├── SessionNotFound
+        ├── SessionConflict        the session changed under us (optimistic concurrency)
+        └── SessionBusy            another run holds the session's lease
+
+Cancellation is never an ``AgentLoopError``: it stays the host's own cancellation exception.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AgentLoopError(Exception):
+    """Base class of every error agentloop raises."""
+
+
+class AgentLoopWarning(UserWarning):
+    """Base class of agentloop's warnings (errors in our own test suite)."""
+
+
+class UserError(AgentLoopError):
+    """The library was used in a way it does not support; the message says how to fix it."""
+
+
+class ModelError(AgentLoopError):
+    """A model call failed. Carries the provider's context where there is one."""
+
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        status: int | None = None,
+        request_id: str | None = None,
+        body: Any = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.model = model
+        self.status = status
+        self.request_id = request_id
+        self.body = body
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        where = ", ".join(
+            f"{k}={v}"
+            for k, v in (
+                ("provider", self.provider),
+                ("status", self.status),
+                ("request_id", self.request_id),
+            )
+            if v is not None
+        )
+        return f"{self.message} ({where})" if where else self.message
+
+
+class ModelConnectionError(ModelError):
+    retryable = True
+
+
+class ModelTimeout(ModelError):
+    retryable = True
+
+
+class ModelStreamError(ModelError):
+    """An error event inside a 200 stream, or a stream we could not decode."""
+
+    def __init__(self, message: str, *, retryable: bool = False, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retryable = retryable
+
+
+class ModelHTTPError(ModelError):
+    retryable = False
+
+
+class ModelBadRequest(ModelHTTPError):
+    pass
+
+
+class ModelAuthError(ModelHTTPError):
+    pass
+
+
+class ModelNotFound(ModelHTTPError):
+    pass
+
+
+class ModelRateLimited(ModelHTTPError):
+    retryable = True
+
+
+class ModelOverloaded(ModelHTTPError):
+    retryable = True
+
+
+class ModelServerError(ModelHTTPError):
+    retryable = True
+
+
+def model_error_for_status(status: int) -> type[ModelHTTPError]:
+    """The error class for an HTTP status, which also decides whether it is retried."""
+    if status == 429:
+        return ModelRateLimited
+    if status in (503, 529):
+        return ModelOverloaded
+    if status in (401, 403):
+        return ModelAuthError
+    if status == 404:
+        return ModelNotFound
+    if status in (408, 409) or status >= 500:
+        return ModelServerError
+    return ModelBadRequest
+
+
+class RunError(AgentLoopError):
+    """A run ended without a usable answer. ``result`` is the run's ``RunResult``."""
+
+    kind: str = "run_error"
+
+    def __init__(self, message: str, *, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class MaxStepsExceeded(RunError):
+    kind = "max_steps_exceeded"
+
+
+class OutputInvalid(RunError):
+    kind = "output_invalid"
+
+
+class ReplyTooLarge(RunError):
+    kind = "reply_too_large"
+
+
+class ModelRefused(RunError):
+    kind = "refused"
+
+
+class ReplyTruncated(RunError):
+    kind = "truncated"
+
+
+class ContentFiltered(RunError):
+    kind = "content_filtered"
+
+
+RUN_ERRORS: dict[str, type[RunError]] = {
+    cls.kind: cls
+    for cls in (
+        MaxStepsExceeded,
+        OutputInvalid,
+        ReplyTooLarge,
+        ModelRefused,
+        ReplyTruncated,
+        ContentFiltered,
+    )
+}
+
+
+class RunDeadlineExceeded(AgentLoopError):
+    """The run's deadline (``Agent(deadline=...)``) passed."""
+
+
+class RunCancelled(AgentLoopError):
+    """A streamed run was stopped with ``run.cancel(reason)``."""
+
+    def __init__(self, reason: str = "cancelled") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ToolError(AgentLoopError):
+    """Raise inside a tool to give the model this message as the action's error result."""
+
+
+class SessionError(AgentLoopError):
+    """The session store refused an operation."""
+
+
+class SessionNotFound(SessionError):
+    pass
+
+
+class SessionConflict(SessionError):
+    """The session's version moved since it was read; nothing was written."""
+
+
+class SessionBusy(SessionError):
+    """Another run holds this session's lease."""

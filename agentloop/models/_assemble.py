@@ -1,0 +1,154 @@
+"""Assemble a reply's deltas into a ``ModelResponse``, in linear time."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from ._types import (
+    CitationDelta,
+    FinishDelta,
+    FinishReason,
+    ModelDelta,
+    ModelResponse,
+    Part,
+    ProviderBlock,
+    TextDelta,
+    TextPart,
+    ThoughtDelta,
+    ThoughtDone,
+    ThoughtPart,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallPart,
+    ToolCallStart,
+    Usage,
+    UsageDelta,
+    split_wire_tool_name,
+)
+
+
+class _Call:
+    __slots__ = ("args", "arguments", "id", "name", "slot")
+
+    def __init__(self, id: str, name: str, slot: int) -> None:
+        self.id = id
+        self.name = name
+        self.slot = slot
+        self.args: list[str] = []
+        self.arguments: str | None = None
+
+
+class ResponseBuilder:
+    """Collects deltas into parts. Each piece of text is copied once, when its part closes."""
+
+    def __init__(self, *, provider: str | None = None) -> None:
+        self._provider = provider
+        self._parts: list[Part | None] = []
+        self._open_kind: str | None = None
+        self._buffer: list[str] = []
+        self._citations: list[Mapping[str, Any]] = []
+        self._calls: dict[str, _Call] = {}
+        self.usage: Usage | None = None
+        self.finish_reason: FinishReason | None = None
+        self.refusal: str | None = None
+
+    def add(self, delta: ModelDelta) -> None:
+        match delta:
+            case TextDelta(text=text):
+                self._open("text")
+                self._buffer.append(text)
+            case ThoughtDelta(text=text):
+                self._open("thought")
+                self._buffer.append(text)
+            case ThoughtDone():
+                self._open("thought")
+                self._close(signature=delta.signature, redacted=delta.redacted, id=delta.id)
+            case ToolCallStart(id=id, name=name):
+                self._close()
+                self._calls[id] = _Call(id, name, len(self._parts))
+                self._parts.append(None)
+            case ToolCallArgsDelta(id=id, text=text):
+                self._call(id).args.append(text)
+            case ToolCallEnd(id=id, arguments=arguments):
+                call = self._call(id)
+                call.arguments = arguments if arguments is not None else "".join(call.args)
+            case ProviderBlock(part=part):
+                self._close()
+                self._parts.append(part)
+            case CitationDelta(data=data):
+                self._citations.append(data)
+            case UsageDelta(usage=usage):
+                self.usage = usage
+            case FinishDelta():
+                self.finish_reason = delta.reason
+                if delta.refusal is not None:
+                    self.refusal = delta.refusal
+
+    def sealed_call(self, id: str) -> ToolCallPart:
+        """The finished part for a sealed call (the runtime starts it right away)."""
+        call = self._call(id)
+        name, path = split_wire_tool_name(call.name)
+        arguments = call.arguments if call.arguments is not None else "".join(call.args)
+        return ToolCallPart(id=call.id, name=name, path=path, arguments=arguments or "{}")
+
+    def build(self, **fields: Any) -> ModelResponse:
+        """The response so far. Calls the stream never sealed keep the arguments seen."""
+        self._close()
+        by_slot = {call.slot: call.id for call in self._calls.values()}
+        parts: tuple[Part, ...] = tuple(
+            self.sealed_call(by_slot[i]) if part is None else part
+            for i, part in enumerate(self._parts)
+        )
+        finish = self.finish_reason
+        if finish is None:
+            finish = "tool_calls" if self._calls else "stop"
+        return ModelResponse(
+            parts=parts,
+            usage=self.usage,
+            finish_reason=finish,
+            refusal=self.refusal,
+            **fields,
+        )
+
+    def _call(self, id: str) -> _Call:
+        try:
+            return self._calls[id]
+        except KeyError:
+            raise ValueError(f"tool call {id!r} was never started") from None
+
+    def _open(self, kind: str) -> None:
+        if self._open_kind != kind:
+            self._close()
+            self._open_kind = kind
+
+    def _close(
+        self, *, signature: str | None = None, redacted: bool = False, id: str | None = None
+    ) -> None:
+        kind, self._open_kind = self._open_kind, None
+        if kind is None:
+            return
+        text = "".join(self._buffer)
+        self._buffer.clear()
+        if kind == "text":
+            if text or self._citations:
+                self._parts.append(TextPart(text=text, citations=tuple(self._citations)))
+            self._citations.clear()
+        elif text or signature is not None or redacted:
+            self._parts.append(
+                ThoughtPart(
+                    text=text,
+                    signature=signature,
+                    redacted=redacted,
+                    id=id,
+                    provider=self._provider,
+                )
+            )
+
+
+async def collect(deltas: AsyncIterator[ModelDelta], *, provider: str | None = None) -> ModelResponse:
+    """Drain a delta stream into a response (for tests and non-streaming callers)."""
+    builder = ResponseBuilder(provider=provider)
+    async for delta in deltas:
+        builder.add(delta)
+    return builder.build()

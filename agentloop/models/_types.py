@@ -1,0 +1,425 @@
+"""The values that cross the seam between the runtime and a model driver.
+
+A driver translates a ``ModelRequest`` into its provider's wire format and yields ``ModelDelta``
+values while the reply streams. The runtime assembles them into a ``ModelResponse`` (the value
+middleware sees). Drivers know nothing of steps, tools' code or goals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    from .._context import RunContext
+
+# ---------------------------------------------------------------------------------------------
+# Message parts
+
+TOOL_NAME_SEPARATOR = "__"
+
+
+def wire_tool_name(name: str, path: str | None) -> str:
+    """The native tool name: ``name``, or ``name__path`` for a toolkit activity."""
+    return name if path is None else f"{name}{TOOL_NAME_SEPARATOR}{path}"
+
+
+def split_wire_tool_name(wire: str) -> tuple[str, str | None]:
+    """Invert ``wire_tool_name`` (tool names never contain the separator)."""
+    name, sep, path = wire.partition(TOOL_NAME_SEPARATOR)
+    return (name, path) if sep else (wire, None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextPart:
+    """Visible text. ``citations`` keeps provider citation/annotation objects for replay."""
+
+    text: str
+    citations: tuple[Mapping[str, Any], ...] = ()
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThoughtPart:
+    """Reasoning, or a ReAct ``Thought:``.
+
+    ``signature`` is what the provider needs back to accept the thought on replay (Anthropic's
+    thinking signature, or a Responses reasoning item's encrypted content); ``redacted`` marks
+    Anthropic ``redacted_thinking`` (its data is in ``signature``). ``provider`` names the
+    provider that produced it: a thought is only replayed to that provider.
+    """
+
+    text: str
+    signature: str | None = None
+    redacted: bool = False
+    id: str | None = None
+    provider: str | None = None
+    kind: Literal["thought"] = "thought"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallPart:
+    """One action the model asked for. ``arguments`` is the JSON text exactly as the model wrote
+    it; ``error`` is set when the runtime could not make an action of it (bad JSON in ReAct mode,
+    unknown tool): the action then gets that error as its result without running."""
+
+    id: str
+    name: str
+    path: str | None = None
+    arguments: str = "{}"
+    error: str | None = None
+    kind: Literal["tool_call"] = "tool_call"
+
+    @property
+    def wire_name(self) -> str:
+        return wire_tool_name(self.name, self.path)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResultPart:
+    """The result of one action, replayed to the model. ``content`` is text (JSON for values)."""
+
+    id: str
+    name: str
+    path: str | None = None
+    content: str
+    is_error: bool = False
+    kind: Literal["tool_result"] = "tool_result"
+
+    @property
+    def wire_name(self) -> str:
+        return wire_tool_name(self.name, self.path)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProviderPart:
+    """A provider block the runtime does not interpret but must replay: server-tool calls and
+    their results (web search), Responses items it does not model. ``data`` is the raw JSON."""
+
+    provider: str
+    type: str
+    data: Mapping[str, Any]
+    kind: Literal["provider"] = "provider"
+
+
+Part: TypeAlias = TextPart | ThoughtPart | ToolCallPart | ToolResultPart | ProviderPart
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Message:
+    """One message of a prompt. ``tool`` messages carry ``ToolResultPart`` values only."""
+
+    role: Role
+    parts: tuple[Part, ...]
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls(role="system", parts=(TextPart(text=text),))
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls(role="user", parts=(TextPart(text=text),))
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        return cls(role="assistant", parts=(TextPart(text=text),))
+
+    @property
+    def text(self) -> str:
+        """The visible text of the message (text parts joined)."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSpec:
+    """A tool as a model sees it. ``name`` is the wire name (``name`` or ``name__path``)."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutputSchema:
+    """The JSON schema the answer must match (from ``Agent(output_type=...)``)."""
+
+    name: str
+    json_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelSettings:
+    """Sampling settings. ``None`` leaves the provider's default; ``extra`` is merged into the
+    provider's request body as it is (for options agentloop does not model)."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    thinking_budget: int | None = None
+    reasoning_effort: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+ToolMode: TypeAlias = Literal["native", "react"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelRequest:
+    """One model call, derived from the run's state. Middleware may ``replace`` it."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    tool_mode: ToolMode = "native"
+    stop: tuple[str, ...] = ()
+    output_schema: OutputSchema | None = None
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    run: RunContext | None = None
+
+    def replace(self, **changes: Any) -> ModelRequest:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def system(self) -> str | None:
+        """The text of the first system message, if any."""
+        for m in self.messages:
+            if m.role == "system":
+                return m.text
+        return None
+
+    def with_system(self, text: str) -> ModelRequest:
+        """This request with the first system message's text replaced (or one inserted)."""
+        messages = list(self.messages)
+        for i, m in enumerate(messages):
+            if m.role == "system":
+                messages[i] = Message.system(text)
+                break
+        else:
+            messages.insert(0, Message.system(text))
+        return self.replace(messages=tuple(messages))
+
+    def with_message(self, message: Message) -> ModelRequest:
+        """This request with one more message at the end."""
+        return self.replace(messages=(*self.messages, message))
+
+
+# ---------------------------------------------------------------------------------------------
+# Usage and finish reasons
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Usage:
+    """Token counts. ``unknown`` counts model calls whose usage was never reported (a stream the
+    client cut, a provider that sends none): those are never counted as zero tokens."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    unknown: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            requests=self.requests + other.requests,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            unknown=self.unknown + other.unknown,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+UNKNOWN_USAGE = Usage(requests=1, unknown=1)
+
+FinishReason: TypeAlias = Literal[
+    "stop",  # a normal end of reply
+    "tool_calls",  # the reply ends with tool calls
+    "length",  # a token limit cut the reply (OpenAI length, Anthropic max_tokens)
+    "content_filter",  # the provider's filter stopped the reply
+    "refusal",  # the model refused
+    "pause_turn",  # Anthropic paused a long server-tool turn; the runtime continues it
+    "incomplete",  # Responses ``incomplete`` for another reason
+    "cut",  # the client cut the stream (ReAct: the model wrote its own tool response)
+    "error",  # the stream failed after actions had started; the reply is partial
+]
+
+# ---------------------------------------------------------------------------------------------
+# Deltas: what a driver yields while a reply streams
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtDelta:
+    """A piece of reasoning text; appended to the open thought part."""
+
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThoughtDone:
+    """Closes the open thought part (opening an empty one if none is open, for redacted
+    thinking), attaching what the provider needs on replay."""
+
+    signature: str | None = None
+    redacted: bool = False
+    id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallStart:
+    """A native tool call begins. ``name`` is the wire name."""
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallArgsDelta:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallEnd:
+    """The call is sealed: its arguments are complete and it may start now.
+
+    ``arguments`` is the full JSON text when the driver has it (non-streaming responses, or
+    providers that send it again at the end); otherwise the runtime uses the deltas it saw.
+    """
+
+    id: str
+    arguments: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderBlock:
+    """A complete block kept for replay and surfaced as an event (web search and its results)."""
+
+    part: ProviderPart
+
+
+@dataclass(frozen=True, slots=True)
+class CitationDelta:
+    """A citation/annotation for the open text part."""
+
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class UsageDelta:
+    """The reply's usage so far; a later one replaces an earlier one."""
+
+    usage: Usage
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FinishDelta:
+    reason: FinishReason
+    raw: str | None = None
+    refusal: str | None = None
+
+
+ModelDelta: TypeAlias = (
+    TextDelta
+    | ThoughtDelta
+    | ThoughtDone
+    | ToolCallStart
+    | ToolCallArgsDelta
+    | ToolCallEnd
+    | ProviderBlock
+    | CitationDelta
+    | UsageDelta
+    | FinishDelta
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelResponse:
+    """A whole reply, as middleware sees it.
+
+    ``attempt`` is the number of the stream that produced it (``None`` for a response a
+    middleware made up; the runtime gives it a fresh number). ``usage`` is ``None`` when unknown.
+    ``partial`` marks a reply whose stream failed after some of its actions had started.
+    """
+
+    parts: tuple[Part, ...]
+    usage: Usage | None = None
+    finish_reason: FinishReason = "stop"
+    model_name: str | None = None
+    attempt: int | None = None
+    partial: bool = False
+    refusal: str | None = None
+    _discard: Any = field(default=None, repr=False, compare=False)
+
+    def replace(self, **changes: Any) -> ModelResponse:
+        return dataclasses.replace(self, **changes)
+
+    def discard(self, reason: Literal["goal", "middleware", "retry"] = "middleware") -> None:
+        """Withdraw this attempt's streamed text: the caller receives ``AttemptDiscarded``.
+
+        A middleware that asks the model again calls this on the reply it throws away.
+        """
+        if self._discard is not None and self.attempt is not None:
+            self._discard(self.attempt, reason)
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def thought(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, ThoughtPart))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+    @property
+    def has_actions(self) -> bool:
+        return any(isinstance(p, ToolCallPart) for p in self.parts)
+
+    @property
+    def is_final(self) -> bool:
+        """Visible text, no actions, not partial and not a continuation: the reply ends a run."""
+        return (
+            not self.partial
+            and self.finish_reason not in ("pause_turn", "error")
+            and not self.has_actions
+            and bool(self.text.strip())
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelProfile:
+    """What a model driver supports; the runtime adapts (``tool_mode="auto"``, stop sequences,
+    and whether the output schema is also taught in the system prompt)."""
+
+    native_tools: bool = True
+    stop_sequences: bool = True
+    native_output: bool = False
+
+
+ModelStream: TypeAlias = AbstractAsyncContextManager[AsyncIterator[ModelDelta]]
