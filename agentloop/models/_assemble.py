@@ -146,7 +146,9 @@ class ResponseBuilder:
             )
 
 
-async def collect(deltas: AsyncIterator[ModelDelta], *, provider: str | None = None) -> ModelResponse:
+async def collect(
+    deltas: AsyncIterator[ModelDelta], *, provider: str | None = None
+) -> ModelResponse:
     """Drain a delta stream into a response (for tests and non-streaming callers)."""
     builder = ResponseBuilder(provider=provider)
     async for delta in deltas:

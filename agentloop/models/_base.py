@@ -33,7 +33,7 @@ class Model(ABC):
     def stream(self, request: ModelRequest) -> ModelStream:
         """Open one streamed reply to ``request``."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Release what the driver holds (its HTTP client, when it created one)."""
 
     def __repr__(self) -> str:

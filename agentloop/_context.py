@@ -1,0 +1,191 @@
+"""What middleware and tools see of a run: ``RunContext`` and its ``StateView``."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, final
+
+import anyio
+
+from ._errors import UserError
+
+if TYPE_CHECKING:
+    from ._run import _Run
+
+TEMP_PREFIX = "temp:"
+
+
+@final
+class StateView(Mapping[str, Any]):
+    """A session's state during a run: a flat JSON mapping with change tracking.
+
+    Keys starting with ``temp:`` live for this run only and are never persisted. Values must be
+    JSON-serialisable (checked when set). ``update(key, fn)`` is an atomic read-modify-write, also
+    from sync tools running in worker threads. When parallel tools write the same key, the last to
+    finish wins. Goal tools take ``lock(key)`` to serialise a load → mutate → save.
+    """
+
+    __slots__ = ("_data", "_deleted", "_dirty", "_locks", "_mutex", "_read_only")
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data: dict[str, Any] = dict(data or {})
+        self._dirty: set[str] = set()
+        self._deleted: set[str] = set()
+        self._locks: dict[str, anyio.Lock] = {}
+        self._mutex = threading.Lock()
+        self._read_only = False
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._check_writable(key)
+        _check_json(key, value)
+        with self._mutex:
+            self._data[key] = value
+            self._dirty.add(key)
+            self._deleted.discard(key)
+
+    def __delitem__(self, key: str) -> None:
+        self._check_writable(key)
+        with self._mutex:
+            del self._data[key]
+            self._dirty.discard(key)
+            self._deleted.add(key)
+
+    def pop(self, key: str, default: Any = None) -> Any:
+        if key not in self._data:
+            return default
+        value = self._data[key]
+        del self[key]
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._data))
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"StateView({self._data!r})"
+
+    def update(self, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
+        """Atomically replace ``state[key]`` by ``fn(old)`` (``old`` is ``default`` if unset)."""
+        self._check_writable(key)
+        with self._mutex:
+            new = fn(self._data.get(key, default))
+            _check_json(key, new)
+            self._data[key] = new
+            self._dirty.add(key)
+            self._deleted.discard(key)
+            return new
+
+    def lock(self, key: str) -> anyio.Lock:
+        """A lock for a read-modify-write of ``key`` that spans awaits (one per key and run)."""
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = anyio.Lock()
+        return lock
+
+    def snapshot(self) -> dict[str, Any]:
+        """A copy of the persistent part of the state (no ``temp:`` keys)."""
+        with self._mutex:
+            return {k: v for k, v in self._data.items() if not k.startswith(TEMP_PREFIX)}
+
+    def take_changes(self) -> tuple[dict[str, Any], set[str]]:
+        """The persistent keys set and deleted since the last call, and forget them."""
+        with self._mutex:
+            changed = {k: self._data[k] for k in self._dirty if not k.startswith(TEMP_PREFIX)}
+            deleted = {k for k in self._deleted if not k.startswith(TEMP_PREFIX)}
+            self._dirty.clear()
+            self._deleted.clear()
+        return changed, deleted
+
+    def read_only(self) -> StateView:
+        """A view of the same data that refuses writes (given to abandoned sync tools)."""
+        view = StateView.__new__(StateView)
+        view._data = self._data
+        view._dirty = self._dirty
+        view._deleted = self._deleted
+        view._locks = self._locks
+        view._mutex = self._mutex
+        view._read_only = True
+        return view
+
+    def _check_writable(self, key: str) -> None:
+        if self._read_only:
+            raise UserError(f"state is read-only here (writing {key!r} after the action ended)")
+        if not isinstance(key, str):
+            raise UserError(f"state keys are strings, not {type(key).__name__}")
+
+
+def _check_json(key: str, value: Any) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"state[{key!r}] must be JSON-serialisable: {exc}") from None
+
+
+@final
+class RunContext:
+    """A read-only view of the run, given to middleware (``request.run``) and tools.
+
+    Middleware objects are shared by concurrent runs and hold no per-run state: they keep it in
+    ``scratch(self)``, a dict private to this run (and branch).
+    """
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+
+    @property
+    def run_id(self) -> str:
+        return self._run.run_id
+
+    @property
+    def parent_run_id(self) -> str | None:
+        return self._run.parent_run_id
+
+    @property
+    def root_run_id(self) -> str:
+        return self._run.root_run_id
+
+    @property
+    def agent_name(self) -> str:
+        return self._run.agent.name
+
+    @property
+    def branch(self) -> str:
+        return self._run.branch
+
+    @property
+    def session_id(self) -> str | None:
+        return self._run.session_id
+
+    @property
+    def state(self) -> StateView:
+        return self._run.state
+
+    @property
+    def step(self) -> int:
+        """The index of the step in progress (0-based)."""
+        return len(self._run.steps)
+
+    @property
+    def deps(self) -> Any:
+        """Whatever the caller passed as ``deps=`` (database handles, clients, …)."""
+        return self._run.deps
+
+    @property
+    def variables(self) -> Mapping[str, Any]:
+        return self._run.variables
+
+    def scratch(self, owner: object) -> dict[str, Any]:
+        """A per-run, per-branch dict private to ``owner`` (usually a middleware object)."""
+        return self._run.scratch.setdefault(id(owner), {})
+
+    def __repr__(self) -> str:
+        return f"RunContext(run_id={self.run_id!r}, branch={self.branch!r})"

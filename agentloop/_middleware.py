@@ -1,0 +1,64 @@
+"""Middleware: awaitables around each model call and each action (Starlette's shape).
+
+A model middleware is ``async def mw(request, call_next) -> ModelResponse``; it may rewrite the
+request, call ``call_next`` zero, one or several times, and replace the response. A tool
+middleware is ``async def mw(call, call_next) -> ActionResult`` around one action. The first in
+a list is the outermost. Middleware objects are shared by concurrent runs: per-run state goes in
+``request.run.scratch(self)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+from ._steps import Action, ActionResult
+from .models._types import ModelRequest, ModelResponse
+
+if TYPE_CHECKING:
+    from ._context import RunContext
+
+ModelCall: TypeAlias = Callable[[ModelRequest], Awaitable[ModelResponse]]
+ModelMiddleware: TypeAlias = Callable[[ModelRequest, ModelCall], Awaitable[ModelResponse]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """One action on its way to its tool; a tool middleware may ``replace`` it."""
+
+    action: Action
+    run: RunContext
+    step: int
+
+    def replace(self, **changes: Any) -> ToolCall:
+        return dataclasses.replace(self, **changes)
+
+
+ToolCallNext: TypeAlias = Callable[[ToolCall], Awaitable[ActionResult]]
+ToolMiddleware: TypeAlias = Callable[[ToolCall, ToolCallNext], Awaitable[ActionResult]]
+
+Req = TypeVar("Req")
+Res = TypeVar("Res")
+
+
+def compose(
+    middleware: Sequence[Callable[[Req, Callable[[Req], Awaitable[Res]]], Awaitable[Res]]],
+    terminal: Callable[[Req], Awaitable[Res]],
+) -> Callable[[Req], Awaitable[Res]]:
+    """Fold middleware around ``terminal``; the first in the list ends up outermost."""
+    call = terminal
+    for mw in reversed(middleware):
+        call = _bind(mw, call)
+    return call
+
+
+def _bind(
+    mw: Callable[[Req, Callable[[Req], Awaitable[Res]]], Awaitable[Res]],
+    call_next: Callable[[Req], Awaitable[Res]],
+) -> Callable[[Req], Awaitable[Res]]:
+    async def call(request: Req) -> Res:
+        return await mw(request, call_next)
+
+    return call

@@ -1,0 +1,174 @@
+"""One run's private machinery: its state, its attempts and its event emitter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from anyio import BrokenResourceError, ClosedResourceError, WouldBlock
+from anyio.streams.memory import MemoryObjectSendStream
+
+from . import _events as ev
+from ._context import RunContext, StateView
+from ._steps import Step
+from .models._types import Message, Usage
+from .tools._executor import PendingAction
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+
+DiscardReason = Literal["retry", "goal", "middleware"]
+
+
+class Emitter:
+    """Numbers events (one counter per root run) and sends them to the caller's stream.
+
+    The fast path is a synchronous ``send_nowait``; when the buffer is full, senders queue
+    behind a lock so that events arrive in ``seq`` order and a slow consumer slows the run
+    (backpressure) instead of growing a buffer.
+    """
+
+    __slots__ = ("_lock", "_send", "_seq", "_waiting")
+
+    def __init__(self, send: MemoryObjectSendStream[ev.Event] | None) -> None:
+        self._send = send
+        self._seq = 0
+        self._waiting = 0
+        self._lock = anyio.Lock()
+
+    @property
+    def active(self) -> bool:
+        return self._send is not None
+
+    async def emit(self, run: _Run, cls: type[ev.Event], fields: dict[str, Any]) -> None:
+        send = self._send
+        if send is None:
+            return
+        if not self._waiting:
+            event = self._make(run, cls, fields)
+            try:
+                send.send_nowait(event)
+                return
+            except WouldBlock:
+                pass
+            except (BrokenResourceError, ClosedResourceError):
+                self._send = None
+                return
+        else:
+            event = None
+        self._waiting += 1
+        try:
+            async with self._lock:
+                if event is None:
+                    event = self._make(run, cls, fields)
+                try:
+                    await send.send(event)
+                except (BrokenResourceError, ClosedResourceError):
+                    self._send = None
+        finally:
+            self._waiting -= 1
+
+    def _make(self, run: _Run, cls: type[ev.Event], fields: dict[str, Any]) -> ev.Event:
+        self._seq += 1
+        return cls(
+            run_id=run.run_id,
+            parent_run_id=run.parent_run_id,
+            branch=run.branch,
+            seq=self._seq,
+            **fields,
+        )
+
+
+class AttemptRecord:
+    """One opening of a provider stream, and the actions it sealed (in order)."""
+
+    __slots__ = ("actions", "discarded", "n", "streamed")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.streamed = False
+        self.discarded = False
+        self.actions: list[PendingAction] = []
+
+    def started_any(self) -> bool:
+        return any(p.started for p in self.actions)
+
+
+class _Run:
+    """Everything one run (or sub-run) owns. ``RunContext`` is its public, read-only face."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        run_id: str,
+        user_input: str,
+        branch: str,
+        emitter: Emitter,
+        state: StateView,
+        parent: _Run | None = None,
+        session_id: str | None = None,
+        deps: Any = None,
+        variables: Mapping[str, Any] | None = None,
+        memory: Sequence[Message] = (),
+    ) -> None:
+        self.agent = agent
+        self.run_id = run_id
+        self.parent_run_id = parent.run_id if parent is not None else None
+        self.root_run_id: str = parent.root_run_id if parent is not None else run_id
+        self.user_input = user_input
+        self.branch = branch
+        self.emitter = emitter
+        self.state = state
+        self.session_id = session_id
+        self.deps = deps
+        self.variables: Mapping[str, Any] = dict(variables or {})
+        self.memory = tuple(memory)
+        self.steps: list[Step] = []
+        self.replayed: list[tuple[Message, ...]] = []
+        self.usage = Usage()
+        self.scratch: dict[int, dict[str, Any]] = {}
+        self.context = RunContext(self)
+        self._attempt_count = 0
+        self.attempts: dict[int, AttemptRecord] = {}
+        self._pending_discards: list[tuple[int, DiscardReason]] = []
+
+    # -- events --------------------------------------------------------------------------------
+
+    @property
+    def emitting(self) -> bool:
+        return self.emitter.active
+
+    async def emit(self, cls: type[ev.Event], **fields: Any) -> None:
+        if self._pending_discards:
+            await self.flush_discards()
+        await self.emitter.emit(self, cls, fields)
+
+    async def flush_discards(self) -> None:
+        pending, self._pending_discards = self._pending_discards, []
+        for attempt, reason in pending:
+            await self.emitter.emit(
+                self, ev.AttemptDiscarded, {"attempt": attempt, "reason": reason}
+            )
+
+    # -- attempts ------------------------------------------------------------------------------
+
+    def open_attempt(self) -> AttemptRecord:
+        self._attempt_count += 1
+        record = AttemptRecord(self._attempt_count)
+        self.attempts[record.n] = record
+        return record
+
+    def fresh_attempt_number(self) -> int:
+        """A number for a response a middleware made up (it never streamed)."""
+        self._attempt_count += 1
+        return self._attempt_count
+
+    def discard(self, attempt: int, reason: DiscardReason) -> None:
+        """Mark an attempt discarded; ``AttemptDiscarded`` goes out before the next event."""
+        record = self.attempts.get(attempt)
+        if record is None or record.discarded:
+            return
+        record.discarded = True
+        self._pending_discards.append((attempt, reason))

@@ -1,0 +1,130 @@
+"""The run's record: actions, their results, steps and the final result (frozen values)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from .models._types import Part, ThoughtPart, ToolCallPart, Usage
+
+ActionErrorKind: TypeAlias = Literal[
+    "invalid_action",  # the model's action could not be parsed (ReAct JSON, missing fields)
+    "unknown_tool",  # no tool or activity of that name
+    "invalid_arguments",  # the arguments failed the tool's schema
+    "tool_error",  # the tool raised
+    "timeout",  # the tool ran past its timeout
+    "too_many_actions",  # the step asked for more actions than the limit allows
+    "duplicate_tag",  # another action of the step has the same tag
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Action:
+    """One action the model asked for: ``name``/``path`` address a tool activity."""
+
+    tag: str
+    name: str
+    path: str | None = None
+    input: Any = None
+    attempt: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActionResult:
+    """What an action produced: ``output`` (text or a JSON value), or ``error`` (a message the
+    model sees next step) with its ``error_kind``."""
+
+    tag: str
+    name: str
+    path: str | None = None
+    input: Any = None
+    output: Any = None
+    error: str | None = None
+    error_kind: ActionErrorKind | None = None
+    attempt: int = 0
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
+
+    @property
+    def content(self) -> str:
+        """The result as text, as the model is shown it."""
+        if self.error is not None:
+            return self.error
+        if isinstance(self.output, str):
+            return self.output
+        return json.dumps(self.output, ensure_ascii=False, default=str)
+
+    def as_call(self) -> ToolCallPart:
+        arguments = (
+            self.input
+            if isinstance(self.input, str)
+            else json.dumps(self.input, ensure_ascii=False)
+        )
+        return ToolCallPart(id=self.tag, name=self.name, path=self.path, arguments=arguments)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Step:
+    """One model turn and what came of it.
+
+    ``thought`` is the visible reasoning (a ReAct ``Thought:``, or native text that came with
+    actions); ``answer`` is set on the final step. ``carried`` holds actions that started in an
+    attempt a middleware or retry discarded: they ran, so they are recorded and replayed before
+    this step's own turn. ``feedback`` is the runtime's message to the model after this step
+    (asking it to keep going, or the validation errors of an answer). ``parts`` is the reply as
+    the provider sent it, replayed in native mode.
+    """
+
+    index: int
+    attempt: int
+    thought: str = ""
+    actions: tuple[ActionResult, ...] = ()
+    carried: tuple[ActionResult, ...] = ()
+    answer: str | None = None
+    feedback: str | None = None
+    parts: tuple[Part, ...] = ()
+    finish_reason: str = "stop"
+    usage: Usage | None = None
+
+    @property
+    def reasoning(self) -> str:
+        """Provider reasoning (thinking, reasoning summaries) of this step's reply."""
+        return "".join(
+            p.text for p in self.parts if isinstance(p, ThoughtPart) and p.provider is not None
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunErrorInfo:
+    """Why a run ended without a usable answer (``RunResult.error``)."""
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunResult:
+    """The outcome of a run.
+
+    ``output`` is the typed answer (``output_type``), the answer text, or — with
+    ``reflect_on_tool_use=False`` — the first action step's results in model order. ``error`` is
+    set when the run ended without a usable answer (step limit, invalid output, refusal, …).
+    """
+
+    run_id: str
+    agent: str
+    branch: str
+    output: Any = None
+    text: str | None = None
+    steps: tuple[Step, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    error: RunErrorInfo | None = None
+    state: Mapping[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None

@@ -1,0 +1,25 @@
+"""Tools: ``@tool`` functions, ``Toolkit`` classes, ``ToolContext`` and ``Toolset``."""
+
+from __future__ import annotations
+
+from ._context import ToolContext as ToolContext
+from ._executor import default_thread_limiter as default_thread_limiter
+from ._executor import default_tool_limiter as default_tool_limiter
+from ._tool import Activity as Activity
+from ._tool import Tool as Tool
+from ._tool import Toolkit as Toolkit
+from ._tool import activity as activity
+from ._tool import tool as tool
+from ._toolset import Toolset as Toolset
+
+__all__ = [
+    "Activity",
+    "Tool",
+    "ToolContext",
+    "Toolkit",
+    "Toolset",
+    "activity",
+    "default_thread_limiter",
+    "default_tool_limiter",
+    "tool",
+]

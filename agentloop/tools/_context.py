@@ -1,0 +1,60 @@
+"""``ToolContext``: what a tool may ask of the run that called it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, final
+
+if TYPE_CHECKING:
+    from .._context import RunContext, StateView
+    from .._steps import Action
+
+
+@final
+class ToolContext:
+    """Injected into a tool that declares a parameter annotated ``ToolContext``.
+
+    ``idempotency_key`` is stable across a re-run of the same step after a crash
+    (``session:run:step:tag``): tools with side effects use it to do their work at most once.
+    After a sync tool was abandoned (cancelled or timed out while its thread still runs) its
+    ``state`` becomes read-only.
+    """
+
+    __slots__ = ("_abandoned", "action", "run", "step")
+
+    def __init__(self, *, run: RunContext, action: Action, step: int) -> None:
+        self.run = run
+        self.action = action
+        self.step = step
+        self._abandoned = False
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def agent_name(self) -> str:
+        return self.run.agent_name
+
+    @property
+    def branch(self) -> str:
+        return self.run.branch
+
+    @property
+    def session_id(self) -> str | None:
+        return self.run.session_id
+
+    @property
+    def deps(self) -> Any:
+        return self.run.deps
+
+    @property
+    def state(self) -> StateView:
+        state = self.run.state
+        return state.read_only() if self._abandoned else state
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.session_id or '-'}:{self.run_id}:{self.step}:{self.action.tag}"
+
+    def __repr__(self) -> str:
+        return f"ToolContext(run_id={self.run_id!r}, tag={self.action.tag!r})"

@@ -1,0 +1,265 @@
+"""Tools: ``@tool`` functions and ``Toolkit`` classes with several activities."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, ParamSpec, TypeVar, final, overload
+
+from pydantic import BaseModel
+
+from .._errors import UserError
+from ..models._types import TOOL_NAME_SEPARATOR, ToolSpec, wire_tool_name
+from ._context import ToolContext
+from ._schema import args_model, json_schema, parse_docstring
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_WIRE_NAME = 64
+
+
+def check_name(kind: str, name: str) -> str:
+    if not _NAME.match(name) or TOOL_NAME_SEPARATOR in name:
+        raise UserError(
+            f"{kind} name {name!r} must be 1-64 characters of [A-Za-z0-9_-] without "
+            f"{TOOL_NAME_SEPARATOR!r} (it is sent to providers as a function name)"
+        )
+    return name
+
+
+@final
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Activity:
+    """One callable of a tool: a plain ``@tool`` has one, a ``Toolkit`` one per method."""
+
+    path: str | None
+    description: str
+    fn: Callable[..., Any]
+    args: type[BaseModel]
+    parameters: Mapping[str, Any]
+    context_param: str | None
+    is_async: bool
+    eager: bool
+    timeout: float | None
+
+    def spec(self, tool_name: str) -> ToolSpec:
+        return ToolSpec(
+            name=wire_tool_name(tool_name, self.path),
+            description=self.description,
+            parameters=self.parameters,
+        )
+
+
+@final
+class Tool:
+    """A tool the model can call. ``activities`` maps a path (``None`` for a plain tool) to the
+    activity it runs. Calling the tool object calls a plain tool's function directly."""
+
+    __slots__ = ("activities", "description", "name")
+
+    def __init__(self, *, name: str, description: str, activities: Mapping[str | None, Activity]):
+        self.name = check_name("tool", name)
+        self.description = description
+        self.activities = dict(activities)
+        for path in self.activities:
+            if path is not None:
+                check_name("activity", path)
+                if len(wire_tool_name(name, path)) > MAX_WIRE_NAME:
+                    raise UserError(
+                        f"tool {name!r} activity {path!r}: {wire_tool_name(name, path)!r} is "
+                        f"longer than {MAX_WIRE_NAME} characters"
+                    )
+
+    def activity(self, path: str | None) -> Activity | None:
+        """The activity at ``path``. A plain tool also answers to its own name as the path."""
+        found = self.activities.get(path)
+        if found is None and path == self.name and None in self.activities:
+            found = self.activities[None]
+        return found
+
+    def specs(self) -> Iterator[ToolSpec]:
+        for activity in self.activities.values():
+            yield activity.spec(self.name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        plain = self.activities.get(None)
+        if plain is None:
+            raise TypeError(f"toolkit {self.name!r} is not callable; call its activities")
+        return plain.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        paths = [p for p in self.activities if p is not None]
+        return f"Tool({self.name!r}{', activities=' + repr(paths) if paths else ''})"
+
+
+def _is_context(param: inspect.Parameter, annotation: Any) -> bool:
+    return annotation is ToolContext or param.annotation in ("ToolContext", ToolContext)
+
+
+def make_activity(
+    fn: Callable[..., Any],
+    *,
+    tool_name: str,
+    path: str | None,
+    description: str | None,
+    eager: bool,
+    timeout: float | None,
+) -> Activity:
+    if timeout is not None and timeout <= 0:
+        raise UserError(f"tool {tool_name!r}: timeout must be positive, not {timeout}")
+    summary, param_docs = parse_docstring(inspect.getdoc(fn))
+    context_params = [
+        p.name
+        for p in inspect.signature(fn).parameters.values()
+        if _is_context(p, p.annotation)
+    ]
+    model = args_model(
+        fn,
+        name=wire_tool_name(tool_name, path),
+        skip=lambda p, annotation: p.name in context_params or _is_context(p, annotation),
+        descriptions=param_docs,
+        localns={"ToolContext": ToolContext},
+    )
+    target = inspect.unwrap(fn)
+    is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+        getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )
+    return Activity(
+        path=path,
+        description=(description or summary or "").strip(),
+        fn=fn,
+        args=model,
+        parameters=json_schema(model),
+        context_param=context_params[0] if context_params else None,
+        is_async=is_async,
+        eager=eager,
+        timeout=timeout,
+    )
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    eager: bool = True,
+    timeout: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    eager: bool = True,
+    timeout: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a tool of an ``async def`` or plain ``def`` function.
+
+    The argument schema comes from the signature (validated with pydantic), descriptions from
+    the docstring. A parameter annotated ``ToolContext`` is injected, not shown to the model.
+    Plain functions run in worker threads. ``eager=False`` waits for the whole reply to pass the
+    middleware chain before starting; ``timeout`` (seconds) turns a slow call into an error
+    result.
+    """
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        tool_name = check_name("tool", name or f.__name__)
+        activity = make_activity(
+            f, tool_name=tool_name, path=None, description=description, eager=eager, timeout=timeout
+        )
+        return Tool(name=tool_name, description=activity.description, activities={None: activity})
+
+    return wrap(fn) if fn is not None else wrap
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _ActivityOptions:
+    name: str | None
+    description: str | None
+    eager: bool
+    timeout: float | None
+
+
+_MARK = "__agentloop_activity__"
+
+
+@overload
+def activity(fn: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def activity(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    eager: bool = True,
+    timeout: float | None = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def activity(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    eager: bool = True,
+    timeout: float | None = None,
+) -> Any:
+    """Mark a ``Toolkit`` method as an activity (the action's ``path`` is its name)."""
+
+    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(f, _MARK, _ActivityOptions(name=name, description=description, eager=eager, timeout=timeout))
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+class Toolkit:
+    """A tool with several activities: subclass it and mark methods with ``@activity``.
+
+    ``name`` defaults to the class name in snake case and ``description`` to the class docstring.
+    An instance is accepted wherever a tool is.
+    """
+
+    name: ClassVar[str | None] = None
+    description: ClassVar[str | None] = None
+
+    @functools.cached_property
+    def tool(self) -> Tool:
+        cls = type(self)
+        tool_name = check_name("tool", cls.name or _snake(cls.__name__))
+        activities: dict[str | None, Activity] = {}
+        for attr in dir(cls):
+            options = getattr(getattr(cls, attr, None), _MARK, None)
+            if not isinstance(options, _ActivityOptions):
+                continue
+            path = check_name("activity", options.name or attr)
+            activities[path] = make_activity(
+                getattr(self, attr),
+                tool_name=tool_name,
+                path=path,
+                description=options.description,
+                eager=options.eager,
+                timeout=options.timeout,
+            )
+        if not activities:
+            raise UserError(f"toolkit {tool_name!r} has no @activity methods")
+        description = cls.description or inspect.cleandoc(cls.__doc__ or "")
+        return Tool(name=tool_name, description=description.strip(), activities=activities)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()

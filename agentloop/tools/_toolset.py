@@ -1,0 +1,28 @@
+"""``Toolset``: tools found at run time (MCP servers, goal tools)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .._context import RunContext
+    from ._tool import Tool
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """Provides tools when a run starts.
+
+    ``list_tools`` is called once per run. A toolset that needs a per-run resource (a
+    connection) may also define ``run_scope(ctx) -> AsyncContextManager``, entered before
+    ``list_tools`` and exited when the run ends.
+    """
+
+    async def list_tools(self, ctx: RunContext) -> Sequence[Tool]: ...
+
+
+def run_scope(toolset: Toolset, ctx: RunContext) -> AbstractAsyncContextManager[Any] | None:
+    scope = getattr(toolset, "run_scope", None)
+    return scope(ctx) if scope is not None else None
