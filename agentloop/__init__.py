@@ -1,0 +1,168 @@
+"""agentloop: an async-native agent runtime.
+
+A caller gives an ``Agent`` an input and tools; the runtime asks a model, parses the reply into
+thought, actions and answer while it streams, runs the actions concurrently as soon as each is
+sealed, feeds the results back, and loops until the model answers.
+"""
+
+from __future__ import annotations
+
+from ._agent import Agent as Agent
+from ._agent import RunStream as RunStream
+from ._context import RunContext as RunContext
+from ._context import StateView as StateView
+from ._errors import AgentLoopError as AgentLoopError
+from ._errors import AgentLoopWarning as AgentLoopWarning
+from ._errors import ContentFiltered as ContentFiltered
+from ._errors import MaxStepsExceeded as MaxStepsExceeded
+from ._errors import ModelAuthError as ModelAuthError
+from ._errors import ModelBadRequest as ModelBadRequest
+from ._errors import ModelConnectionError as ModelConnectionError
+from ._errors import ModelError as ModelError
+from ._errors import ModelHTTPError as ModelHTTPError
+from ._errors import ModelNotFound as ModelNotFound
+from ._errors import ModelOverloaded as ModelOverloaded
+from ._errors import ModelRateLimited as ModelRateLimited
+from ._errors import ModelRefused as ModelRefused
+from ._errors import ModelServerError as ModelServerError
+from ._errors import ModelStreamError as ModelStreamError
+from ._errors import ModelTimeout as ModelTimeout
+from ._errors import OutputInvalid as OutputInvalid
+from ._errors import ReplyTooLarge as ReplyTooLarge
+from ._errors import ReplyTruncated as ReplyTruncated
+from ._errors import RunCancelled as RunCancelled
+from ._errors import RunDeadlineExceeded as RunDeadlineExceeded
+from ._errors import RunError as RunError
+from ._errors import SessionBusy as SessionBusy
+from ._errors import SessionConflict as SessionConflict
+from ._errors import SessionError as SessionError
+from ._errors import SessionNotFound as SessionNotFound
+from ._errors import ToolError as ToolError
+from ._errors import UserError as UserError
+from ._events import ActionArgsDelta as ActionArgsDelta
+from ._events import ActionFinished as ActionFinished
+from ._events import ActionStarted as ActionStarted
+from ._events import AnswerDelta as AnswerDelta
+from ._events import AttemptDiscarded as AttemptDiscarded
+from ._events import Event as Event
+from ._events import ModelCallFinished as ModelCallFinished
+from ._events import ModelCallStarted as ModelCallStarted
+from ._events import ProviderEvent as ProviderEvent
+from ._events import RunFailed as RunFailed
+from ._events import RunFinished as RunFinished
+from ._events import RunStarted as RunStarted
+from ._events import StepFinished as StepFinished
+from ._events import TextDelta as TextDelta
+from ._events import ThoughtDelta as ThoughtDelta
+from ._events import event_from_json as event_from_json
+from ._middleware import ModelCall as ModelCall
+from ._middleware import ModelMiddleware as ModelMiddleware
+from ._middleware import ToolCall as ToolCall
+from ._middleware import ToolCallNext as ToolCallNext
+from ._middleware import ToolMiddleware as ToolMiddleware
+from ._prompt import Ruleset as Ruleset
+from ._retry import RetryPolicy as RetryPolicy
+from ._steps import Action as Action
+from ._steps import ActionResult as ActionResult
+from ._steps import RunErrorInfo as RunErrorInfo
+from ._steps import RunResult as RunResult
+from ._steps import Step as Step
+from .models import Message as Message
+from .models import Model as Model
+from .models import ModelRequest as ModelRequest
+from .models import ModelResponse as ModelResponse
+from .models import ModelSettings as ModelSettings
+from .models import Usage as Usage
+from .tools import Tool as Tool
+from .tools import ToolContext as ToolContext
+from .tools import Toolkit as Toolkit
+from .tools import Toolset as Toolset
+from .tools import activity as activity
+from .tools import tool as tool
+from .tools._executor import ToolLimits as ToolLimits
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "Action",
+    "ActionArgsDelta",
+    "ActionFinished",
+    "ActionResult",
+    "ActionStarted",
+    "Agent",
+    "AgentLoopError",
+    "AgentLoopWarning",
+    "AnswerDelta",
+    "AttemptDiscarded",
+    "ContentFiltered",
+    "Event",
+    "MaxStepsExceeded",
+    "Message",
+    "Model",
+    "ModelAuthError",
+    "ModelBadRequest",
+    "ModelCall",
+    "ModelCallFinished",
+    "ModelCallStarted",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelMiddleware",
+    "ModelNotFound",
+    "ModelOverloaded",
+    "ModelRateLimited",
+    "ModelRefused",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelServerError",
+    "ModelSettings",
+    "ModelStreamError",
+    "ModelTimeout",
+    "OutputInvalid",
+    "ProviderEvent",
+    "ReplyTooLarge",
+    "ReplyTruncated",
+    "RetryPolicy",
+    "Ruleset",
+    "RunCancelled",
+    "RunContext",
+    "RunDeadlineExceeded",
+    "RunError",
+    "RunErrorInfo",
+    "RunFailed",
+    "RunFinished",
+    "RunResult",
+    "RunStarted",
+    "RunStream",
+    "SessionBusy",
+    "SessionConflict",
+    "SessionError",
+    "SessionNotFound",
+    "StateView",
+    "Step",
+    "StepFinished",
+    "TextDelta",
+    "ThoughtDelta",
+    "Tool",
+    "ToolCall",
+    "ToolCallNext",
+    "ToolContext",
+    "ToolError",
+    "ToolLimits",
+    "ToolMiddleware",
+    "Toolkit",
+    "Toolset",
+    "Usage",
+    "UserError",
+    "activity",
+    "event_from_json",
+    "tool",
+]
+
+# Tracebacks show the public path of our errors. (Only exceptions: pydantic resolves the
+# annotations of the dataclasses through their real modules.)
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) and issubclass(_obj, BaseException | AgentLoopWarning):
+        _obj.__module__ = "agentloop"
+del _name, _obj

@@ -1,0 +1,428 @@
+"""``Agent``: immutable configuration, and the three ways to run it."""
+
+from __future__ import annotations
+
+import functools
+import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal, cast, final
+
+import anyio
+import jinja2
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import TypeAdapter
+
+from . import _events as ev
+from ._context import StateView
+from ._errors import RunCancelled, UserError
+from ._loop import execute, raise_for_result, strip_fence
+from ._middleware import ModelMiddleware, ToolMiddleware
+from ._prompt import Ruleset, compile_template, render
+from ._retry import RetryPolicy
+from ._run import Emitter, _Run
+from ._steps import RunResult
+from .models._base import Model
+from .models._registry import resolve_model
+from .models._types import Message, ModelSettings, OutputSchema, ToolMode
+from .tools._executor import ToolLimits
+from .tools._tool import Tool, Toolkit, tool
+from .tools._toolset import Toolset
+
+_AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_UNSET: Any = object()
+
+
+@final
+class Agent:
+    """An agent: a model, tools and instructions. Immutable and safe to share between any
+    number of concurrent runs; ``replace(...)`` returns a changed copy.
+
+    ``model`` is a ``Model`` or a ``"provider:model"`` string (resolved on first use).
+    ``instructions`` is a jinja2 template (sandboxed) rendered with ``variables``.
+    ``tool_mode`` is ``"native"`` (provider tool calling), ``"react"`` (the
+    ``Thought:/Actions:/Answer:`` text protocol) or ``"auto"`` (native when the model supports
+    it). With ``reflect_on_tool_use=False`` the run ends after the first action step and its
+    output is the actions' results.
+    """
+
+    __slots__ = (
+        "_config",
+        "_instructions",
+        "_model",
+        "_output_adapter",
+        "deadline",
+        "event_buffer",
+        "max_reply_chars",
+        "max_steps",
+        "model_middleware",
+        "name",
+        "output_schema",
+        "output_type",
+        "react_template",
+        "reflect_on_tool_use",
+        "retry",
+        "rulesets",
+        "settings",
+        "tool_limits",
+        "tool_middleware",
+        "tool_mode",
+        "tools",
+        "toolsets",
+        "variables",
+    )
+    _config: dict[str, Any]
+    _instructions: jinja2.Template | None
+    _model: Model | str
+    _output_adapter: TypeAdapter[Any] | None
+    deadline: float | None
+    event_buffer: int
+    max_reply_chars: int | None
+    max_steps: int
+    model_middleware: tuple[ModelMiddleware, ...]
+    name: str
+    output_schema: OutputSchema | None
+    output_type: type[Any] | None
+    react_template: str | None
+    reflect_on_tool_use: bool
+    retry: RetryPolicy
+    rulesets: tuple[Ruleset, ...]
+    settings: ModelSettings
+    tool_limits: ToolLimits
+    tool_middleware: tuple[ToolMiddleware, ...]
+    tool_mode: Literal["native", "react", "auto"]
+    tools: tuple[Tool, ...]
+    toolsets: tuple[Toolset, ...]
+    variables: dict[str, Any]
+
+    def __init__(
+        self,
+        model: Model | str,
+        *,
+        name: str = "agent",
+        instructions: str | None = None,
+        tools: Sequence[Tool | Toolkit | Toolset | Callable[..., Any]] = (),
+        rulesets: Sequence[Ruleset] | Mapping[str, Sequence[str]] = (),
+        output_type: type[Any] | None = None,
+        max_steps: int = 20,
+        reflect_on_tool_use: bool = True,
+        tool_mode: Literal["native", "react", "auto"] = "auto",
+        model_middleware: Sequence[ModelMiddleware] = (),
+        tool_middleware: Sequence[ToolMiddleware] = (),
+        settings: ModelSettings | None = None,
+        retry: RetryPolicy | None = None,
+        deadline: float | None = None,
+        tool_limits: ToolLimits | None = None,
+        max_reply_chars: int | None = 1_000_000,
+        event_buffer: int = 128,
+        react_template: str | None = None,
+        variables: Mapping[str, Any] | None = None,
+    ) -> None:
+        config = dict(locals())
+        del config["self"]
+        set_ = functools.partial(object.__setattr__, self)
+        set_("_config", config)
+        if not isinstance(model, Model | str):
+            raise UserError(f"model must be a Model or a 'provider:model' string, not {model!r}")
+        set_("_model", model)
+        if not _AGENT_NAME.match(name):
+            raise UserError(
+                f"agent name {name!r} must be 1-64 characters of [A-Za-z0-9_-] "
+                "(it names the run's branch; '.' separates sub-agents)"
+            )
+        set_("name", name)
+        if max_steps < 1:
+            raise UserError("max_steps must be at least 1")
+        if tool_mode not in ("native", "react", "auto"):
+            raise UserError(f"tool_mode must be 'native', 'react' or 'auto', not {tool_mode!r}")
+        if event_buffer < 1:
+            raise UserError("event_buffer must be at least 1")
+        if output_type is str:
+            output_type = None
+        if not reflect_on_tool_use and output_type is not None:
+            raise UserError(
+                "reflect_on_tool_use=False returns the actions' results as the output, so it "
+                "cannot be combined with output_type"
+            )
+        if not reflect_on_tool_use and any(
+            getattr(mw, "requires_reflection", False) for mw in model_middleware
+        ):
+            raise UserError(
+                "reflect_on_tool_use=False ends the run after the first action step, so it "
+                "cannot be combined with goal enforcement"
+            )
+        plain_tools: list[Tool] = []
+        toolsets: list[Toolset] = []
+        for item in tools:
+            if isinstance(item, Tool):
+                plain_tools.append(item)
+            elif isinstance(item, Toolkit):
+                plain_tools.append(item.tool)
+            elif isinstance(item, Toolset):
+                toolsets.append(item)
+            elif callable(item):
+                plain_tools.append(tool(item))
+            else:
+                raise UserError(f"not a tool, toolkit or toolset: {item!r}")
+        names = [t.name for t in plain_tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise UserError(f"duplicate tool names: {', '.join(duplicates)}")
+        set_("tools", tuple(plain_tools))
+        set_("toolsets", tuple(toolsets))
+        if isinstance(rulesets, Mapping):
+            rules = tuple(Ruleset(name=k, rules=tuple(v)) for k, v in rulesets.items())
+        else:
+            rules = tuple(rulesets)
+        set_("rulesets", rules)
+        set_("_instructions", compile_template(instructions) if instructions else None)
+        set_("output_type", output_type)
+        if output_type is not None:
+            adapter: TypeAdapter[Any] | None = TypeAdapter(output_type)
+            schema = OutputSchema(
+                name=getattr(output_type, "__name__", "output"),
+                json_schema=adapter.json_schema() if adapter is not None else {},
+            )
+        else:
+            adapter, schema = None, None
+        set_("_output_adapter", adapter)
+        set_("output_schema", schema)
+        set_("max_steps", max_steps)
+        set_("reflect_on_tool_use", reflect_on_tool_use)
+        set_("tool_mode", tool_mode)
+        set_("model_middleware", tuple(model_middleware))
+        set_("tool_middleware", tuple(tool_middleware))
+        set_("settings", settings or ModelSettings())
+        set_("retry", retry or RetryPolicy())
+        set_("deadline", deadline)
+        set_("tool_limits", tool_limits or ToolLimits())
+        set_("max_reply_chars", max_reply_chars)
+        set_("event_buffer", event_buffer)
+        set_("react_template", react_template)
+        if react_template:
+            compile_template(react_template)
+        set_("variables", dict(variables or {}))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Agent is immutable; use agent.replace({name}=...)")
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, model={self._model!r}, tools={[t.name for t in self.tools]})"
+
+    def replace(self, **changes: Any) -> Agent:
+        """A new agent with some settings changed."""
+        unknown = set(changes) - set(self._config)
+        if unknown:
+            raise UserError(f"unknown Agent settings: {', '.join(sorted(unknown))}")
+        config = {**self._config, **changes}
+        model = config.pop("model")
+        return Agent(model, **config)
+
+    # -- resolved settings ----------------------------------------------------------------------
+
+    @property
+    def model(self) -> Model:
+        """The model, resolved from its string on first use."""
+        model = self._model
+        if isinstance(model, str):
+            model = resolve_model(model)
+            object.__setattr__(self, "_model", model)
+        return model
+
+    def effective_tool_mode(self, has_tools: bool) -> ToolMode:
+        if self.tool_mode == "auto":
+            return "native" if self.model.profile.native_tools or not has_tools else "react"
+        return self.tool_mode
+
+    def render_instructions(self, variables: Mapping[str, Any]) -> str | None:
+        if self._instructions is None:
+            return None
+        return render(self._instructions, {**self.variables, **variables})
+
+    def parse_output(self, text: str) -> Any:
+        """The typed output of an answer (raises ``pydantic.ValidationError``)."""
+        if self._output_adapter is None:
+            return text
+        return self._output_adapter.validate_json(strip_fence(text))
+
+    # -- running --------------------------------------------------------------------------------
+
+    def _new_run(
+        self,
+        user_input: str,
+        emitter: Emitter,
+        *,
+        memory: Sequence[Message],
+        variables: Mapping[str, Any] | None,
+        deps: Any,
+        state: Mapping[str, Any] | None,
+    ) -> _Run:
+        if not isinstance(user_input, str):
+            raise UserError(f"input must be a string, not {type(user_input).__name__}")
+        return _Run(
+            self,
+            run_id=uuid.uuid4().hex,
+            user_input=user_input,
+            branch=self.name,
+            emitter=emitter,
+            state=StateView(state),
+            deps=deps,
+            variables=variables,
+            memory=memory,
+        )
+
+    async def run(
+        self,
+        input: str,
+        *,
+        memory: Sequence[Message] = (),
+        variables: Mapping[str, Any] | None = None,
+        deps: Any = None,
+        state: Mapping[str, Any] | None = None,
+        raise_on_error: bool = False,
+    ) -> RunResult:
+        """Run to the end and return the result.
+
+        A result that ends without a usable answer (step limit, invalid output, refusal, …) has
+        ``result.error`` set, or raises the matching ``RunError`` with ``raise_on_error=True``.
+        A model failure after retries, the run's deadline and runtime faults raise.
+        """
+        run = self._new_run(
+            input, Emitter(None), memory=memory, variables=variables, deps=deps, state=state
+        )
+        result = await execute(run)
+        if raise_on_error:
+            raise_for_result(result)
+        return result
+
+    def stream(
+        self,
+        input: str,
+        *,
+        memory: Sequence[Message] = (),
+        variables: Mapping[str, Any] | None = None,
+        deps: Any = None,
+        state: Mapping[str, Any] | None = None,
+        raise_on_error: bool = False,
+    ) -> RunStream:
+        """Run while streaming events: ``async with agent.stream(x) as run: async for e in run``.
+
+        The events go through a bounded buffer (``event_buffer``): a slow consumer slows the
+        run. Leaving the block early cancels the run cleanly.
+        """
+        return RunStream(
+            lambda emitter: self._new_run(
+                input, emitter, memory=memory, variables=variables, deps=deps, state=state
+            ),
+            buffer=self.event_buffer,
+            raise_on_error=raise_on_error,
+        )
+
+    def run_sync(
+        self,
+        input: str,
+        *,
+        backend: Literal["asyncio", "trio"] = "asyncio",
+        **kwargs: Any,
+    ) -> RunResult:
+        """``run`` for scripts: starts an event loop (do not call from async code)."""
+        return anyio.run(functools.partial(self.run, input, **kwargs), backend=backend)
+
+
+@final
+class RunStream:
+    """A streamed run: iterate it for events, then read ``result``. Use it as an async context
+    manager; ``cancel(reason)`` stops the run from any task."""
+
+    def __init__(
+        self, make_run: Callable[[Emitter], _Run], *, buffer: int, raise_on_error: bool
+    ) -> None:
+        self._make_run = make_run
+        self._buffer = buffer
+        self._raise_on_error = raise_on_error
+        self._scope = anyio.CancelScope()
+        self._receive: MemoryObjectReceiveStream[ev.Event] | None = None
+        self._tg: TaskGroup | None = None
+        self._result: RunResult | None = None
+        self._error: BaseException | None = None
+        self._cancel_reason: str | None = None
+        self._done = False
+        self.run_id: str | None = None
+
+    async def __aenter__(self) -> RunStream:
+        send, receive = anyio.create_memory_object_stream[ev.Event](self._buffer)
+        run = self._make_run(Emitter(send))
+        self.run_id = run.run_id
+        self._receive = receive
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._drive, run, send)
+        return self
+
+    async def _drive(self, run: _Run, send: MemoryObjectSendStream[ev.Event]) -> None:
+        async with send:
+            with self._scope:
+                try:
+                    self._result = await execute(run)
+                except Exception as exc:
+                    self._error = exc
+            if self._scope.cancelled_caught:
+                self._error = RunCancelled(self._cancel_reason or "cancelled")
+            self._done = True
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if not self._done:
+            self._cancel_reason = self._cancel_reason or "the caller left the stream"
+            self._scope.cancel()
+        assert self._tg is not None and self._receive is not None
+        try:
+            return await self._tg.__aexit__(exc_type, exc, tb)
+        finally:
+            self._receive.close()
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def __anext__(self) -> ev.Event:
+        if self._receive is None:
+            raise UserError("use the stream as `async with agent.stream(...) as run:`")
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Stop the run: its tools and model stream are cancelled; ``result`` raises
+        ``RunCancelled(reason)``."""
+        if not self._done:
+            self._cancel_reason = reason
+            self._scope.cancel()
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def result(self) -> RunResult:
+        """The run's result, once its events have been consumed. Raises what the run raised."""
+        if not self._done:
+            raise UserError("the run has not finished: iterate its events first")
+        if self._error is not None:
+            raise self._error
+        result = cast("RunResult", self._result)
+        if self._raise_on_error:
+            raise_for_result(result)
+        return result
+
+    async def get_result(self) -> RunResult:
+        """Consume the remaining events and return ``result``."""
+        async for _ in self:
+            pass
+        return self.result

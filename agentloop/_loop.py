@@ -1,0 +1,351 @@
+"""The loop: one ``while True`` with the limit check first.
+
+Each turn derives the prompt from the run's state, sends it through the model middleware chain,
+settles the returned reply (discarding superseded attempts, starting what has not started) and
+records a ``Step``. A reply with actions continues the run, an answer ends it, and a reply with
+neither is asked again.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from pydantic import ValidationError
+
+from . import _events as ev
+from ._errors import (
+    RUN_ERRORS,
+    ContentFiltered,
+    MaxStepsExceeded,
+    ModelRefused,
+    OutputInvalid,
+    ReplyTruncated,
+    RunDeadlineExceeded,
+    RunError,
+    UserError,
+)
+from ._middleware import compose
+from ._prompt import KEEP_GOING, RESPONSE_MARKER, build_prompt, replay_step, system_message
+from ._run import _Run
+from ._steps import ActionResult, RunErrorInfo, RunResult, Step
+from ._turn import call_model
+from .models import _types as mt
+from .tools._executor import (
+    Executor,
+    PendingAction,
+    Toolbox,
+    action_of,
+    error_result,
+    make_terminal,
+)
+from .tools._tool import Tool
+from .tools._toolset import run_scope
+
+
+async def execute(run: _Run) -> RunResult:
+    """Run to the one terminal event. A failure is emitted as ``RunFailed`` and re-raised;
+    cancellation emits nothing and propagates."""
+    agent = run.agent
+    await run.emit(ev.RunStarted, agent=agent.name, input=run.user_input)
+    try:
+        if agent.deadline is None:
+            result = await _execute(run)
+        else:
+            with anyio.move_on_after(agent.deadline) as deadline:
+                result = await _execute(run)
+            if deadline.cancelled_caught:
+                raise RunDeadlineExceeded(f"the run's deadline of {agent.deadline:g}s passed")
+    except Exception as exc:
+        info = RunErrorInfo(kind=type(exc).__name__, message=str(exc))
+        await run.emit(ev.RunFailed, error=info)
+        raise
+    await run.emit(ev.RunFinished, result=result)
+    return result
+
+
+async def _execute(run: _Run) -> RunResult:
+    """Own the run's task group; its tasks never raise, and the loop's error leaves it bare."""
+    async with AsyncExitStack() as stack:
+        tools = await _resolve_tools(run, stack)
+        error: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            try:
+                return await _loop(run, tg, Toolbox(tools))
+            except Exception as exc:
+                error = exc
+                tg.cancel_scope.cancel()
+        assert error is not None
+        raise error
+
+
+async def _loop(run: _Run, tg: TaskGroup, toolbox: Toolbox) -> RunResult:
+    agent = run.agent
+    executor = Executor(
+        run=run.context,
+        task_group=tg,
+        toolbox=toolbox,
+        call=compose(agent.tool_middleware, make_terminal(toolbox, agent.tool_limits)),
+        limits=agent.tool_limits,
+        on_start=lambda p: _action_started(run, p),
+        on_finish=lambda r: run.emit(ev.ActionFinished, result=r),
+    )
+    model_call = compose(agent.model_middleware, lambda request: call_model(run, executor, request))
+    tool_mode = agent.effective_tool_mode(bool(toolbox))
+    output_schema = agent.output_schema
+    teach_output = output_schema is not None and (
+        tool_mode == "react" or not agent.model.profile.native_output
+    )
+    system = system_message(
+        instructions=agent.render_instructions(run.variables),
+        rulesets=agent.rulesets,
+        tools=list(toolbox),
+        tool_mode=tool_mode,
+        reflect=agent.reflect_on_tool_use,
+        output_schema=output_schema.json_schema if teach_output and output_schema else None,
+        react_template=agent.react_template,
+    )
+    specs = toolbox.specs() if tool_mode == "native" else ()
+    react_stop = tool_mode == "react" and agent.model.profile.stop_sequences
+    stop = (RESPONSE_MARKER,) if react_stop else ()
+    while True:
+        if len(run.steps) >= agent.max_steps:
+            return _limit_result(run)
+        request = mt.ModelRequest(
+            messages=build_prompt(
+                system=system,
+                memory=run.memory,
+                user_input=run.user_input,
+                replayed=run.replayed,
+            ),
+            tools=specs,
+            tool_mode=tool_mode,
+            stop=stop,
+            output_schema=output_schema,
+            settings=agent.settings,
+            run=run.context,
+        )
+        try:
+            response = await model_call(request)
+        except RunError as exc:
+            return _result(run, error=exc)
+        step, done = await _settle(run, executor, response)
+        run.steps.append(step)
+        run.replayed.append(replay_step(step, tool_mode))
+        await run.emit(ev.StepFinished, step=step)
+        if done is not None:
+            return done
+
+
+async def _resolve_tools(run: _Run, stack: AsyncExitStack) -> list[Tool]:
+    tools = list(run.agent.tools)
+    for toolset in run.agent.toolsets:
+        scope = run_scope(toolset, run.context)
+        if scope is not None:
+            await stack.enter_async_context(scope)
+        tools.extend(await toolset.list_tools(run.context))
+    names = [t.name for t in tools]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise UserError(f"duplicate tool names at run start: {', '.join(duplicates)}")
+    return tools
+
+
+async def _action_started(run: _Run, pending: PendingAction) -> None:
+    if run.emitting:
+        action = pending.action
+        await run.emit(
+            ev.ActionStarted,
+            attempt=action.attempt,
+            tag=action.tag,
+            name=action.name,
+            path=action.path,
+            input=action.input,
+        )
+
+
+async def _settle(
+    run: _Run, executor: Executor, response: mt.ModelResponse
+) -> tuple[Step, RunResult | None]:
+    """Turn the reply the middleware chain accepted into a step (and maybe the result)."""
+    agent = run.agent
+    attempt = response.attempt
+    if attempt is None or attempt not in run.attempts:
+        attempt = run.fresh_attempt_number()
+        response = response.replace(attempt=attempt)
+    # Every other attempt of this turn is discarded; its started actions are carried.
+    carried: list[PendingAction] = []
+    for record in run.attempts.values():
+        if record.n != attempt:
+            run.discard(record.n, "middleware")
+            carried.extend(p for p in record.actions if p.started)
+    own = run.attempts.get(attempt)
+    sealed: dict[str, list[PendingAction]] = {}
+    for p in own.actions if own is not None else ():
+        sealed.setdefault(p.part.id, []).append(p)
+    pendings: list[PendingAction] = []
+    seen: set[str] = set()
+    step_index = len(run.steps)
+    limit = agent.tool_limits.max_actions_per_step
+    for part in response.tool_calls:
+        same_id = sealed.get(part.id)
+        pending = same_id.pop(0) if same_id else None
+        if pending is None or (pending.part != part and not pending.started):
+            pending = PendingAction(part, action_of(part, attempt))
+        pendings.append(pending)
+        refused = _refusal(pending, seen, limit, len(pendings))
+        seen.add(part.id)
+        await executor.start(pending, step=step_index, error=refused)
+    carried.extend(p for rest in sealed.values() for p in rest if p.started)
+    run.attempts.clear()
+    await run.flush_discards()
+
+    results = [await _result_of(p) for p in pendings]
+    carried_results = tuple([await _result_of(p) for p in carried])
+
+    def step(**fields: Any) -> Step:
+        return Step(
+            index=step_index,
+            attempt=attempt,
+            parts=response.parts,
+            finish_reason=response.finish_reason,
+            usage=response.usage,
+            carried=carried_results,
+            **fields,
+        )
+
+    if results or carried_results:
+        done = step(thought=_thought(response, with_text=True), actions=tuple(results))
+        if not agent.reflect_on_tool_use and results:
+            outputs = [r.error if r.is_error else r.output for r in results]
+            return done, _result(run, step=done, output=outputs)
+        return done, None
+    thought = _thought(response, with_text=False)
+    if response.finish_reason == "pause_turn":
+        return step(thought=thought), None
+    text = response.text
+    error = _finish_error(response)
+    if error is not None:
+        answer = response.refusal or text
+        done = step(thought=thought, answer=answer)
+        return done, _result(run, step=done, text=answer, error=error)
+    if not text.strip():
+        return step(thought=thought, feedback=KEEP_GOING), None
+    try:
+        output = agent.parse_output(text)
+    except ValidationError as exc:
+        return step(thought=thought, answer=text, feedback=_output_feedback(exc)), None
+    done = step(thought=thought, answer=text)
+    return done, _result(run, step=done, text=text, output=output)
+
+
+def _finish_error(response: mt.ModelResponse) -> RunError | None:
+    """A reply that ended for a reason other than a normal stop is never silently an answer."""
+    reason = response.finish_reason
+    if reason == "refusal" or response.refusal:
+        return ModelRefused(response.refusal or response.text or "the model refused")
+    if reason == "content_filter":
+        return ContentFiltered("the provider's content filter stopped the reply")
+    if reason in ("length", "incomplete"):
+        return ReplyTruncated(f"the reply was cut short ({reason})")
+    return None
+
+
+def _thought(response: mt.ModelResponse, *, with_text: bool) -> str:
+    """The step's visible thought: ReAct thoughts, and the reply's text when it has actions."""
+    thought = "".join(
+        p.text for p in response.parts if isinstance(p, mt.ThoughtPart) and p.provider is None
+    )
+    if with_text and response.text.strip():
+        thought = f"{thought}\n{response.text}" if thought else response.text
+    return thought
+
+
+def _refusal(pending: PendingAction, seen: set[str], limit: int, count: int) -> ActionResult | None:
+    """Why an action of the accepted reply does not run, if it does not."""
+    action = pending.action
+    if pending.part.error is not None:
+        return error_result(action, "invalid_action", pending.part.error)
+    if action.tag in seen:
+        return error_result(
+            action, "duplicate_tag", f"another action of this reply has tag {action.tag!r}"
+        )
+    if count > limit:
+        return error_result(
+            action, "too_many_actions", f"more than {limit} actions in one reply; not run"
+        )
+    return None
+
+
+async def _result_of(pending: PendingAction) -> ActionResult:
+    await pending.done.wait()
+    assert pending.result is not None
+    return pending.result
+
+
+def _output_feedback(exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '(answer)'}: {e['msg']}"
+        for e in exc.errors(include_url=False)[:10]
+    )
+    return (
+        f"Your answer did not match the required output schema: {problems}. "
+        "Reply again with only the corrected answer."
+    )
+
+
+def _limit_result(run: _Run) -> RunResult:
+    last = run.steps[-1] if run.steps else None
+    if last is not None and last.answer is not None and last.feedback:
+        error: RunError = OutputInvalid(
+            f"the answer did not validate within max_steps={run.agent.max_steps}: {last.feedback}"
+        )
+        return _result(run, text=last.answer, error=error)
+    return _result(
+        run,
+        error=MaxStepsExceeded(
+            f"the run reached max_steps={run.agent.max_steps} without an answer"
+        ),
+    )
+
+
+def _result(
+    run: _Run,
+    *,
+    step: Step | None = None,
+    text: str | None = None,
+    output: Any = None,
+    error: RunError | None = None,
+) -> RunResult:
+    steps = tuple(run.steps) + ((step,) if step is not None else ())
+    if error is not None and output is None:
+        output = text
+    return RunResult(
+        run_id=run.run_id,
+        agent=run.agent.name,
+        branch=run.branch,
+        output=output,
+        text=text,
+        steps=steps,
+        usage=run.usage,
+        error=RunErrorInfo(kind=error.kind, message=str(error)) if error is not None else None,
+        state=run.state.snapshot(),
+    )
+
+
+def raise_for_result(result: RunResult) -> None:
+    """``raise_on_error=True``: a result with an error becomes the matching exception."""
+    if result.error is not None:
+        cls = RUN_ERRORS.get(result.error.kind, RunError)
+        raise cls(result.error.message, result=result)
+
+
+_FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
+
+
+def strip_fence(text: str) -> str:
+    match = _FENCE.match(text)
+    return match.group(1) if match else text.strip()

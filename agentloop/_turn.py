@@ -1,0 +1,290 @@
+"""One model call: stream an attempt into events and a ``ModelResponse``, starting each action
+the moment it is sealed; retry failed attempts below all middleware."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import anyio
+
+from . import _events as ev
+from . import _react_parser as rp
+from ._errors import ModelError, ModelTimeout, ReplyTooLarge
+from ._time import fail_after
+from .models import _types as mt
+from .models._assemble import ResponseBuilder
+from .tools._executor import PendingAction, action_of
+
+if TYPE_CHECKING:
+    from ._run import AttemptRecord, _Run
+    from .tools._executor import Executor
+
+
+async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) -> mt.ModelResponse:
+    """The innermost model call: attempts with retries, bounded by the policy's deadline.
+
+    The first attempt goes straight through; tenacity takes over only after a retryable
+    failure (it counts the attempts and computes the waits)."""
+    policy = run.agent.retry
+    try:
+        with fail_after(policy.deadline):
+            try:
+                return await _Attempt(run, executor, request).stream()
+            except ModelError as exc:
+                if not exc.retryable or policy.max_attempts == 1:
+                    raise
+                await anyio.sleep(policy.wait_for(exc, 1))
+            async for attempt in policy.retrying(done=1):
+                with attempt:
+                    return await _Attempt(run, executor, request).stream()
+    except TimeoutError:
+        raise ModelTimeout(
+            f"model call deadline of {policy.deadline:g}s exceeded",
+            model=run.agent.model.name,
+            provider=run.agent.model.provider,
+        ) from None
+    raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+
+class _Attempt:
+    """Streams one attempt; collects its parts and seals its actions."""
+
+    def __init__(self, run: _Run, executor: Executor, request: mt.ModelRequest) -> None:
+        self.run = run
+        self.executor = executor
+        self.request = request
+        self.record: AttemptRecord = run.open_attempt()
+        self.builder = ResponseBuilder(provider=run.agent.model.provider)
+        self.parser = rp.ReactParser() if request.tool_mode == "react" else None
+        self.call_index: dict[str, int] = {}
+        self.react_thought: list[str] = []
+        self.pre_text: list[str] = []
+        self.answer: list[str] | None = None
+        self.chars = 0
+        self.cut = False
+
+    async def stream(self) -> mt.ModelResponse:
+        run, record = self.run, self.record
+        model = run.agent.model
+        await run.emit(ev.ModelCallStarted, attempt=record.n, step=len(run.steps), model=model.name)
+        policy = run.agent.retry
+        try:
+            with fail_after(policy.attempt_timeout):
+                async with model.stream(self.request) as deltas:
+                    await self._consume(deltas, policy.idle_timeout)
+            if self.parser is not None and not self.cut:
+                await self._react_events(self.parser.close())
+        except TimeoutError:
+            return await self._failed(
+                ModelTimeout(
+                    "the model stream timed out", model=model.name, provider=model.provider
+                )
+            )
+        except ModelError as exc:
+            return await self._failed(exc)
+        response = self._build()
+        await self._account(response)
+        return response
+
+    async def _consume(self, deltas: AsyncIterator[mt.ModelDelta], idle: float | None) -> None:
+        iterator = deltas.__aiter__()
+        while True:
+            try:
+                if idle is None:
+                    delta = await iterator.__anext__()
+                else:
+                    with anyio.fail_after(idle):
+                        delta = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            if self.parser is not None and isinstance(delta, mt.TextDelta):
+                self._count(delta.text)
+                await self._react_events(self.parser.feed(delta.text))
+                if self.cut:
+                    return  # leaving the context closes the provider response
+            else:
+                await self._native(delta)
+
+    async def _native(self, delta: mt.ModelDelta) -> None:
+        run, n = self.run, self.record.n
+        self.builder.add(delta)
+        match delta:
+            case mt.TextDelta(text=text):
+                self._count(text)
+                if run.emitting:
+                    await run.emit(ev.TextDelta, attempt=n, text=text)
+            case mt.ThoughtDelta(text=text):
+                self._count(text)
+                if run.emitting:
+                    await run.emit(ev.ThoughtDelta, attempt=n, text=text)
+            case mt.ToolCallStart(id=id, name=name):
+                index = self.call_index[id] = len(self.call_index)
+                self.record.streamed = True
+                if run.emitting:
+                    name_only = mt.split_wire_tool_name(name)[0]
+                    await run.emit(
+                        ev.ActionArgsDelta, attempt=n, index=index, tag=id, name=name_only, text=""
+                    )
+            case mt.ToolCallArgsDelta(id=id, text=text):
+                self._count(text)
+                if run.emitting:
+                    await run.emit(
+                        ev.ActionArgsDelta,
+                        attempt=n,
+                        index=self.call_index.get(id, -1),
+                        tag=id,
+                        text=text,
+                    )
+            case mt.ToolCallEnd(id=id):
+                await self._seal(self.builder.sealed_call(id))
+            case mt.ProviderBlock(part=part):
+                self.record.streamed = True
+                if run.emitting:
+                    await run.emit(ev.ProviderEvent, attempt=n, part=part)
+            case _:
+                pass
+
+    async def _react_events(self, events: list[rp.ReactEvent]) -> None:
+        run, n = self.run, self.record.n
+        for event in events:
+            match event:
+                case rp.TextChunk(text=text):
+                    self.pre_text.append(text)
+                    self.record.streamed = True
+                    if run.emitting:
+                        await run.emit(ev.TextDelta, attempt=n, text=text)
+                case rp.ThoughtChunk(text=text):
+                    self.react_thought.append(text)
+                    self.record.streamed = True
+                    if run.emitting:
+                        await run.emit(ev.ThoughtDelta, attempt=n, text=text)
+                case rp.AnswerChunk(text=text):
+                    if self.answer is None:
+                        self.answer = []
+                    self.answer.append(text)
+                    self.record.streamed = True
+                    if run.emitting:
+                        await run.emit(ev.AnswerDelta, attempt=n, text=text)
+                case rp.ActionChunk(index=index, text=text):
+                    self.record.streamed = True
+                    if run.emitting:
+                        await run.emit(ev.ActionArgsDelta, attempt=n, index=index, text=text)
+                case rp.ActionParsed():
+                    await self._seal(
+                        mt.ToolCallPart(
+                            id=event.tag,
+                            name=event.name,
+                            path=event.path,
+                            arguments=json.dumps(event.input, ensure_ascii=False),
+                        )
+                    )
+                case rp.ActionInvalid():
+                    await self._seal(
+                        mt.ToolCallPart(
+                            id=event.tag or f"action-{event.index}",
+                            name=event.name or "",
+                            path=event.path,
+                            arguments=event.raw,
+                            error=f"invalid action: {event.error}",
+                        )
+                    )
+                case rp.StreamCut():
+                    self.cut = True
+
+    async def _seal(self, part: mt.ToolCallPart) -> None:
+        """An action is complete in the stream: start it now unless it must wait."""
+        record = self.record
+        record.streamed = True
+        pending = PendingAction(part, action_of(part, record.n))
+        record.actions.append(pending)
+        limits = self.run.agent.tool_limits
+        if (
+            part.error is None
+            and len(record.actions) <= limits.max_actions_per_step
+            and sum(1 for p in record.actions if p.part.id == part.id) == 1
+            and self.executor.toolbox.is_eager(part.name, part.path)
+        ):
+            await self.executor.start(pending, step=len(self.run.steps))
+
+    def _count(self, text: str) -> None:
+        self.record.streamed = True
+        self.chars += len(text)
+        limit = self.run.agent.max_reply_chars
+        if limit is not None and self.chars > limit:
+            raise ReplyTooLarge(f"the reply exceeded {limit} characters")
+
+    def _build(self, **fields: object) -> mt.ModelResponse:
+        response = self.builder.build(
+            attempt=self.record.n,
+            model_name=self.run.agent.model.name,
+            _discard=self.run.discard,
+            **fields,
+        )
+        if self.parser is None:
+            return response
+        # ReAct: the reply's text was parsed into thought, answer and actions.
+        parts: list[mt.Part] = [p for p in response.parts if isinstance(p, mt.ThoughtPart)]
+        thought = "".join(self.react_thought)
+        pre_text = "".join(self.pre_text)
+        has_actions = bool(self.record.actions)
+        if self.answer is not None or has_actions:
+            thought = f"{pre_text}{thought}" if pre_text.strip() else thought
+            text = "".join(self.answer or ())
+        else:
+            text = pre_text
+        if thought:
+            parts.append(mt.ThoughtPart(text=thought))
+        if text:
+            parts.append(mt.TextPart(text=text))
+        parts.extend(p.part for p in self.record.actions)
+        finish: mt.FinishReason = response.finish_reason
+        if self.cut:
+            finish = "cut"
+        elif has_actions and finish == "stop":
+            finish = "tool_calls"
+        return response.replace(
+            parts=tuple(parts),
+            finish_reason=finish,
+            usage=None if self.cut else response.usage,
+        )
+
+    async def _failed(self, error: ModelError) -> mt.ModelResponse:
+        """A stream failed. With an action already started, its sealed actions become the step
+        (never retried blind); otherwise the attempt is discarded and the error goes to the
+        retry layer."""
+        await self._account(None)
+        if self.record.started_any():
+            return self._build(partial=True).replace(finish_reason="error")
+        self.run.discard(self.record.n, "retry")
+        raise error
+
+    async def _account(self, response: mt.ModelResponse | None) -> None:
+        usage = response.usage if response is not None else None
+        counted = mt.UNKNOWN_USAGE if usage is None else _one_request(usage)
+        self.run.usage = self.run.usage + counted
+        if self.run.emitting:
+            await self.run.emit(
+                ev.ModelCallFinished,
+                attempt=self.record.n,
+                finish_reason=response.finish_reason if response is not None else "error",
+                usage=usage,
+            )
+
+
+def _one_request(usage: mt.Usage) -> mt.Usage:
+    return (
+        usage
+        if usage.requests == 1
+        else mt.Usage(
+            requests=1,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+            unknown=usage.unknown,
+        )
+    )
+
