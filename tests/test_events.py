@@ -1,0 +1,126 @@
+"""Events: one terminal event, ordered seq numbers, and a JSON round trip for every type."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from agentloop import Agent, Event, event_from_json, tool
+from agentloop._events import EVENT_TYPES
+from agentloop._steps import ActionResult, RunErrorInfo, RunResult, Step
+from agentloop.models import ProviderPart, TextPart, ThoughtPart, ToolCallPart, Usage
+from agentloop.testing import Reply, ScriptedModel, call
+
+
+@tool
+async def double(x: int) -> dict[str, int]:
+    """Double a number."""
+    return {"value": 2 * x}
+
+
+def _sample(cls: type[Any]) -> Any:
+    """An instance of an event class with every field filled."""
+    step = Step(
+        index=0,
+        attempt=1,
+        thought="t",
+        actions=(ActionResult(tag="a", name="double", input={"x": 1}, output={"value": 2}),),
+        parts=(
+            ThoughtPart(text="why", signature="sig", provider="anthropic"),
+            TextPart(text="t"),
+            ToolCallPart(id="a", name="double", arguments='{"x": 1}'),
+        ),
+        usage=Usage(requests=1, input_tokens=3, output_tokens=4),
+    )
+    values: dict[str, Any] = {
+        "run_id": "r1",
+        "parent_run_id": "p0",
+        "branch": "agent.child",
+        "seq": 7,
+        "agent": "agent",
+        "input": "hi",
+        "attempt": 2,
+        "step": step,
+        "model": "m",
+        "finish_reason": "stop",
+        "usage": Usage(requests=1, input_tokens=1),
+        "text": "x",
+        "index": 0,
+        "tag": "a",
+        "name": "double",
+        "path": None,
+        "part": ProviderPart(provider="anthropic", type="web_search_tool_result", data={"k": [1]}),
+        "result": RunResult(run_id="r1", agent="agent", branch="agent", output="ok", steps=(step,)),
+        "reason": "goal",
+        "error": RunErrorInfo(kind="ModelError", message="boom"),
+    }
+    fields = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.name != "type"}
+    if cls.__name__ == "ActionFinished":
+        fields["result"] = step.actions[0]
+    if cls.__name__ == "ModelCallStarted":
+        fields["step"] = 3
+    return cls(**fields)
+
+
+@pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda c: c.__name__)
+def test_every_event_type_round_trips_through_json(cls: type[Any]) -> None:
+    """to_json then from_json gives back an equal event of the same type."""
+    event = _sample(cls)
+    text = event.to_json()
+    assert f'"type":"{event.type}"' in text
+    again = event_from_json(text)
+    assert type(again) is cls and again == event
+
+
+async def _run_events(agent: Agent) -> list[Event]:
+    async with agent.stream("go") as run:
+        return [event async for event in run]
+
+
+async def test_a_run_has_exactly_one_terminal_event_and_ordered_seq() -> None:
+    """seq counts up from 1 with no gaps, and the last event is the only terminal one."""
+    model = ScriptedModel(
+        [Reply(text="thinking", calls=[call("double", {"x": 2})]), "4"], chunk_size=2
+    )
+    events = await _run_events(Agent(model, tools=[double]))
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    terminal = [e for e in events if e.type in ("run_finished", "run_failed")]
+    assert terminal == [events[-1]] and events[-1].type == "run_finished"
+    assert {e.run_id for e in events} == {events[0].run_id}
+    assert all(e.branch == "agent" for e in events)
+
+
+async def test_real_run_events_round_trip() -> None:
+    """Every event of a ReAct run with tools survives JSON."""
+    model = ScriptedModel(
+        [Reply(text="thinking", calls=[call("double", {"x": 2})]), "4"],
+        chunk_size=3,
+        native_tools=False,
+    )
+    events = await _run_events(Agent(model, tools=[double]))
+    types = {e.type for e in events}
+    assert {"thought_delta", "answer_delta", "action_started", "action_finished"} <= types
+    for event in events:
+        assert event_from_json(event.to_json()) == event
+
+
+async def test_a_slow_consumer_applies_backpressure() -> None:
+    """With a buffer of 1 the run waits for the consumer instead of buffering everything."""
+    import anyio
+
+    model = ScriptedModel(["x" * 200], chunk_size=1)
+    agent = Agent(model, event_buffer=1)
+    produced_while_paused = 0
+    async with agent.stream("go") as run:
+        first = await run.__anext__()
+        assert first.type == "run_started"
+        await anyio.sleep(0.05)
+        # The run could only get one event ahead while we slept.
+        before = model.requests and len(model.requests)
+        rest = [e async for e in run]
+        produced_while_paused = rest[0].seq
+        assert before
+    assert produced_while_paused == 2
+    assert run.result.output == "x" * 200

@@ -1,0 +1,29 @@
+"""The README's quick start stays true: CI runs exactly its commands."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _quick_start_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.+?)\n```", section)
+
+
+def test_quick_start_is_two_commands() -> None:
+    """One command runs the demo, one installs and runs the tests."""
+    commands = _quick_start_commands()
+    assert len(commands) == 2
+    assert commands[0].endswith("agentloop demo")
+    assert "pytest" in commands[1]
+
+
+def test_ci_runs_the_readme_commands_verbatim() -> None:
+    """.ci/run contains both quick-start commands exactly as the README shows them."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    for command in _quick_start_commands():
+        assert f'"{command}"' in ci, command

@@ -1,0 +1,230 @@
+"""Tools: schemas from signatures, docstrings, toolkits, context injection and naming rules."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from agentloop import Agent, Tool, ToolContext, Toolkit, UserError, activity, tool
+from agentloop.testing import Reply, ScriptedModel, call
+from agentloop.tools._schema import strip_nones
+
+
+class Point(BaseModel):
+    x: int
+    y: int = 0
+
+
+def test_schema_comes_from_the_signature_and_docstring() -> None:
+    """Types, defaults and Google-style argument docs become the JSON schema."""
+
+    @tool
+    def move(point: Point, dx: int, label: str = "p") -> Point:
+        """Move a point.
+
+        Args:
+            point: the point to move
+            dx: how far to move it,
+                in units
+        """
+        return Point(x=point.x + dx, y=point.y)
+
+    spec = next(move.specs())
+    assert spec.name == "move" and spec.description == "Move a point."
+    props = spec.parameters["properties"]
+    assert props["dx"] == {"type": "integer", "description": "how far to move it, in units"}
+    assert props["label"]["default"] == "p"
+    assert spec.parameters["required"] == ["point", "dx"]
+    assert spec.parameters["additionalProperties"] is False
+    assert "title" not in str(spec.parameters)
+
+
+def test_sphinx_docstrings_are_understood() -> None:
+    """`:param x:` lines describe parameters."""
+
+    @tool
+    def f(x: int) -> int:
+        """Do it.
+
+        :param x: the input
+        """
+        return x
+
+    assert next(f.specs()).parameters["properties"]["x"]["description"] == "the input"
+
+
+def test_a_signature_that_cannot_be_a_schema_names_the_parameter() -> None:
+    """*args, positional-only and unsupported types raise UserError naming the parameter."""
+
+    with pytest.raises(UserError, match="'rest'"):
+
+        @tool
+        def star(*rest: int) -> None: ...
+
+    with pytest.raises(UserError, match="'lock'"):
+
+        @tool
+        def locked(name: str, lock: threading.Lock) -> None: ...
+
+    with pytest.raises(UserError, match="positional-only"):
+
+        @tool
+        def positional(a: int, /) -> None: ...
+
+
+def test_tool_names_must_be_provider_safe() -> None:
+    """Names are [A-Za-z0-9_-], at most 64 characters, without the '__' separator."""
+    with pytest.raises(UserError, match="must be 1-64"):
+        tool(name="has space")(lambda: None)
+    with pytest.raises(UserError, match="must be 1-64"):
+        tool(name="a__b")(lambda: None)
+
+
+def test_duplicate_tool_names_fail_at_agent_construction() -> None:
+    """Two tools with one name are a UserError when the Agent is built."""
+
+    @tool(name="same")
+    def one() -> None: ...
+
+    @tool(name="same")
+    def two() -> None: ...
+
+    with pytest.raises(UserError, match="duplicate tool names: same"):
+        Agent(ScriptedModel([]), tools=[one, two])
+
+
+class Calculator(Toolkit):
+    """Arithmetic on integers."""
+
+    def __init__(self, offset: int = 0) -> None:
+        self.offset = offset
+
+    @activity
+    async def add(self, a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b + self.offset
+
+    @activity(name="neg", description="Negate a number.")
+    def negate(self, a: int) -> int:
+        return -a
+
+
+def test_toolkit_is_one_tool_with_several_activities() -> None:
+    """Each @activity is a path; native names are name__path."""
+    calc = Calculator().tool
+    assert calc.name == "calculator"
+    assert calc.description == "Arithmetic on integers."
+    assert sorted(s.name for s in calc.specs()) == ["calculator__add", "calculator__neg"]
+    assert calc.activity("neg") is not None and calc.activity("nope") is None
+
+
+async def test_toolkit_activities_run_natively_and_in_react() -> None:
+    """A toolkit's activities are addressed by name__path natively and name+path in ReAct."""
+    for native in (True, False):
+        model = ScriptedModel(
+            [
+                Reply(
+                    calls=[
+                        call("calculator", {"a": 1, "b": 2}, path="add"),
+                        call("calculator", {"a": 5}, path="neg"),
+                        call("calculator", {}, path="missing"),
+                    ]
+                ),
+                "done",
+            ],
+            native_tools=native,
+        )
+        result = await Agent(model, tools=[Calculator(offset=10)]).run("go")
+        outputs = [a.output if a.output is not None else a.error for a in result.steps[0].actions]
+        assert outputs[:2] == [13, -5]
+        assert "has no activity 'missing'" in str(outputs[2])
+
+
+async def test_context_is_injected_and_hidden_from_the_model() -> None:
+    """A ToolContext parameter is filled by the runtime and absent from the schema."""
+    seen: dict[str, Any] = {}
+
+    @tool
+    async def whoami(ctx: ToolContext, note: str) -> str:
+        seen.update(run_id=ctx.run_id, branch=ctx.branch, key=ctx.idempotency_key, deps=ctx.deps)
+        ctx.state["last_note"] = note
+        return "ok"
+
+    assert list(next(whoami.specs()).parameters["properties"]) == ["note"]
+    model = ScriptedModel([Reply(calls=[call("whoami", {"note": "hi"}, id="t1")]), "done"])
+    result = await Agent(model, tools=[whoami], name="bot").run("go", deps={"db": 1})
+    assert seen["branch"] == "bot" and seen["deps"] == {"db": 1}
+    assert seen["key"] == f"-:{result.run_id}:0:t1"
+    assert result.state == {"last_note": "hi"}
+
+
+async def test_results_may_be_text_or_any_json_value() -> None:
+    """Strings stay text; models, lists and dicts become JSON values."""
+
+    @tool
+    def values(kind: str) -> Any:
+        return {"text": "plain", "model": Point(x=1), "list": [1, {"a": None}]}[kind]
+
+    model = ScriptedModel(
+        [
+            Reply(
+                calls=[
+                    call("values", {"kind": "text"}),
+                    call("values", {"kind": "model"}),
+                    call("values", {"kind": "list"}),
+                ]
+            ),
+            "done",
+        ]
+    )
+    result = await Agent(model, tools=[values]).run("go")
+    assert [a.output for a in result.steps[0].actions] == [
+        "plain",
+        {"x": 1, "y": 0},
+        [1, {"a": None}],
+    ]
+    assert result.steps[0].actions[2].content == '[1, {"a": null}]'
+
+
+async def test_oversized_tool_output_is_truncated_with_a_marker() -> None:
+    """Tool output past the limit is cut, and the cut is visible to the model."""
+    from agentloop import ToolLimits
+
+    @tool
+    def big() -> str:
+        return "x" * 500
+
+    model = ScriptedModel([Reply(calls=[call("big", {})]), "done"])
+    agent = Agent(model, tools=[big], tool_limits=ToolLimits(max_output_chars=100))
+    result = await agent.run("go")
+    output = result.steps[0].actions[0].output
+    assert output.startswith("x" * 100) and output.endswith("…[truncated 400 characters]")
+
+
+def test_strip_nones_only_touches_non_nullable_object_fields() -> None:
+    """Nested objects are cleaned; lists and nullable fields are left alone."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer"},
+            "b": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "c": {"$ref": "#/$defs/Inner"},
+            "d": {"type": "array", "items": {"type": "integer"}},
+        },
+        "$defs": {"Inner": {"type": "object", "properties": {"x": {"type": "string"}}}},
+    }
+    value = {"a": None, "b": None, "c": {"x": None}, "d": [None], "e": None}
+    assert strip_nones(value, schema) == {"b": None, "c": {}, "d": [None], "e": None}
+
+
+def test_plain_tools_stay_callable() -> None:
+    """A decorated function can still be called directly (for unit tests)."""
+
+    @tool
+    def plus(a: int, b: int) -> int:
+        return a + b
+
+    assert plus(a=1, b=2) == 3
