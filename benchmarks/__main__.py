@@ -1,0 +1,81 @@
+"""Run every benchmark: ``python -m benchmarks [--smoke] [--only NAME] [--no-write]``.
+
+Each ``bench_*.py`` module prints a markdown table. Without ``--no-write`` the tables are written
+into ``benchmarks/README.md`` between the results markers, with the machine and the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import os
+import pkgutil
+import platform
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def _machine() -> str:
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return (
+        f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    parser.add_argument("--smoke", action="store_true", help="small, quick versions (CI)")
+    parser.add_argument("--only", action="append", default=[], help="run only these (e.g. core)")
+    parser.add_argument("--no-write", action="store_true", help="do not update README.md")
+    args = parser.parse_args(argv)
+    names = sorted(
+        m.name.removeprefix("bench_")
+        for m in pkgutil.iter_modules([str(HERE)])
+        if m.name.startswith("bench_")
+    )
+    if args.only:
+        names = [n for n in names if n in args.only]
+    sections: list[str] = []
+    failed = 0
+    for name in names:
+        module = importlib.import_module(f"benchmarks.bench_{name}")
+        out = io.StringIO()
+        start = time.perf_counter()
+        with contextlib.redirect_stdout(out):
+            code = module.main(["--smoke"] if args.smoke else [])
+        took = time.perf_counter() - start
+        failed += code != 0
+        text = out.getvalue().strip()
+        print(f"{text}\n\n_{name}: {took:.1f}s, exit {code}_\n", flush=True)
+        sections.append(text)
+    if not args.no_write:
+        command = "python -m benchmarks" + (" --smoke" if args.smoke else "")
+        body = "\n\n".join(
+            [
+                f"Measured {time.strftime('%Y-%m-%d')} on {_machine()}.",
+                f"Command: `{command}`",
+                *sections,
+            ]
+        )
+        readme = HERE / "README.md"
+        text = readme.read_text() if readme.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+        head, _, rest = text.partition(BEGIN)
+        _, _, tail = rest.partition(END)
+        readme.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
