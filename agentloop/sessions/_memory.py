@@ -1,0 +1,181 @@
+"""``InMemoryStore``: sessions in a dict, for tests and throwaway runs.
+
+It keeps the same encoded text a database would (JSON state values, record bodies) and decodes on
+every read, so it accepts, refuses and returns exactly what the durable back ends do, and a caller
+mutating a dict it passed in cannot change stored history.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import anyio
+
+from agentloop._errors import SessionConflict, SessionNotFound
+
+from ._base import (
+    BaseStore,
+    Clock,
+    Held,
+    SessionRow,
+    check_commit,
+    check_renew,
+    decide_acquire,
+    row_lease,
+)
+from ._codec import EncodedRecord, StateDelta, decode_state
+from ._records import records_from_bodies
+from ._types import Lease, Session, SessionInfo
+
+
+@dataclass(slots=True)
+class _Stored:
+    app: str
+    user: str
+    created_at: float
+    updated_at: float
+    row: SessionRow
+    state: dict[str, str] = field(default_factory=dict)
+    records: builtins.list[tuple[int, str]] = field(default_factory=builtins.list)
+    runs: builtins.list[int] = field(default_factory=builtins.list)
+    """Positions in ``records`` of the run records, so ``history_limit`` is one index lookup."""
+
+
+class InMemoryStore(BaseStore):
+    """Sessions held in this process only; safe for concurrent tasks of one event loop."""
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        super().__init__(clock=clock)
+        self._sessions: dict[str, _Stored] = {}
+        self._lock = anyio.Lock()
+
+    async def _open(self) -> None:
+        pass
+
+    async def _close(self) -> None:
+        self._sessions.clear()
+
+    def _session(self, sid: str, stored: _Stored, history_limit: int | None) -> Session:
+        start = 0
+        if history_limit is not None:
+            runs = stored.runs
+            start = len(stored.records) if history_limit == 0 else 0
+            if 0 < history_limit <= len(runs):
+                start = runs[-history_limit]
+        return Session(
+            id=sid,
+            app=stored.app,
+            user=stored.user,
+            state=MappingProxyType(decode_state(stored.state.items())),
+            history=records_from_bodies(stored.records[start:]),
+            version=stored.row.version,
+            created_at=stored.created_at,
+            updated_at=stored.updated_at,
+            lease=row_lease(sid, stored.row),
+        )
+
+    def _stored(self, sid: str) -> _Stored:
+        try:
+            return self._sessions[sid]
+        except KeyError:
+            raise SessionNotFound(f"no session {sid!r}") from None
+
+    async def _do_create(
+        self, session_id: str, app: str, user: str, state: dict[str, str], now: float
+    ) -> Session:
+        async with self._lock:
+            if session_id in self._sessions:
+                raise SessionConflict(f"session {session_id!r} already exists")
+            row = SessionRow(
+                version=0, last_seq=0, lease_owner=None, lease_fence=0, lease_expires_at=None
+            )
+            stored = _Stored(app=app, user=user, created_at=now, updated_at=now, row=row)
+            stored.state.update(state)
+            self._sessions[session_id] = stored
+            return self._session(session_id, stored, None)
+
+    async def _do_get(self, session_id: str, history_limit: int | None) -> Session | None:
+        async with self._lock:
+            stored = self._sessions.get(session_id)
+            return None if stored is None else self._session(session_id, stored, history_limit)
+
+    async def _do_list(
+        self, app: str | None, user: str | None, limit: int, offset: int
+    ) -> builtins.list[SessionInfo]:
+        async with self._lock:
+            infos = [
+                SessionInfo(
+                    id=sid,
+                    app=s.app,
+                    user=s.user,
+                    version=s.row.version,
+                    created_at=s.created_at,
+                    updated_at=s.updated_at,
+                )
+                for sid, s in self._sessions.items()
+                if (app is None or s.app == app) and (user is None or s.user == user)
+            ]
+        infos.sort(key=lambda i: (-i.updated_at, i.id))
+        return infos[offset : offset + limit]
+
+    async def _do_delete(self, session_id: str) -> bool:
+        async with self._lock:
+            return self._sessions.pop(session_id, None) is not None
+
+    async def _do_commit(
+        self,
+        session_id: str,
+        expected_version: int,
+        records: builtins.list[EncodedRecord],
+        delta: StateDelta,
+        lease: Lease | None,
+        now: float,
+    ) -> int:
+        async with self._lock:
+            stored = self._stored(session_id)
+            row = stored.row
+            check_commit(session_id, row, expected_version, lease, now)
+            for record in records:
+                row.last_seq += 1
+                if record.type == "run":
+                    stored.runs.append(len(stored.records))
+                stored.records.append((row.last_seq, record.body))
+            stored.state.update(delta.set)
+            for key in delta.delete:
+                stored.state.pop(key, None)
+            row.version += 1
+            stored.updated_at = now
+            return row.version
+
+    async def _do_acquire(
+        self, session_id: str, owner: str, ttl: float, now: float
+    ) -> tuple[Lease, bool] | Held:
+        async with self._lock:
+            row = self._stored(session_id).row
+            answer = decide_acquire(session_id, row, owner, ttl, now)
+            if not isinstance(answer, Held):
+                lease = answer[0]
+                row.lease_owner, row.lease_fence = lease.owner, lease.fence
+                row.lease_expires_at = lease.expires_at
+            return answer
+
+    async def _do_renew(self, lease: Lease, ttl: float, now: float) -> Lease:
+        async with self._lock:
+            row = self._stored(lease.session_id).row
+            check_renew(row, lease)
+            row.lease_expires_at = now + ttl
+            return Lease(
+                session_id=lease.session_id,
+                owner=lease.owner,
+                fence=lease.fence,
+                expires_at=now + ttl,
+            )
+
+    async def _do_release(self, lease: Lease) -> None:
+        async with self._lock:
+            stored = self._sessions.get(lease.session_id)
+            if stored is not None and stored.row.lease_fence == lease.fence:
+                stored.row.lease_owner = None
+                stored.row.lease_expires_at = None

@@ -1,0 +1,124 @@
+"""History records: what a session remembers of its runs, as JSON that crosses the store boundary.
+
+Records are pydantic models because they are persisted and read back by other processes. Every JSON
+field is typed ``JsonValue`` with non-finite floats refused, so a record that can be built can be
+stored and read back unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field_validator
+
+TEMP_PREFIX = "temp:"
+"""State keys starting with this live for one run and are never persisted."""
+
+
+class _RecordBase(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    seq: int = 0
+    """Position in the session's history, numbered from 1 by the store on commit; 0 until then."""
+    at: float = Field(default_factory=time.time)
+    """Wall-clock time the record was made (unix seconds)."""
+
+
+class RunRecord(_RecordBase):
+    """A run began. Committed before the run's first model call."""
+
+    type: Literal["run"] = "run"
+    run_id: str
+    agent: str
+    branch: str
+    input: str
+    parent_run_id: str | None = None
+
+
+class StepRecord(_RecordBase):
+    """A completed step of a run; ``step`` is the runtime's own JSON form of it."""
+
+    type: Literal["step"] = "step"
+    run_id: str
+    index: int
+    step: dict[str, JsonValue]
+
+
+class RunEndRecord(_RecordBase):
+    """A run ended: its status, output (JSON), error message and token usage."""
+
+    type: Literal["run_end"] = "run_end"
+    run_id: str
+    status: Literal["finished", "failed", "cancelled"]
+    output: JsonValue = None
+    error: str | None = None
+    usage: dict[str, int] = Field(default_factory=dict)
+
+
+class StateChangeRecord(_RecordBase):
+    """State changed outside a step's own commit, e.g. a goal set by the host before a run.
+
+    ``temp:`` keys are dropped on construction: they must never reach a store.
+    """
+
+    type: Literal["state_change"] = "state_change"
+    changes: dict[str, JsonValue] = Field(default_factory=dict)
+    deleted: list[str] = Field(default_factory=list)
+    source: Literal["host", "run"] = "host"
+    run_id: str | None = None
+    note: str | None = None
+
+    @field_validator("changes")
+    @classmethod
+    def _drop_temp_changes(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        return {k: v for k, v in value.items() if not k.startswith(TEMP_PREFIX)}
+
+    @field_validator("deleted")
+    @classmethod
+    def _drop_temp_deleted(cls, value: list[str]) -> list[str]:
+        return [k for k in value if not k.startswith(TEMP_PREFIX)]
+
+
+Record = Annotated[
+    RunRecord | StepRecord | RunEndRecord | StateChangeRecord, Field(discriminator="type")
+]
+"""Any history record; ``type`` tells which."""
+
+RECORD_TYPES: tuple[type[_RecordBase], ...] = (
+    RunRecord,
+    StepRecord,
+    RunEndRecord,
+    StateChangeRecord,
+)
+
+_RECORD: TypeAdapter[Record] = TypeAdapter(Record)
+_RECORD_LIST: TypeAdapter[list[Record]] = TypeAdapter(list[Record])
+
+
+def record_to_json(record: Record) -> str:
+    """The record as a JSON object (``type`` tells its kind)."""
+    return record.model_dump_json()
+
+
+def record_from_json(data: str | bytes) -> Record:
+    """A record read back from ``record_to_json`` output."""
+    return _RECORD.validate_json(data)
+
+
+def records_from_bodies(rows: list[tuple[int, str]]) -> tuple[Record, ...]:
+    """Decode stored ``(seq, body)`` rows, where a body is the record's JSON without its ``seq``.
+
+    The rows are spliced into one JSON array and validated in one call: loading a long history is
+    one pass over the text, not one validator call per record.
+    """
+    if not rows:
+        return ()
+    text = "[" + ",".join(f'{{"seq":{seq},{body[1:]}' for seq, body in rows) + "]"
+    return tuple(_RECORD_LIST.validate_json(text))
+
+
+def record_body(record: Any) -> str:
+    """The JSON a store keeps for ``record``: everything but ``seq``, which the store owns."""
+    body: str = record.model_dump_json(exclude={"seq"})
+    return body

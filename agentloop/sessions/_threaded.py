@@ -1,0 +1,98 @@
+"""A store over a blocking database driver, run in worker threads through a bounded limiter.
+
+Working in threads is what lets one implementation serve asyncio and trio alike. A call is not
+abandoned when its task is cancelled: the transaction finishes (committed or rolled back) and the
+cancellation is delivered after, so a connection is never left mid-transaction.
+"""
+
+from __future__ import annotations
+
+import builtins
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from ._base import BaseStore, Clock, Held
+from ._codec import EncodedRecord, StateDelta
+from ._sql import SQLOps
+from ._types import Lease, Session, SessionInfo
+
+T = TypeVar("T")
+
+
+class ThreadedSQLStore(BaseStore):
+    """Implements the ``_do_*`` operations as ``SQLOps`` calls inside ``_write``/``_read``."""
+
+    _ops: SQLOps
+
+    def __init__(self, *, max_threads: int, clock: Clock | None = None) -> None:
+        super().__init__(clock=clock)
+        self._limiter = anyio.CapacityLimiter(max_threads)
+
+    async def _thread(self, fn: Callable[..., T], *args: Any) -> T:
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+
+    @abstractmethod
+    def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        """In a worker thread: ``fn(cursor, *args)`` in a write transaction, committed."""
+
+    @abstractmethod
+    def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        """In a worker thread: ``fn(cursor, *args)`` in a read-only snapshot."""
+
+    def _write_batched(self, fn: Callable[..., T], *args: Any) -> T:
+        """``_write`` for a body whose statements after its first query need no results."""
+        return self._write(fn, *args)
+
+    async def _do_create(
+        self, session_id: str, app: str, user: str, state: dict[str, str], now: float
+    ) -> Session:
+        ops = self._ops
+        return await self._thread(self._write, ops.create, session_id, app, user, state, now)
+
+    async def _do_get(self, session_id: str, history_limit: int | None) -> Session | None:
+        return await self._thread(self._read, self._ops.get, session_id, history_limit)
+
+    async def _do_list(
+        self, app: str | None, user: str | None, limit: int, offset: int
+    ) -> builtins.list[SessionInfo]:
+        return await self._thread(self._read, self._ops.list, app, user, limit, offset)
+
+    async def _do_delete(self, session_id: str) -> bool:
+        return await self._thread(self._write, self._ops.delete, session_id)
+
+    async def _do_commit(
+        self,
+        session_id: str,
+        expected_version: int,
+        records: builtins.list[EncodedRecord],
+        delta: StateDelta,
+        lease: Lease | None,
+        now: float,
+    ) -> int:
+        return await self._thread(
+            self._write_batched,
+            self._ops.commit,
+            session_id,
+            expected_version,
+            records,
+            delta,
+            lease,
+            now,
+        )
+
+    async def _do_acquire(
+        self, session_id: str, owner: str, ttl: float, now: float
+    ) -> tuple[Lease, bool] | Held:
+        return await self._thread(
+            self._write_batched, self._ops.acquire, session_id, owner, ttl, now
+        )
+
+    async def _do_renew(self, lease: Lease, ttl: float, now: float) -> Lease:
+        return await self._thread(self._write_batched, self._ops.renew, lease, ttl, now)
+
+    async def _do_release(self, lease: Lease) -> None:
+        await self._thread(self._write, self._ops.release_lease, lease)

@@ -1,0 +1,1 @@
+"""Session store tests (a package so helpers import relatively, for pytest and mypy alike)."""

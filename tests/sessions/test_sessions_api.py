@@ -1,0 +1,89 @@
+"""The package surface: exports, store URLs, the optional driver, and lease waits on a fake clock."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+import agentloop.sessions
+from agentloop._errors import SessionBusy, UserError
+from agentloop.sessions import InMemoryStore, PostgresStore, SQLiteStore, open_store
+
+
+def test_all_is_sorted_and_complete() -> None:
+    """__all__ is sorted and names exactly the public re-exports, shown under the public path."""
+    public = {n for n in dir(agentloop.sessions) if not n.startswith("_")} - {"annotations"}
+    names = agentloop.sessions.__all__
+    # isort-style, as ruff's RUF022 keeps it: CONSTANTS, then Classes, then functions.
+    assert names == sorted(
+        names, key=lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n)
+    )
+    assert set(agentloop.sessions.__all__) == public
+    assert SQLiteStore.__module__ == "agentloop.sessions"
+
+
+def test_open_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """memory://, sqlite:/// (relative, absolute, :memory:) and postgres URLs pick their store."""
+    monkeypatch.chdir(tmp_path)
+    assert isinstance(open_store("memory://"), InMemoryStore)
+    relative = open_store("sqlite:///data/s.db")
+    assert isinstance(relative, SQLiteStore)
+    assert relative.path == str(tmp_path / "data" / "s.db")
+    absolute = open_store(f"sqlite:///{tmp_path}/abs.db")
+    assert isinstance(absolute, SQLiteStore)
+    assert absolute.path == str(tmp_path / "abs.db")
+    memory = open_store("sqlite:///:memory:")
+    assert isinstance(memory, SQLiteStore)
+    assert memory.path == ":memory:"
+    for url in ("postgresql://u@h/db", "postgres://u@h/db", "postgresql+psycopg://u@h/db"):
+        assert isinstance(open_store(url), PostgresStore)
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite://relative.db", "mysql://u:secret@h/db", ""])
+def test_bad_store_urls(url: str) -> None:
+    """Unknown or malformed URLs are a UserError that does not echo a password."""
+    with pytest.raises(UserError) as info:
+        open_store(url)
+    assert "secret" not in str(info.value)
+
+
+def test_import_does_not_import_psycopg() -> None:
+    """import agentloop.sessions leaves psycopg unimported (it is an optional extra)."""
+    code = "import sys, agentloop.sessions; print(sorted(m for m in sys.modules if 'psycopg' in m))"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without psycopg, PostgresStore raises a UserError saying what to install."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(UserError, match=r"pip install 'agentloop\[postgres\]'"):
+        PostgresStore("postgresql:///x")
+
+
+@pytest.mark.fake_clock
+async def test_waiter_takes_over_exactly_at_expiry(fake_time: bool, timescale: float) -> None:
+    """A waiting acquire takes over the moment the held lease expires, not a poll later."""
+    store = InMemoryStore(clock=lambda: 1_000.0 + anyio.current_time())
+    async with store:
+        await store.create("s")
+        ttl = 30 * timescale
+        start = anyio.current_time()
+        held = await store.acquire_lease("s", owner="a", ttl=ttl)
+        lease = await store.acquire_lease("s", owner="b", ttl=ttl, wait=True)
+        waited = anyio.current_time() - start
+        assert (lease.owner, lease.fence) == ("b", held.fence + 1)
+        assert store.stats.lease_takeovers == 1
+        if fake_time:
+            assert 29.999 < waited < 30.01
+        with pytest.raises(SessionBusy, match="after waiting"):
+            await store.acquire_lease("s", owner="c", ttl=ttl, wait=True, timeout=ttl / 2)
