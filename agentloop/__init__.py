@@ -62,6 +62,7 @@ from ._middleware import ToolCallNext as ToolCallNext
 from ._middleware import ToolMiddleware as ToolMiddleware
 from ._prompt import Ruleset as Ruleset
 from ._retry import RetryPolicy as RetryPolicy
+from ._session_run import Memory as Memory
 from ._steps import Action as Action
 from ._steps import ActionResult as ActionResult
 from ._steps import RunErrorInfo as RunErrorInfo
@@ -97,6 +98,7 @@ __all__ = [
     "ContentFiltered",
     "Event",
     "MaxStepsExceeded",
+    "Memory",
     "Message",
     "Model",
     "ModelAuthError",

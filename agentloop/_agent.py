@@ -7,7 +7,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, cast, final
+from typing import TYPE_CHECKING, Any, Literal, cast, final
 
 import anyio
 import jinja2
@@ -17,19 +17,24 @@ from pydantic import TypeAdapter
 
 from . import _events as ev
 from ._context import StateView
-from ._errors import RunCancelled, UserError
+from ._errors import RunCancelled, ToolError, UserError
 from ._loop import execute, raise_for_result, strip_fence
 from ._middleware import ModelMiddleware, ToolMiddleware
 from ._prompt import Ruleset, compile_template, render
 from ._retry import RetryPolicy
 from ._run import Emitter, _Run
+from ._session_run import Memory, SessionSpec
 from ._steps import RunResult
 from .models._base import Model
 from .models._registry import resolve_model
 from .models._types import Message, ModelSettings, OutputSchema, ToolMode
+from .tools._context import ToolContext
 from .tools._executor import ToolLimits
 from .tools._tool import Tool, Toolkit, tool
 from .tools._toolset import Toolset
+
+if TYPE_CHECKING:
+    from .sessions import SessionStore
 
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _UNSET: Any = object()
@@ -55,8 +60,10 @@ class Agent:
         "_output_adapter",
         "deadline",
         "event_buffer",
+        "lease_ttl",
         "max_reply_chars",
         "max_steps",
+        "memory",
         "model_middleware",
         "name",
         "output_schema",
@@ -66,6 +73,7 @@ class Agent:
         "retry",
         "rulesets",
         "settings",
+        "store",
         "tool_limits",
         "tool_middleware",
         "tool_mode",
@@ -79,8 +87,10 @@ class Agent:
     _output_adapter: TypeAdapter[Any] | None
     deadline: float | None
     event_buffer: int
+    lease_ttl: float
     max_reply_chars: int | None
     max_steps: int
+    memory: Memory
     model_middleware: tuple[ModelMiddleware, ...]
     name: str
     output_schema: OutputSchema | None
@@ -90,6 +100,7 @@ class Agent:
     retry: RetryPolicy
     rulesets: tuple[Ruleset, ...]
     settings: ModelSettings
+    store: SessionStore | None
     tool_limits: ToolLimits
     tool_middleware: tuple[ToolMiddleware, ...]
     tool_mode: Literal["native", "react", "auto"]
@@ -119,6 +130,9 @@ class Agent:
         event_buffer: int = 128,
         react_template: str | None = None,
         variables: Mapping[str, Any] | None = None,
+        store: SessionStore | None = None,
+        memory: Memory | None = None,
+        lease_ttl: float = 30.0,
     ) -> None:
         config = dict(locals())
         del config["self"]
@@ -204,6 +218,11 @@ class Agent:
         if react_template:
             compile_template(react_template)
         set_("variables", dict(variables or {}))
+        set_("store", store)
+        set_("memory", memory or Memory())
+        if lease_ttl <= 0:
+            raise UserError("lease_ttl must be positive")
+        set_("lease_ttl", lease_ttl)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Agent is immutable; use agent.replace({name}=...)")
@@ -254,13 +273,31 @@ class Agent:
         user_input: str,
         emitter: Emitter,
         *,
-        memory: Sequence[Message],
-        variables: Mapping[str, Any] | None,
-        deps: Any,
-        state: Mapping[str, Any] | None,
+        memory: Sequence[Message] = (),
+        variables: Mapping[str, Any] | None = None,
+        deps: Any = None,
+        state: Mapping[str, Any] | None = None,
+        session: str | None = None,
+        store: SessionStore | None = None,
+        wait_for_session: float | None = None,
+        resume: bool = False,
     ) -> _Run:
         if not isinstance(user_input, str):
             raise UserError(f"input must be a string, not {type(user_input).__name__}")
+        spec = None
+        if session is not None:
+            store = store or self.store
+            if store is None:
+                raise UserError(
+                    f"session={session!r} needs a store: Agent(store=...) or run(store=...)"
+                )
+            if state is not None:
+                raise UserError("state= is for runs without a session; a session has its own")
+            spec = SessionSpec(
+                store=store, session_id=session, wait=wait_for_session, resume=resume
+            )
+        elif resume:
+            raise UserError("resume needs session=... (and a store)")
         return _Run(
             self,
             run_id=uuid.uuid4().hex,
@@ -271,12 +308,16 @@ class Agent:
             deps=deps,
             variables=variables,
             memory=memory,
+            session_spec=spec,
         )
 
     async def run(
         self,
         input: str,
         *,
+        session: str | None = None,
+        store: SessionStore | None = None,
+        wait_for_session: float | None = None,
         memory: Sequence[Message] = (),
         variables: Mapping[str, Any] | None = None,
         deps: Any = None,
@@ -285,12 +326,24 @@ class Agent:
     ) -> RunResult:
         """Run to the end and return the result.
 
+        With ``session=`` the run loads that session's state and conversation memory from the
+        store, holds its lease (another run meanwhile gets ``SessionBusy``, or waits up to
+        ``wait_for_session`` seconds), and commits every completed step.
+
         A result that ends without a usable answer (step limit, invalid output, refusal, …) has
         ``result.error`` set, or raises the matching ``RunError`` with ``raise_on_error=True``.
         A model failure after retries, the run's deadline and runtime faults raise.
         """
         run = self._new_run(
-            input, Emitter(None), memory=memory, variables=variables, deps=deps, state=state
+            input,
+            Emitter(None),
+            session=session,
+            store=store,
+            wait_for_session=wait_for_session,
+            memory=memory,
+            variables=variables,
+            deps=deps,
+            state=state,
         )
         result = await execute(run)
         if raise_on_error:
@@ -301,6 +354,9 @@ class Agent:
         self,
         input: str,
         *,
+        session: str | None = None,
+        store: SessionStore | None = None,
+        wait_for_session: float | None = None,
         memory: Sequence[Message] = (),
         variables: Mapping[str, Any] | None = None,
         deps: Any = None,
@@ -310,15 +366,119 @@ class Agent:
         """Run while streaming events: ``async with agent.stream(x) as run: async for e in run``.
 
         The events go through a bounded buffer (``event_buffer``): a slow consumer slows the
-        run. Leaving the block early cancels the run cleanly.
+        run. Leaving the block early cancels the run cleanly. Options as for ``run``.
         """
         return RunStream(
             lambda emitter: self._new_run(
-                input, emitter, memory=memory, variables=variables, deps=deps, state=state
+                input,
+                emitter,
+                session=session,
+                store=store,
+                wait_for_session=wait_for_session,
+                memory=memory,
+                variables=variables,
+                deps=deps,
+                state=state,
             ),
             buffer=self.event_buffer,
             raise_on_error=raise_on_error,
         )
+
+    async def resume(
+        self,
+        *,
+        session: str,
+        store: SessionStore | None = None,
+        wait_for_session: float | None = None,
+        deps: Any = None,
+        raise_on_error: bool = False,
+    ) -> RunResult:
+        """Finish the session's last unfinished run (its process died, it was cancelled or hit
+        its deadline) from its last committed step. Committed actions do not run again; the
+        step that was in flight does. An expired lease is taken over; a live one is
+        ``SessionBusy`` unless ``wait_for_session`` gives it time to expire."""
+        run = self._new_run(
+            "",
+            Emitter(None),
+            session=session,
+            store=store,
+            wait_for_session=wait_for_session,
+            deps=deps,
+            resume=True,
+        )
+        result = await execute(run)
+        if raise_on_error:
+            raise_for_result(result)
+        return result
+
+    def stream_resume(
+        self,
+        *,
+        session: str,
+        store: SessionStore | None = None,
+        wait_for_session: float | None = None,
+        deps: Any = None,
+        raise_on_error: bool = False,
+    ) -> RunStream:
+        """``resume``, streamed."""
+        return RunStream(
+            lambda emitter: self._new_run(
+                "",
+                emitter,
+                session=session,
+                store=store,
+                wait_for_session=wait_for_session,
+                deps=deps,
+                resume=True,
+            ),
+            buffer=self.event_buffer,
+            raise_on_error=raise_on_error,
+        )
+
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool:
+        """This agent as a tool of another: each call is a sub-run on the branch
+        ``<parent>.<name>`` (``#<tag>`` added when calls of it overlap), with its own steps,
+        limits and goal budget, sharing the parent's session state and lease. Its events reach
+        the caller's stream; its steps are kept in the action's result (``subrun``) and its
+        usage is added to the parent's."""
+        child = self
+        tool_name = name or self.name
+        doc = description or f"Delegate a task to the {self.name!r} agent and get its answer."
+
+        async def delegate(ctx: ToolContext, task: str) -> Any:
+            parent = ctx.run._run
+            busy = parent.scratch.setdefault(id(child), {"running": 0})
+            branch = f"{parent.branch}.{tool_name}"
+            if busy["running"]:
+                branch = f"{branch}#{ctx.action.tag}"
+            busy["running"] += 1
+            sub = _Run(
+                child,
+                run_id=uuid.uuid4().hex,
+                user_input=task,
+                branch=branch,
+                emitter=parent.emitter,
+                state=parent.state,
+                parent=parent,
+                session_id=parent.session_id,
+                deps=parent.deps,
+            )
+            try:
+                result = await execute(sub)
+            finally:
+                busy["running"] -= 1
+                parent.usage = parent.usage + sub.usage
+            ctx._subrun = result
+            if result.error is not None:
+                raise ToolError(f"the {tool_name} agent failed: {result.error.message}")
+            return result.output
+
+        delegate.__doc__ = f"""{doc}
+
+        Args:
+            task: what the {tool_name} agent should do, with everything it needs to know
+        """
+        return tool(name=tool_name, description=doc)(delegate)
 
     def run_sync(
         self,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
@@ -27,13 +29,14 @@ class StateView(Mapping[str, Any]):
     finish wins. Goal tools take ``lock(key)`` to serialise a load → mutate → save.
     """
 
-    __slots__ = ("_data", "_deleted", "_dirty", "_locks", "_mutex", "_read_only")
+    __slots__ = ("_data", "_deleted", "_dirty", "_locks", "_mutex", "_read_only", "_serial")
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
         self._data: dict[str, Any] = dict(data or {})
         self._dirty: set[str] = set()
         self._deleted: set[str] = set()
         self._locks: dict[str, anyio.Lock] = {}
+        self._serial: dict[str, SerialQueue] = {}
         self._mutex = threading.Lock()
         self._read_only = False
 
@@ -89,6 +92,13 @@ class StateView(Mapping[str, Any]):
             lock = self._locks[key] = anyio.Lock()
         return lock
 
+    def serial(self, key: str) -> SerialQueue:
+        """The queue that runs work on ``key`` one at a time, in the order tickets were taken."""
+        queue = self._serial.get(key)
+        if queue is None:
+            queue = self._serial[key] = SerialQueue()
+        return queue
+
     def snapshot(self) -> dict[str, Any]:
         """A copy of the persistent part of the state (no ``temp:`` keys)."""
         with self._mutex:
@@ -110,6 +120,7 @@ class StateView(Mapping[str, Any]):
         view._dirty = self._dirty
         view._deleted = self._deleted
         view._locks = self._locks
+        view._serial = self._serial
         view._mutex = self._mutex
         view._read_only = True
         return view
@@ -119,6 +130,63 @@ class StateView(Mapping[str, Any]):
             raise UserError(f"state is read-only here (writing {key!r} after the action ended)")
         if not isinstance(key, str):
             raise UserError(f"state keys are strings, not {type(key).__name__}")
+
+
+@final
+class SerialQueue:
+    """A FIFO of tickets: ``take()`` is synchronous, so the order is the order of the calls
+    (the executor takes them in the model's order, before any task starts)."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self) -> None:
+        self._queue: deque[anyio.Event] = deque()
+
+    def take(self) -> Ticket:
+        turn = anyio.Event()
+        if not self._queue:
+            turn.set()
+        self._queue.append(turn)
+        return Ticket(self, turn)
+
+    def _release(self, turn: anyio.Event) -> None:
+        was_first = bool(self._queue) and self._queue[0] is turn
+        self._queue.remove(turn)
+        if was_first and self._queue:
+            self._queue[0].set()
+
+
+@final
+class Ticket:
+    """A place in a ``SerialQueue``: ``async with ticket:`` waits for its turn; leaving (or
+    ``release()``, for a ticket never used) gives the turn to the next."""
+
+    __slots__ = ("_queue", "_released", "_turn")
+
+    def __init__(self, queue: SerialQueue, turn: anyio.Event) -> None:
+        self._queue = queue
+        self._turn = turn
+        self._released = False
+
+    async def __aenter__(self) -> None:
+        try:
+            await self._turn.wait()
+        except BaseException:
+            self.release()
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._queue._release(self._turn)
 
 
 def _check_json(key: str, value: Any) -> None:

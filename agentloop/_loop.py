@@ -8,9 +8,11 @@ neither is asked again.
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Awaitable
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 import anyio
 from anyio.abc import TaskGroup
@@ -31,6 +33,7 @@ from ._errors import (
 from ._middleware import compose
 from ._prompt import KEEP_GOING, RESPONSE_MARKER, build_prompt, replay_step, system_message
 from ._run import _Run
+from ._session_run import SessionBinding, SessionSpec, end_record, load, step_to_json
 from ._steps import ActionResult, RunErrorInfo, RunResult, Step
 from ._turn import call_model
 from .models import _types as mt
@@ -45,26 +48,101 @@ from .tools._executor import (
 from .tools._tool import Tool
 from .tools._toolset import run_scope
 
+logger = logging.getLogger("agentloop")
+T = TypeVar("T")
+
 
 async def execute(run: _Run) -> RunResult:
     """Run to the one terminal event. A failure is emitted as ``RunFailed`` and re-raised;
-    cancellation emits nothing and propagates."""
-    agent = run.agent
-    await run.emit(ev.RunStarted, agent=agent.name, input=run.user_input)
+    cancellation emits nothing and propagates. With a session, the run holds its lease
+    throughout and records how it ended (shielded, so that a cancelled run says so too)."""
+    binding: SessionBinding | None = None
     try:
-        if agent.deadline is None:
-            result = await _execute(run)
+        if run.session_spec is not None:
+            binding = await _open_session(run, run.session_spec)
+        await run.emit(ev.RunStarted, agent=run.agent.name, input=run.user_input)
+        if binding is None:
+            result = await _with_deadline(run)
         else:
-            with anyio.move_on_after(agent.deadline) as deadline:
-                result = await _execute(run)
-            if deadline.cancelled_caught:
-                raise RunDeadlineExceeded(f"the run's deadline of {agent.deadline:g}s passed")
+            result = await _beside(_with_deadline(run), binding.keep_alive())
     except Exception as exc:
+        if binding is not None:
+            await _record_end(run, binding, "failed", error=exc)
         info = RunErrorInfo(kind=type(exc).__name__, message=str(exc))
         await run.emit(ev.RunFailed, error=info)
         raise
+    except BaseException:
+        if binding is not None:
+            await _record_end(run, binding, "cancelled")
+        raise
+    finally:
+        if binding is not None:
+            await binding.release()
     await run.emit(ev.RunFinished, result=result)
     return result
+
+
+async def _open_session(run: _Run, spec: SessionSpec) -> SessionBinding:
+    agent = run.agent
+    binding, session = await SessionBinding.open(
+        spec, owner=run.run_id, ttl=agent.lease_ttl, memory=agent.memory
+    )
+    try:
+        loaded = load(session, memory=agent.memory, resume=spec.resume)
+    except BaseException:
+        await binding.release()
+        raise
+    run.attach_session(binding, loaded)
+    return binding
+
+
+async def _record_end(
+    run: _Run, binding: SessionBinding, status: Literal["failed", "cancelled"], **kw: Any
+) -> None:
+    """Best effort, shielded and bounded: the run is ending anyway."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+        try:
+            await binding.commit([end_record(run.run_id, status, **kw)], run.state)
+        except Exception:
+            logger.warning("could not record the end of run %s", run.run_id, exc_info=True)
+
+
+async def _beside(main: Awaitable[T], side: Awaitable[None]) -> T:
+    """Await ``main`` while ``side`` runs; if ``side`` fails, ``main`` is cancelled and the
+    failure raised. Errors leave bare, not in an exception group."""
+    failure: list[Exception] = []
+    outcome: list[T] = []
+    with anyio.CancelScope() as scope:
+
+        async def watch() -> None:
+            try:
+                await side
+            except Exception as exc:
+                failure.append(exc)
+                scope.cancel()
+
+        error: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            try:
+                outcome.append(await main)
+            except Exception as exc:
+                error = exc
+            tg.cancel_scope.cancel()
+        if error is not None:
+            raise error
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+async def _with_deadline(run: _Run) -> RunResult:
+    deadline = run.agent.deadline
+    if deadline is None:
+        return await _execute(run)
+    with anyio.move_on_after(deadline):
+        return await _execute(run)
+    raise RunDeadlineExceeded(f"the run's deadline of {deadline:g}s passed")
 
 
 async def _execute(run: _Run) -> RunResult:
@@ -111,9 +189,13 @@ async def _loop(run: _Run, tg: TaskGroup, toolbox: Toolbox) -> RunResult:
     specs = toolbox.specs() if tool_mode == "native" else ()
     react_stop = tool_mode == "react" and agent.model.profile.stop_sequences
     stop = (RESPONSE_MARKER,) if react_stop else ()
+    if run.resumed:
+        run.replayed = [replay_step(step, tool_mode) for step in run.steps]
+    elif run.binding is not None:
+        await run.binding.commit([_run_record(run)], run.state)
     while True:
         if len(run.steps) >= agent.max_steps:
-            return _limit_result(run)
+            return await _checkpoint(run, None, _limit_result(run))
         request = mt.ModelRequest(
             messages=build_prompt(
                 system=system,
@@ -131,13 +213,44 @@ async def _loop(run: _Run, tg: TaskGroup, toolbox: Toolbox) -> RunResult:
         try:
             response = await model_call(request)
         except RunError as exc:
-            return _result(run, error=exc)
+            return await _checkpoint(run, None, _result(run, error=exc))
         step, done = await _settle(run, executor, response)
         run.steps.append(step)
         run.replayed.append(replay_step(step, tool_mode))
+        await _checkpoint(run, step, done)
         await run.emit(ev.StepFinished, step=step)
         if done is not None:
             return done
+
+
+@overload
+async def _checkpoint(run: _Run, step: Step | None, done: RunResult) -> RunResult: ...
+@overload
+async def _checkpoint(run: _Run, step: Step | None, done: None) -> None: ...
+async def _checkpoint(run: _Run, step: Step | None, done: RunResult | None) -> RunResult | None:
+    """Commit a completed step (and the end of the run, with its last step) to the session."""
+    if run.binding is not None:
+        from .sessions import StepRecord
+
+        records: list[Any] = []
+        if step is not None:
+            records.append(StepRecord(run_id=run.run_id, index=step.index, step=step_to_json(step)))
+        if done is not None:
+            records.append(end_record(run.run_id, "finished", result=done))
+        await run.binding.commit(records, run.state)
+    return done
+
+
+def _run_record(run: _Run) -> Any:
+    from .sessions import RunRecord
+
+    return RunRecord(
+        run_id=run.run_id,
+        agent=run.agent.name,
+        branch=run.branch,
+        input=run.user_input,
+        parent_run_id=run.parent_run_id,
+    )
 
 
 async def _resolve_tools(run: _Run, stack: AsyncExitStack) -> list[Tool]:

@@ -17,6 +17,7 @@ from .tools._executor import PendingAction
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._session_run import Loaded, SessionBinding, SessionSpec
 
 DiscardReason = Literal["retry", "goal", "middleware"]
 
@@ -112,6 +113,7 @@ class _Run:
         deps: Any = None,
         variables: Mapping[str, Any] | None = None,
         memory: Sequence[Message] = (),
+        session_spec: SessionSpec | None = None,
     ) -> None:
         self.agent = agent
         self.run_id = run_id
@@ -125,6 +127,9 @@ class _Run:
         self.deps = deps
         self.variables: Mapping[str, Any] = dict(variables or {})
         self.memory = tuple(memory)
+        self.session_spec = session_spec
+        self.binding: SessionBinding | None = None
+        self.resumed = False
         self.steps: list[Step] = []
         self.replayed: list[tuple[Message, ...]] = []
         self.usage = Usage()
@@ -133,6 +138,19 @@ class _Run:
         self._attempt_count = 0
         self.attempts: dict[int, AttemptRecord] = {}
         self._pending_discards: list[tuple[int, DiscardReason]] = []
+
+    def attach_session(self, binding: SessionBinding, loaded: Loaded) -> None:
+        """Take state and memory from the session (and, resuming, the run so far)."""
+        self.binding = binding
+        self.session_id = binding.session_id
+        self.state = loaded.state
+        self.memory = (*loaded.memory, *self.memory)
+        if loaded.run_id is not None:
+            self.resumed = True
+            self.run_id = self.root_run_id = loaded.run_id
+            self.user_input = loaded.user_input or ""
+            self.steps = list(loaded.steps)
+            self._attempt_count = max((s.attempt for s in self.steps), default=0)
 
     # -- events --------------------------------------------------------------------------------
 

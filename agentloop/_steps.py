@@ -44,6 +44,7 @@ class ActionResult:
     error: str | None = None
     error_kind: ActionErrorKind | None = None
     attempt: int = 0
+    subrun: RunResult | None = None
 
     @property
     def is_error(self) -> bool:

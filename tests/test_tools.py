@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agentloop import Agent, Tool, ToolContext, Toolkit, UserError, activity, tool
+from agentloop import Agent, ToolContext, Toolkit, UserError, activity, tool
 from agentloop.testing import Reply, ScriptedModel, call
 from agentloop.tools._schema import strip_nones
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, final
 
 if TYPE_CHECKING:
     from .._context import RunContext, StateView
-    from .._steps import Action
+    from .._steps import Action, RunResult
 
 
 @final
@@ -19,13 +19,14 @@ class ToolContext:
     ``state`` becomes read-only.
     """
 
-    __slots__ = ("_abandoned", "action", "run", "step")
+    __slots__ = ("_abandoned", "_subrun", "action", "run", "step")
 
     def __init__(self, *, run: RunContext, action: Action, step: int) -> None:
         self.run = run
         self.action = action
         self.step = step
         self._abandoned = False
+        self._subrun: RunResult | None = None  # set by a sub-agent tool; kept in the result
 
     @property
     def run_id(self) -> str:

@@ -6,6 +6,7 @@ Every failure the model can fix becomes an error result on that one action; only
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from ._schema import strip_nones
 from ._tool import Activity, Tool
 
 if TYPE_CHECKING:
-    from .._context import RunContext
+    from .._context import RunContext, Ticket
 
 DEFAULT_TOOL_CONCURRENCY = 256
 DEFAULT_THREAD_CONCURRENCY = 32
@@ -172,32 +173,46 @@ class Executor:
         if pending.started:
             return
         pending.started = True
+        ticket = None
+        if error is None:
+            found = self.toolbox.find(pending.action.name, pending.action.path)
+            if isinstance(found, tuple) and found[1].serial_key is not None:
+                ticket = self._run.state.serial(found[1].serial_key(self._run)).take()
         await self._on_start(pending)
-        self._tg.start_soon(self._execute, pending, step, error)
+        self._tg.start_soon(self._execute, pending, step, error, ticket)
 
-    async def _execute(self, pending: PendingAction, step: int, error: ActionResult | None) -> None:
+    async def _execute(
+        self, pending: PendingAction, step: int, error: ActionResult | None, ticket: Ticket | None
+    ) -> None:
         if error is not None:
             result = error
+        elif ticket is not None:
+            async with ticket:
+                result = await self._invoke(pending, step)
         else:
-            call = ToolCall(action=pending.action, run=self._run, step=step)
-            limiter = self._limits.tool_limiter or default_tool_limiter()
-            await _acquire(self._parallel, pending)
-            try:
-                await _acquire(limiter, pending)
-                try:
-                    result = await self._call(call)
-                except Exception as exc:  # a tool middleware failed: still one action's error
-                    message = f"tool middleware failed: {type(exc).__name__}: {exc}"
-                    result = error_result(pending.action, "tool_error", message)
-                finally:
-                    limiter.release_on_behalf_of(pending)
-            finally:
-                self._parallel.release_on_behalf_of(pending)
+            result = await self._invoke(pending, step)
         pending.result = result
         try:
             await self._on_finish(result)
         finally:
             pending.done.set()
+
+    async def _invoke(self, pending: PendingAction, step: int) -> ActionResult:
+        call = ToolCall(action=pending.action, run=self._run, step=step)
+        limiter = self._limits.tool_limiter or default_tool_limiter()
+        await _acquire(self._parallel, pending)
+        try:
+            await _acquire(limiter, pending)
+            try:
+                result = await self._call(call)
+            except Exception as exc:  # a tool middleware failed: still one action's error
+                message = f"tool middleware failed: {type(exc).__name__}: {exc}"
+                result = error_result(pending.action, "tool_error", message)
+            finally:
+                limiter.release_on_behalf_of(pending)
+        finally:
+            self._parallel.release_on_behalf_of(pending)
+        return result
 
 
 async def _acquire(limiter: anyio.CapacityLimiter, borrower: object) -> None:
@@ -247,7 +262,10 @@ def make_terminal(
             return error_result(action, "tool_error", str(exc))
         except Exception as exc:
             return error_result(action, "tool_error", f"{type(exc).__name__}: {exc}")
-        return _success(action, value, limits.max_output_chars)
+        result = _success(action, value, limits.max_output_chars)
+        if ctx._subrun is not None:
+            result = dataclasses.replace(result, subrun=ctx._subrun)
+        return result
 
     return invoke
 

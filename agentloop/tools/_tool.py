@@ -7,13 +7,16 @@ import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, ParamSpec, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar, final, overload
 
 from pydantic import BaseModel
 
 from .._errors import UserError
 from ..models._types import TOOL_NAME_SEPARATOR, ToolSpec, wire_tool_name
 from ._context import ToolContext
+
+if TYPE_CHECKING:
+    from .._context import RunContext
 from ._schema import args_model, json_schema, parse_docstring
 
 P = ParamSpec("P")
@@ -46,6 +49,7 @@ class Activity:
     is_async: bool
     eager: bool
     timeout: float | None
+    serial_key: Callable[[RunContext], str] | None = None
 
     def spec(self, tool_name: str) -> ToolSpec:
         return ToolSpec(
@@ -109,14 +113,13 @@ def make_activity(
     description: str | None,
     eager: bool,
     timeout: float | None,
+    serial_key: Callable[[RunContext], str] | None = None,
 ) -> Activity:
     if timeout is not None and timeout <= 0:
         raise UserError(f"tool {tool_name!r}: timeout must be positive, not {timeout}")
     summary, param_docs = parse_docstring(inspect.getdoc(fn))
     context_params = [
-        p.name
-        for p in inspect.signature(fn).parameters.values()
-        if _is_context(p, p.annotation)
+        p.name for p in inspect.signature(fn).parameters.values() if _is_context(p, p.annotation)
     ]
     model = args_model(
         fn,
@@ -139,6 +142,7 @@ def make_activity(
         is_async=is_async,
         eager=eager,
         timeout=timeout,
+        serial_key=serial_key,
     )
 
 
@@ -221,7 +225,11 @@ def activity(
     """Mark a ``Toolkit`` method as an activity (the action's ``path`` is its name)."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
-        setattr(f, _MARK, _ActivityOptions(name=name, description=description, eager=eager, timeout=timeout))
+        setattr(
+            f,
+            _MARK,
+            _ActivityOptions(name=name, description=description, eager=eager, timeout=timeout),
+        )
         return f
 
     return mark(fn) if fn is not None else mark

@@ -1,0 +1,201 @@
+"""Runs with a session: commits per step, memory, state, leases and resume."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import Agent, Memory, ModelRequest, SessionBusy, ToolContext, tool
+from agentloop.models import ToolResultPart
+from agentloop.sessions import (
+    InMemoryStore,
+    RunEndRecord,
+    RunRecord,
+    SessionStore,
+    SQLiteStore,
+    StepRecord,
+)
+from agentloop.testing import FunctionModel, Reply, ScriptedModel, call
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    made: SessionStore = (
+        InMemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "s.db")
+    )
+    async with made:
+        yield made
+
+
+def _types(history: Any) -> list[str]:
+    return [r.type for r in history]
+
+
+async def test_the_run_record_is_committed_before_the_first_model_call(store: Any) -> None:
+    """When the model is first called, the store already holds the run record."""
+    seen: list[list[str]] = []
+
+    async def reply(request: ModelRequest) -> str:
+        session = await store.get("s1")
+        seen.append(_types(session.history))
+        return "hi"
+
+    await Agent(FunctionModel(reply), store=store).run("hello", session="s1")
+    assert seen == [["run"]]
+    session = await store.get("s1")
+    assert _types(session.history) == ["run", "step", "run_end"]
+    end = session.history[-1]
+    assert isinstance(end, RunEndRecord) and end.status == "finished" and end.output == "hi"
+
+
+async def test_each_completed_step_is_committed_with_its_state_changes(store: Any) -> None:
+    """During step 2 the store holds step 1 and the key it set, and no temp: key."""
+    snapshots: list[tuple[list[str], dict[str, Any]]] = []
+
+    @tool
+    async def remember(ctx: ToolContext, value: str) -> str:
+        ctx.state[f"k{ctx.step}"] = value
+        ctx.state["temp:scratch"] = value
+        session = await store.get(ctx.session_id)
+        snapshots.append((_types(session.history), dict(session.state)))
+        return "ok"
+
+    model = ScriptedModel(
+        [
+            Reply(calls=[call("remember", {"value": "a"})]),
+            Reply(calls=[call("remember", {"value": "b"})]),
+            "done",
+        ]
+    )
+    result = await Agent(model, tools=[remember], store=store).run("go", session="s2")
+    assert snapshots == [(["run"], {}), (["run", "step"], {"k0": "a"})]
+    session = await store.get("s2")
+    assert session.state == {"k0": "a", "k1": "b"}
+    assert _types(session.history) == ["run", "step", "step", "step", "run_end"]
+    assert result.state == {"k0": "a", "k1": "b"}
+
+
+async def test_memory_replays_earlier_runs_right_after_the_system_message(store: Any) -> None:
+    """A second run sees the first run's input and answer, bounded by Memory."""
+    model = ScriptedModel(["first answer", "second answer", "third answer"])
+    agent = Agent(model, store=store, instructions="sys", memory=Memory(max_runs=1))
+    await agent.run("first question", session="s3")
+    await agent.run("second question", session="s3")
+    await agent.run("third question", session="s3")
+    second = [m.text for m in model.requests[1].messages]
+    assert second == ["sys", "first question", "first answer", "second question"]
+    third = [m.text for m in model.requests[2].messages]
+    assert third == ["sys", "second question", "second answer", "third question"]
+
+
+async def test_memory_token_budget_drops_the_oldest_runs(store: Any) -> None:
+    """Each earlier run costs 15 tokens here (input / 4 + reported answer tokens): 20 fit one."""
+    model = ScriptedModel(["a" * 40, "b" * 40, "c"])
+    agent = Agent(model, store=store, memory=Memory(max_tokens=20))
+    await agent.run("q1" * 10, session="s4")
+    await agent.run("q2" * 10, session="s4")
+    await agent.run("q3", session="s4")
+    texts = [m.text for m in model.requests[2].messages]
+    assert texts == ["q2" * 10, "b" * 40, "q3"]
+
+
+async def test_a_second_concurrent_run_of_a_session_is_busy(store: Any) -> None:
+    """One run per session at a time: the second gets SessionBusy, or waits when asked."""
+    release = anyio.Event()
+    started = anyio.Event()
+
+    async def slow(request: ModelRequest) -> str:
+        started.set()
+        await release.wait()
+        return "slow done"
+
+    agent = Agent(FunctionModel(slow), store=store)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(agent.run, "one", session="s5"))
+        await started.wait()
+        quick = Agent(ScriptedModel(["quick"]), store=store)
+        with pytest.raises(SessionBusy):
+            await quick.run("two", session="s5")
+        release.set()
+        result = await quick.run("two", session="s5", wait_for_session=5.0)
+    assert result.output == "quick"
+
+
+async def test_idempotency_key_names_session_run_step_and_tag(store: Any) -> None:
+    """ToolContext.idempotency_key is session:run:step:tag."""
+    keys: list[str] = []
+
+    @tool
+    async def side_effect(ctx: ToolContext) -> str:
+        keys.append(ctx.idempotency_key)
+        return "ok"
+
+    model = ScriptedModel([Reply(calls=[call("side_effect", {}, id="t9")]), "done"])
+    result = await Agent(model, tools=[side_effect], store=store).run("go", session="s6")
+    assert keys == [f"s6:{result.run_id}:0:t9"]
+
+
+async def test_a_cancelled_run_resumes_without_rerunning_committed_actions(store: Any) -> None:
+    """Cancelled in step 2: resume skips step 1's action and re-runs step 2's."""
+    counter: Counter[str] = Counter()
+    stop_in_step_2 = True
+    entered = anyio.Event()
+
+    @tool
+    async def work(ctx: ToolContext, label: str) -> str:
+        counter[label] += 1
+        if label == "second" and stop_in_step_2:
+            entered.set()
+            await anyio.sleep_forever()
+        return f"did {label}"
+
+    def reply(request: ModelRequest) -> Reply | str:
+        results = [p for m in request.messages for p in m.parts if isinstance(p, ToolResultPart)]
+        if not results:
+            return Reply(calls=[call("work", {"label": "first"}, id="w1")])
+        if len(results) == 1:
+            return Reply(calls=[call("work", {"label": "second"}, id="w2")])
+        return f"finished after {len(results)} results"
+
+    agent = Agent(FunctionModel(reply), tools=[work], store=store)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(agent.run, "task", session="s7"))
+        await entered.wait()
+        tg.cancel_scope.cancel()
+    session = await store.get("s7")
+    assert _types(session.history) == ["run", "step", "run_end"]
+    assert session.history[-1].status == "cancelled"
+    stop_in_step_2 = False
+    result = await agent.resume(session="s7")
+    assert result.output == "finished after 2 results"
+    assert counter == Counter({"first": 1, "second": 2})
+    assert result.run_id == session.history[0].run_id
+    assert [s.index for s in result.steps] == [0, 1, 2]
+    session = await store.get("s7")
+    assert _types(session.history)[-3:] == ["step", "step", "run_end"]
+    runs = [r for r in session.history if isinstance(r, RunRecord)]
+    steps = [r for r in session.history if isinstance(r, StepRecord)]
+    assert len(runs) == 1 and [s.index for s in steps] == [0, 1, 2]
+
+
+async def test_resume_without_an_unfinished_run_is_a_clear_error(store: Any) -> None:
+    """Nothing to resume: a UserError that says so."""
+    from agentloop import UserError
+
+    agent = Agent(ScriptedModel(["done"]), store=store)
+    await agent.run("x", session="s8")
+    with pytest.raises(UserError, match="no unfinished run"):
+        await agent.resume(session="s8")
+
+
+async def test_a_session_needs_a_store() -> None:
+    """session= without any store is a clear UserError."""
+    from agentloop import UserError
+
+    with pytest.raises(UserError, match="needs a store"):
+        await Agent(ScriptedModel([])).run("x", session="nowhere")
