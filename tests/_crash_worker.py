@@ -44,4 +44,5 @@ async def main(db: str, log: str, mode: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:4])
+    db, log, mode = sys.argv[1:4]
+    anyio.run(main, db, log, mode)

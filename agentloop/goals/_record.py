@@ -1,0 +1,116 @@
+"""``GoalRecord``: one persistent goal per session branch, stored as camelCase JSON."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
+
+DEFAULT_PREFIX = "goal"
+
+
+class GoalStatus(StrEnum):
+    """``complete`` and ``blocked`` are terminal: a terminal goal never changes."""
+
+    ACTIVE = "active"
+    COMPLETE = "complete"
+    BLOCKED = "blocked"
+
+    @property
+    def terminal(self) -> bool:
+        return self is not GoalStatus.ACTIVE
+
+
+class GoalRecord(BaseModel):
+    """A session goal. Persisted (and shown to the model) with camelCase field names."""
+
+    model_config = ConfigDict(
+        frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore"
+    )
+
+    id: str
+    objective: str
+    status: GoalStatus
+    created_at_unix: int
+    updated_at_unix: int
+    terminal_at_unix: int | None = None
+
+    @classmethod
+    def new(cls, objective: str, *, now: int | None = None) -> GoalRecord:
+        at = int(time.time()) if now is None else now
+        return cls(
+            id=uuid.uuid4().hex,
+            objective=objective,
+            status=GoalStatus.ACTIVE,
+            created_at_unix=at,
+            updated_at_unix=at,
+        )
+
+    def with_status(self, status: GoalStatus, *, now: int | None = None) -> GoalRecord:
+        at = int(time.time()) if now is None else now
+        return self.model_copy(
+            update={
+                "status": status,
+                "updated_at_unix": at,
+                "terminal_at_unix": at if status.terminal else None,
+            }
+        )
+
+    def to_camel(self) -> dict[str, Any]:
+        """The record as the model and the store see it."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def state_key(prefix: str = DEFAULT_PREFIX, branch: str | None = None) -> str:
+    """``goal`` or ``goal:<branch>`` (never a ``temp:`` key: goals persist)."""
+    return f"{prefix}:{branch}" if branch else prefix
+
+
+def encode_goal(goal: GoalRecord) -> str:
+    """The JSON text stored under the goal's state key."""
+    return json.dumps(goal.to_camel(), separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_goal(value: Any) -> GoalRecord | None:
+    """The goal stored in a state value; ``None`` for anything that is not one (never raises)."""
+    try:
+        if isinstance(value, str | bytes):
+            value = json.loads(value)
+        if not isinstance(value, Mapping):
+            return None
+        return GoalRecord.model_validate(value)
+    except (ValueError, TypeError, ValidationError):
+        return None
+
+
+def get_goal_record(
+    session: Any, *, branch: str | None = None, prefix: str = DEFAULT_PREFIX
+) -> GoalRecord | None:
+    """The goal of a session (anything with a ``state`` mapping, or the mapping itself)."""
+    state = getattr(session, "state", session)
+    if not isinstance(state, Mapping):
+        return None
+    return decode_goal(state.get(state_key(prefix, branch)))
+
+
+_ICONS = {GoalStatus.ACTIVE: "🎯", GoalStatus.COMPLETE: "✅", GoalStatus.BLOCKED: "⛔"}
+
+
+def render_goal(goal: GoalRecord | None) -> str:
+    """A short status card for logs, demos and REST answers."""
+    if goal is None:
+        return "(no goal)"
+    lines = [
+        f"{_ICONS[goal.status]} Goal [{goal.status.value}]",
+        f"   objective: {goal.objective}",
+        f"   created:   {goal.created_at_unix}",
+    ]
+    if goal.terminal_at_unix is not None:
+        lines.append(f"   terminal:  {goal.terminal_at_unix}")
+    return "\n".join(lines)
