@@ -725,7 +725,8 @@ def render_actions(actions: Sequence[Mapping[str, Any]]) -> str:
     """Render ``{tag, name, path, input}`` mappings as the JSON array the model is taught.
 
     One compact object per line; used to replay earlier steps. ``ReactParser`` reads it back to the
-    same actions.
+    same actions. An ``input`` that is not an object (the raw text of an action the model got
+    wrong) is replayed as it is, as a JSON value, so the array stays valid JSON.
     """
     lines = [
         json.dumps(
@@ -733,7 +734,7 @@ def render_actions(actions: Sequence[Mapping[str, Any]]) -> str:
                 "tag": action["tag"],
                 "name": action["name"],
                 "path": action["path"],
-                "input": dict(action.get("input") or {}),
+                "input": {} if action.get("input") is None else action["input"],
             },
             ensure_ascii=False,
         )

@@ -4,6 +4,7 @@ state stays its own."""
 from __future__ import annotations
 
 import asyncio
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -157,8 +158,9 @@ async def test_cancelling_during_the_model_stream_closes_it() -> None:
     class SlowModel(ScriptedModel):
         async def _deltas(self, reply: Any, request: Any) -> Any:
             try:
-                async for delta in super()._deltas(reply, request):
-                    yield delta
+                async with aclosing(super()._deltas(reply, request)) as inner:
+                    async for delta in inner:
+                        yield delta
             finally:
                 closed.set()
 

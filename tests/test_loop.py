@@ -353,3 +353,25 @@ async def test_reply_too_large_is_a_result_error() -> None:
     model = ScriptedModel([Reply(text="x" * 1000)], chunk_size=10)
     result = await Agent(model, max_reply_chars=100).run("q")
     assert result.error is not None and result.error.kind == "reply_too_large"
+
+
+@pytest.mark.fake_clock
+async def test_the_run_deadline_fails_the_run(fake_time: bool, timescale: float) -> None:
+    """Agent(deadline=...) ends a run that takes too long with RunDeadlineExceeded."""
+    from agentloop import RunDeadlineExceeded
+
+    @tool
+    async def forever() -> str:
+        await anyio.sleep(3600)
+        return "never"
+
+    model = ScriptedModel([Reply(calls=[call("forever", {})]), "unused"])
+    agent = Agent(model, tools=[forever], deadline=5.0 * timescale)
+    start = anyio.current_time()
+    async with agent.stream("go") as run:
+        events = [e async for e in run]
+    assert events[-1].type == "run_failed"
+    with pytest.raises(RunDeadlineExceeded):
+        run.result  # noqa: B018
+    if fake_time:
+        assert anyio.current_time() - start == pytest.approx(5.0)
