@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, Literal, TypeVar, overload
 
@@ -147,17 +147,23 @@ async def _with_deadline(run: _Run) -> RunResult:
 
 async def _execute(run: _Run) -> RunResult:
     """Own the run's task group; its tasks never raise, and the loop's error leaves it bare."""
+    if not run.agent.toolsets:
+        return await _in_task_group(run, run.agent.tools)
     async with AsyncExitStack() as stack:
         tools = await _resolve_tools(run, stack)
-        error: Exception | None = None
-        async with anyio.create_task_group() as tg:
-            try:
-                return await _loop(run, tg, Toolbox(tools))
-            except Exception as exc:
-                error = exc
-                tg.cancel_scope.cancel()
-        assert error is not None
-        raise error
+        return await _in_task_group(run, tools)
+
+
+async def _in_task_group(run: _Run, tools: Sequence[Tool]) -> RunResult:
+    error: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        try:
+            return await _loop(run, tg, Toolbox(tools))
+        except Exception as exc:
+            error = exc
+            tg.cancel_scope.cancel()
+    assert error is not None
+    raise error
 
 
 async def _loop(run: _Run, tg: TaskGroup, toolbox: Toolbox) -> RunResult:

@@ -36,7 +36,7 @@ class Emitter:
         self._send = send
         self._seq = 0
         self._waiting = 0
-        self._lock = anyio.Lock()
+        self._lock: anyio.Lock | None = None  # made when the buffer first fills
 
     @property
     def active(self) -> bool:
@@ -60,6 +60,8 @@ class Emitter:
             event = None
         self._waiting += 1
         try:
+            if self._lock is None:
+                self._lock = anyio.Lock()
             async with self._lock:
                 if event is None:
                     event = self._make(run, cls, fields)

@@ -161,7 +161,7 @@ class Executor:
         self.toolbox = toolbox
         self._call = call
         self._limits = limits
-        self._parallel = anyio.CapacityLimiter(limits.max_parallel_actions)
+        self._parallel: anyio.CapacityLimiter | None = None  # made with the first action
         self._on_start = on_start
         self._on_finish = on_finish
 
@@ -200,7 +200,10 @@ class Executor:
     async def _invoke(self, pending: PendingAction, step: int) -> ActionResult:
         call = ToolCall(action=pending.action, run=self._run, step=step)
         limiter = self._limits.tool_limiter or default_tool_limiter()
-        await _acquire(self._parallel, pending)
+        if self._parallel is None:
+            self._parallel = anyio.CapacityLimiter(self._limits.max_parallel_actions)
+        parallel = self._parallel
+        await _acquire(parallel, pending)
         try:
             await _acquire(limiter, pending)
             try:
@@ -211,7 +214,7 @@ class Executor:
             finally:
                 limiter.release_on_behalf_of(pending)
         finally:
-            self._parallel.release_on_behalf_of(pending)
+            parallel.release_on_behalf_of(pending)
         return result
 
 
