@@ -59,6 +59,7 @@ class _Attempt:
         self.builder = ResponseBuilder(provider=run.agent.model.provider)
         self.parser = rp.ReactParser() if request.tool_mode == "react" else None
         self.call_index: dict[str, int] = {}
+        self.tags: set[str] = set()
         self.react_thought: list[str] = []
         self.pre_text: list[str] = []
         self.answer: list[str] | None = None
@@ -199,11 +200,12 @@ class _Attempt:
         record.streamed = True
         pending = PendingAction(part, action_of(part, record.n))
         record.actions.append(pending)
-        limits = self.run.agent.tool_limits
+        duplicate = part.id in self.tags
+        self.tags.add(part.id)
         if (
             part.error is None
-            and len(record.actions) <= limits.max_actions_per_step
-            and sum(1 for p in record.actions if p.part.id == part.id) == 1
+            and not duplicate
+            and len(record.actions) <= self.run.agent.tool_limits.max_actions_per_step
             and self.executor.toolbox.is_eager(part.name, part.path)
         ):
             await self.executor.start(pending, step=len(self.run.steps))
@@ -287,4 +289,3 @@ def _one_request(usage: mt.Usage) -> mt.Usage:
             unknown=usage.unknown,
         )
     )
-
