@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -47,8 +48,14 @@ class RetryPolicy:
         base: float = min(self.max_wait, self.initial_wait * 2.0 ** (attempt - 1))
         return base * (1 - self.jitter * random.random())
 
-    def retrying(self, *, done: int = 0) -> AsyncRetrying:
-        """Tenacity for the attempts left after ``done`` attempts already failed."""
+    def retrying(
+        self,
+        *,
+        done: int = 0,
+        before_sleep: Callable[[RetryCallState], Awaitable[None]] | None = None,
+    ) -> AsyncRetrying:
+        """Tenacity for the attempts left after ``done`` attempts already failed;
+        ``before_sleep`` runs before each wait (that is, only when another attempt follows)."""
 
         def wait(state: RetryCallState) -> float:
             error = state.outcome.exception() if state.outcome is not None else None
@@ -59,6 +66,7 @@ class RetryPolicy:
             wait=wait,
             retry=retry_if_exception(_is_retryable),
             sleep=anyio.sleep,
+            before_sleep=before_sleep,
             reraise=True,
         )
 

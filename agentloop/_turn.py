@@ -26,19 +26,35 @@ async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) ->
     """The innermost model call: attempts with retries, bounded by the policy's deadline.
 
     The first attempt goes straight through; tenacity takes over only after a retryable
-    failure (it counts the attempts and computes the waits)."""
+    failure (it counts the attempts and computes the waits). A failed attempt is discarded
+    (``AttemptDiscarded(reason="retry")``, sent at once) only when another attempt follows."""
     policy = run.agent.retry
+    failed: list[_Attempt] = []
+
+    async def attempt() -> mt.ModelResponse:
+        current = _Attempt(run, executor, request)
+        try:
+            return await current.stream()
+        except ModelError:
+            failed.append(current)
+            raise
+
+    async def before_retry(*_: object) -> None:
+        run.discard(failed[-1].record.n, "retry")
+        await run.flush_discards()
+
     try:
         with fail_after(policy.deadline):
             try:
-                return await _Attempt(run, executor, request).stream()
+                return await attempt()
             except ModelError as exc:
                 if not exc.retryable or policy.max_attempts == 1:
                     raise
+                await before_retry()
                 await anyio.sleep(policy.wait_for(exc, 1))
-            async for attempt in policy.retrying(done=1):
-                with attempt:
-                    return await _Attempt(run, executor, request).stream()
+            async for retry in policy.retrying(done=1, before_sleep=before_retry):
+                with retry:
+                    return await attempt()
     except TimeoutError:
         raise ModelTimeout(
             f"model call deadline of {policy.deadline:g}s exceeded",
@@ -58,7 +74,7 @@ class _Attempt:
         self.record: AttemptRecord = run.open_attempt()
         self.builder = ResponseBuilder(provider=run.agent.model.provider)
         self.parser = rp.ReactParser() if request.tool_mode == "react" else None
-        self.call_index: dict[str, int] = {}
+        self.calls: dict[str, tuple[int, str]] = {}  # native call id -> (index, tool name)
         self.tags: set[str] = set()
         self.react_thought: list[str] = []
         self.pre_text: list[str] = []
@@ -121,21 +137,23 @@ class _Attempt:
                 if run.emitting:
                     await run.emit(ev.ThoughtDelta, attempt=n, text=text)
             case mt.ToolCallStart(id=id, name=name):
-                index = self.call_index[id] = len(self.call_index)
+                self.calls[id] = (len(self.calls), mt.split_wire_tool_name(name)[0])
                 self.record.streamed = True
                 if run.emitting:
-                    name_only = mt.split_wire_tool_name(name)[0]
+                    index, tool_name = self.calls[id]
                     await run.emit(
-                        ev.ActionArgsDelta, attempt=n, index=index, tag=id, name=name_only, text=""
+                        ev.ActionArgsDelta, attempt=n, index=index, tag=id, name=tool_name, text=""
                     )
             case mt.ToolCallArgsDelta(id=id, text=text):
                 self._count(text)
                 if run.emitting:
+                    index, tool_name = self.calls.get(id) or (-1, "")
                     await run.emit(
                         ev.ActionArgsDelta,
                         attempt=n,
-                        index=self.call_index.get(id, -1),
+                        index=index,
                         tag=id,
+                        name=tool_name,
                         text=text,
                     )
             case mt.ToolCallEnd(id=id):
@@ -173,11 +191,14 @@ class _Attempt:
                     if run.emitting:
                         await run.emit(ev.ActionArgsDelta, attempt=n, index=index, text=text)
                 case rp.ActionParsed():
+                    # A plain tool's path is its own name in ReAct; natively it has none.
+                    plain = self.executor.toolbox.is_plain(event.name)
+                    path = None if plain and event.path in ("", event.name) else event.path
                     await self._seal(
                         mt.ToolCallPart(
                             id=event.tag,
                             name=event.name,
-                            path=event.path,
+                            path=path,
                             arguments=json.dumps(event.input, ensure_ascii=False),
                         )
                     )
@@ -254,12 +275,10 @@ class _Attempt:
 
     async def _failed(self, error: ModelError) -> mt.ModelResponse:
         """A stream failed. With an action already started, its sealed actions become the step
-        (never retried blind); otherwise the attempt is discarded and the error goes to the
-        retry layer."""
+        (never retried blind); otherwise the error goes to the retry layer."""
         await self._account(None)
         if self.record.started_any():
             return self._build(partial=True).replace(finish_reason="error")
-        self.run.discard(self.record.n, "retry")
         raise error
 
     async def _account(self, response: mt.ModelResponse | None) -> None:

@@ -144,3 +144,28 @@ async def test_the_model_call_deadline_bounds_attempts_and_waits(
         await agent.run("x")
     if fake_time:
         assert anyio.current_time() - start == pytest.approx(5.0)
+
+
+@pytest.mark.fake_clock
+async def test_a_retry_discard_goes_out_before_the_wait(fake_time: bool, timescale: float) -> None:
+    """AttemptDiscarded(reason='retry') is sent when the attempt fails, not after the backoff."""
+    model = ScriptedModel([Reply(text="half", raise_after=ModelConnectionError("reset")), "whole"])
+    agent = Agent(model, retry=RetryPolicy(initial_wait=10.0 * timescale, jitter=0.0))
+    start = anyio.current_time()
+    seen: list[tuple[str, float]] = []
+    async with agent.stream("x") as run:
+        async for event in run:
+            seen.append((event.type, anyio.current_time() - start))
+    discard_at = next(t for kind, t in seen if kind == "attempt_discarded")
+    restart_at = [t for kind, t in seen if kind == "model_call_started"][1]
+    assert discard_at < restart_at
+    if fake_time:
+        assert (discard_at, restart_at) == (0.0, pytest.approx(10.0))
+
+
+async def test_no_discard_when_no_retry_follows() -> None:
+    """A failure that is not retried ends the run with RunFailed and no retry discard."""
+    model = ScriptedModel([Reply(text="half", raise_after=ModelBadRequest("no", status=400))])
+    async with Agent(model).stream("x") as run:
+        kinds = [e.type async for e in run]
+    assert "attempt_discarded" not in kinds and kinds[-1] == "run_failed"

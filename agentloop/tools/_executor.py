@@ -92,6 +92,11 @@ class Toolbox:
             return f"tool {name!r} has no activity {path!r}; its activities: {paths}"
         return tool, activity
 
+    def is_plain(self, name: str) -> bool:
+        """A tool with one unnamed activity (``@tool``), not a toolkit."""
+        tool = self._tools.get(name)
+        return tool is not None and None in tool.activities
+
     def is_eager(self, name: str, path: str | None) -> bool:
         found = self.find(name, path)
         return found[1].eager if isinstance(found, tuple) else True
