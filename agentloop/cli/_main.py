@@ -1,25 +1,270 @@
-"""``agentloop``: command-line entry point (``agentloop demo``)."""
+"""``agentloop``: the command line (``demo``, ``run``, ``chat``).
+
+Errors are one line on stderr, never a traceback (``AGENTLOOP_DEBUG=1`` shows it): exit status 2
+for a mistake in what was asked (a bad model string, tool path or store URL, a missing key), 1
+for a run that failed or ended without an answer, 130 for Ctrl-C.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import anyio
 
-from ._demo import run_demo
+from .._errors import AgentLoopError, UserError
+
+DEBUG_ENV = "AGENTLOOP_DEBUG"
+
+EPILOG = """\
+exit status: 0 answered · 1 the run failed or ended without an answer · 2 a usage or
+configuration error · 130 interrupted. Set AGENTLOOP_DEBUG=1 to see tracebacks.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="agentloop",
+        description="An async-native agent runtime: try it offline with `agentloop demo`.",
+        epilog=EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"agentloop {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        help="watch the loop work, offline, on a built-in scripted model",
+        description="Streams thoughts, starts tools while the reply still streams, shows a goal "
+        "interception withdrawing a draft, and ends with a timing summary. Offline.",
+    )
+    demo.add_argument(
+        "--speed", type=_positive, default=1.0, help="replay speed factor (2 = twice as fast)"
+    )
+    _output_options(demo)
+
+    run = commands.add_parser(
+        "run",
+        help="run one prompt against a model",
+        description="Run one prompt and show the run live (or as JSON lines with --json).",
+        epilog=EPILOG,
+    )
+    run.add_argument("prompt", help="what to ask")
+    _agent_options(run)
+    run.add_argument("--goal", metavar="OBJECTIVE", help="give the session this goal first")
+    _session_options(run)
+    _output_options(run, quiet=True)
+
+    chat = commands.add_parser(
+        "chat",
+        help="an interactive conversation kept in a session store",
+        description="Reads lines from stdin; each is a run of one session, which remembers the "
+        "earlier turns. Commands: /goal OBJECTIVE, /goal, /exit.",
+        epilog=EPILOG,
+    )
+    _agent_options(chat)
+    _session_options(chat, default_store="a SQLite file in the user data dir")
+    _output_options(chat)
+    return parser
+
+
+def _agent_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-m",
+        "--model",
+        help="provider:model, e.g. openai:gpt-4o-mini, openai-responses:gpt-5, "
+        "anthropic:claude-sonnet-4-5 (default $AGENTLOOP_MODEL)",
+    )
+    parser.add_argument("--base-url", help="an OpenAI-compatible (or Anthropic) server's base URL")
+    parser.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="a tool, toolkit, toolset, function or list of them (repeatable; "
+        "MODULE may be path/to/file.py)",
+    )
+    parser.add_argument(
+        "--mode", choices=("native", "react", "auto"), default="auto", help="tool protocol"
+    )
+    parser.add_argument(
+        "--max-steps", type=_positive_int, default=20, help="step limit (default 20)"
+    )
+    parser.add_argument("--instructions", help="the system instructions")
+    parser.add_argument(
+        "--retries", type=_count, default=3, help="retries of a failed model call (default 3)"
+    )
+
+
+def _session_options(parser: argparse.ArgumentParser, default_store: str | None = None) -> None:
+    parser.add_argument(
+        "--session", metavar="ID", help="the session to run in (memory across runs)"
+    )
+    store_help = "sqlite:///path, postgresql://… or memory://"
+    if default_store:
+        store_help += f" (default {default_store})"
+    else:
+        store_help += " (default: a SQLite file in the user data dir with --session)"
+    parser.add_argument("--store", metavar="URL", help=store_help)
+
+
+def _output_options(parser: argparse.ArgumentParser, *, quiet: bool = False) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON event per line (event.to_json()), nothing else",
+    )
+    group.add_argument("--plain", action="store_true", help="plain text even on a terminal")
+    if quiet:
+        group.add_argument("-q", "--quiet", action="store_true", help="print the answer only")
+    parser.add_argument(
+        "--backend", choices=("asyncio", "trio"), default="asyncio", help=argparse.SUPPRESS
+    )
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _style(args: argparse.Namespace) -> Any:
+    if args.json:
+        return "json"
+    if getattr(args, "quiet", False):
+        return "quiet"
+    return "plain" if args.plain else "auto"
+
+
+def _command(args: argparse.Namespace) -> Callable[[], Awaitable[int]]:
+    """The coroutine function the arguments ask for (imports only what that command needs)."""
+    style = _style(args)
+    if args.command == "demo":
+        from ._demo import run_demo
+
+        return functools.partial(run_demo, args.speed, style=style)
+    from ._run import AgentOptions
+
+    agent = AgentOptions(
+        model=args.model,
+        base_url=args.base_url,
+        tools=tuple(args.tools),
+        mode=args.mode,
+        max_steps=args.max_steps,
+        instructions=args.instructions,
+        retries=args.retries,
+    )
+    if args.command == "run":
+        from ._run import RunOptions, run_command
+
+        options = RunOptions(
+            prompt=args.prompt,
+            agent=agent,
+            goal=args.goal,
+            session=args.session,
+            store=args.store,
+            style=style,
+        )
+        return functools.partial(run_command, options)
+    from ._chat import ChatOptions, chat_command
+
+    chat = ChatOptions(agent=agent, session=args.session, store=args.store, style=style)
+    return functools.partial(chat_command, chat)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="agentloop", description="An async-native agent runtime.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="run an offline demo on a built-in scripted model")
-    demo.add_argument("--speed", type=float, default=1.0, help="streaming speed factor")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        return anyio.run(run_demo, args.speed)
-    return 2  # pragma: no cover - argparse rejects unknown commands
+    """Run the command; returns the exit status."""
+    _forgiving_stdio()
+    args = build_parser().parse_args(argv)
+    try:
+        return anyio.run(_command(args), backend=args.backend)
+    except (Exception, KeyboardInterrupt, BaseExceptionGroup) as exc:
+        return _failed(exc)
+
+
+def _failed(exc: BaseException) -> int:
+    """Say what went wrong in one line; the exit status."""
+    if _leaves(exc, KeyboardInterrupt):
+        if sys.stdout.isatty():
+            sys.stdout.write("\n")  # off the prompt or the half-drawn line
+            sys.stdout.flush()
+        _error("interrupted")
+        return 130
+    if _leaves(exc, BrokenPipeError):
+        # The reader went away (`agentloop run --json … | head`): stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    if os.environ.get(DEBUG_ENV):
+        raise exc
+    error = _leaf(exc)
+    _error(describe(error))
+    return 2 if _is_usage(error) else 1
+
+
+def describe(error: BaseException) -> str:
+    """One line saying what went wrong."""
+    text = " ".join(str(error).split())
+    if isinstance(error, AgentLoopError):
+        return text or type(error).__name__
+    if isinstance(error, ModuleNotFoundError) and error.name == "trio":
+        return "the trio backend needs trio: pip install trio"
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _is_usage(error: BaseException) -> bool:
+    return isinstance(error, UserError | ImportError)
+
+
+def _leaf(error: BaseException) -> BaseException:
+    """The one error inside (possibly nested) exception groups, else the group's first."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+def _leaves(error: BaseException, kind: type[BaseException]) -> bool:
+    """Whether ``error`` is, or a group holds, an exception of ``kind``."""
+    if isinstance(error, BaseExceptionGroup):
+        return error.subgroup(kind) is not None
+    return isinstance(error, kind)
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"agentloop: error: {message}\n")
+    sys.stderr.flush()
+
+
+def _forgiving_stdio() -> None:
+    """Never crash on a character the terminal's encoding cannot show."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="replace")
+            except (ValueError, OSError):  # pragma: no cover - a detached stream
+                pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,81 @@
+"""Choosing a view for the terminal at hand, and following a streamed run with it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Literal, Protocol, TextIO
+
+import anyio
+
+from .. import _events as ev
+from .._agent import RunStream
+from ._plain import AnswerView, JsonView, PlainView
+from ._track import Tracker
+
+Style = Literal["auto", "rich", "plain", "json", "quiet"]
+TICK = 0.05
+
+
+class View(Protocol):
+    ticks: bool
+
+    def handle(self, event: ev.Event) -> None: ...
+
+    def tick(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def rich_available() -> bool:
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def wants_rich(out: TextIO) -> bool:
+    """A live view only on a real terminal, with rich installed, and not a dumb one."""
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty and isatty() and os.environ.get("TERM") != "dumb" and rich_available())
+
+
+def make_view(
+    style: Style,
+    tracker: Tracker,
+    *,
+    out: TextIO | None = None,
+    show_input: bool = True,
+    final_panel: bool = True,
+) -> View:
+    out = out or sys.stdout
+    if style == "json":
+        return JsonView(out)
+    if style == "quiet":
+        return AnswerView(out)
+    if style == "rich" or (style == "auto" and wants_rich(out)):
+        from ._live import LiveView, make_console
+
+        return LiveView(make_console(out), tracker, show_input=show_input, final_panel=final_panel)
+    return PlainView(out, tracker, show_input=show_input)
+
+
+async def follow(run: RunStream, view: View, tracker: Tracker) -> None:
+    """Feed every event of ``run`` to the tracker and the view; tick a live view meanwhile."""
+    try:
+        async with anyio.create_task_group() as tg:
+            if view.ticks:
+                tg.start_soon(_ticker, view)
+            async for event in run:
+                tracker.see(event)
+                view.handle(event)
+            tg.cancel_scope.cancel()
+    finally:
+        view.close()
+
+
+async def _ticker(view: View) -> None:
+    while True:
+        await anyio.sleep(TICK)
+        view.tick()

@@ -1,0 +1,172 @@
+"""What the command's options name: a model, tools from ``module:attr``, a session store.
+
+Each resolver raises ``UserError`` with a message that says what was wrong and how to fix it;
+the command prints that one line and exits.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import UserError
+from ..models._base import Model
+from ..models._registry import known_providers, resolve_model
+from ..tools import Tool, Toolkit, Toolset
+
+if TYPE_CHECKING:
+    from ..sessions import SessionStore
+
+MODEL_ENV = "AGENTLOOP_MODEL"
+DATA_DIR_ENV = "AGENTLOOP_DATA_DIR"
+
+# Providers that talk HTTP and so accept --base-url.
+_HTTP_PROVIDERS = {
+    "openai": ("agentloop.models.openai", "OpenAIChatModel"),
+    "openai-chat": ("agentloop.models.openai", "OpenAIChatModel"),
+    "openai-responses": ("agentloop.models.openai", "OpenAIResponsesModel"),
+    "anthropic": ("agentloop.models.anthropic", "AnthropicModel"),
+}
+
+
+def make_model(spec: str | None, *, base_url: str | None = None) -> Model:
+    """The model a ``provider:model`` string names (``--model``, else ``$AGENTLOOP_MODEL``)."""
+    spec = spec or os.environ.get(MODEL_ENV)
+    if not spec:
+        raise UserError(
+            f"no model: pass --model provider:model (for example openai:gpt-4o-mini) "
+            f"or set {MODEL_ENV}"
+        )
+    provider, sep, name = spec.partition(":")
+    if base_url is None:
+        return resolve_model(spec)
+    if not sep or not name:
+        raise UserError(f"model string {spec!r} is not of the form 'provider:model'")
+    if provider not in _HTTP_PROVIDERS:
+        known = ", ".join(p for p in known_providers() if p in _HTTP_PROVIDERS)
+        raise UserError(f"--base-url needs an HTTP provider ({known}), not {provider!r}")
+    if not base_url.startswith(("http://", "https://")):
+        raise UserError(f"--base-url must be an http:// or https:// URL, not {base_url!r}")
+    module_name, class_name = _HTTP_PROVIDERS[provider]
+    factory: Any = getattr(importlib.import_module(module_name), class_name)
+    model: Model = factory(name, base_url=base_url)
+    return model
+
+
+def load_tools(paths: Sequence[str]) -> list[Any]:
+    """The tools that ``module:attr`` (or ``path/file.py:attr``) strings name, flattened."""
+    tools: list[Any] = []
+    for path in paths:
+        tools.extend(_flatten(load_object(path), path))
+    return tools
+
+
+def load_object(path: str) -> Any:
+    module_name, sep, attr = path.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise UserError(f"--tools {path!r}: expected module:attr (for example mytools:search)")
+    module = _import(module_name, path)
+    value: Any = module
+    for part in attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise UserError(
+                f"--tools {path!r}: {module_name!r} has no attribute {attr!r}"
+            ) from None
+    return value
+
+
+def _import(module_name: str, path: str) -> Any:
+    if module_name.endswith(".py"):
+        file = Path(module_name)
+        if not file.is_file():
+            raise UserError(f"--tools {path!r}: no such file {module_name!r}")
+        spec = importlib.util.spec_from_file_location(file.stem, file)
+        if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
+            raise UserError(f"--tools {path!r}: cannot load {module_name!r}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules.setdefault(file.stem, module)
+        loader = spec.loader
+
+        def load() -> Any:
+            loader.exec_module(module)
+            return module
+
+        return _guarded(load, path)
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: modules beside you are importable
+    return _guarded(lambda: importlib.import_module(module_name), path)
+
+
+def _guarded(load: Any, path: str) -> Any:
+    try:
+        return load()
+    except ModuleNotFoundError as exc:
+        raise UserError(f"--tools {path!r}: cannot import {exc.name!r} (no such module)") from None
+    except Exception as exc:
+        raise UserError(
+            f"--tools {path!r}: importing it raised {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _flatten(value: Any, path: str) -> list[Any]:
+    if isinstance(value, Tool | Toolkit | Toolset):
+        return [value]
+    if isinstance(value, type) and issubclass(value, Toolkit):
+        return [value()]
+    if isinstance(value, list | tuple):
+        out: list[Any] = []
+        for item in value:
+            out.extend(_flatten(item, path))
+        return out
+    if callable(value) and not isinstance(value, type):
+        return [value]  # a plain function: the Agent makes it a tool
+    raise UserError(
+        f"--tools {path!r} is a {type(value).__name__}: expected a tool, a toolkit, a toolset, "
+        "a function, or a list of those"
+    )
+
+
+def open_store(url: str) -> SessionStore:
+    """The store a URL names; a SQLite file's directory must exist."""
+    from ..sessions import open_store as _open
+
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        folder = Path(url[len("sqlite:///") :]).parent
+        if not folder.is_dir():
+            raise UserError(f"bad store URL {url!r}: the directory {str(folder)!r} does not exist")
+    return _open(url)
+
+
+def data_dir() -> Path:
+    """Where the command keeps its default SQLite store (``$AGENTLOOP_DATA_DIR`` overrides)."""
+    override = os.environ.get(DATA_DIR_ENV)
+    if override:
+        return Path(override)
+    home = Path.home()
+    if sys.platform == "win32":  # pragma: no cover - not tested here
+        base = Path(os.environ.get("LOCALAPPDATA") or home / "AppData" / "Local")
+    elif sys.platform == "darwin":  # pragma: no cover - not tested here
+        base = home / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
+    return base / "agentloop"
+
+
+def default_store_url() -> str:
+    """``sqlite:///<data dir>/sessions.db``, creating the directory."""
+    folder = data_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"cannot create the data directory {str(folder)!r} ({exc.strerror}); "
+            f"pass --store or set {DATA_DIR_ENV}"
+        ) from None
+    return f"sqlite:///{(folder / 'sessions.db').resolve()}"

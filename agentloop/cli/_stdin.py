@@ -1,0 +1,56 @@
+"""Reading lines from stdin without blocking the event loop, and without a thread that keeps the
+process alive: each line is read by a short-lived daemon thread (a blocked read cannot be
+cancelled, and anyio's worker threads are joined at exit, which would hang Ctrl-C at a prompt).
+On a terminal ``input()`` is used, so line editing works.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+
+async def read_line(prompt: str = "") -> str | None:
+    """The next line of stdin without its newline, or ``None`` at end of input."""
+    if prompt and sys.stdin.isatty():
+        _line_editing()
+    token = anyio.lowlevel.current_token()
+    done = anyio.Event()
+    box: list[str | None] = []
+    failure: list[Exception] = []
+
+    def read() -> None:
+        try:
+            if prompt and sys.stdin.isatty():
+                try:
+                    line: str | None = input(prompt)
+                except EOFError:
+                    line = None
+            else:
+                raw = sys.stdin.readline()
+                line = raw.rstrip("\r\n") if raw else None
+            box.append(line)
+        except Exception as exc:  # delivered to the caller's task
+            failure.append(exc)
+        try:
+            anyio.from_thread.run_sync(done.set, token=token)
+        except Exception:  # the event loop is gone (the caller was cancelled): nothing to do
+            pass
+
+    threading.Thread(target=read, name="agentloop-stdin", daemon=True).start()
+    await done.wait()
+    if failure:
+        raise failure[0]
+    return box[0]
+
+
+def _line_editing() -> None:
+    """``readline`` gives ``input()`` history and editing (and writes the prompt to stdout)."""
+    try:
+        import readline  # noqa: F401
+    except ImportError:  # pragma: no cover - Windows without pyreadline
+        pass

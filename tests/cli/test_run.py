@@ -1,0 +1,241 @@
+"""``agentloop run``: JSON events against the loopback provider server, sessions, goals, errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentloop import (
+    ActionFinished,
+    ActionStarted,
+    AttemptDiscarded,
+    Event,
+    RunFinished,
+    RunStarted,
+    event_from_json,
+)
+from agentloop.cli import main
+from agentloop.testing._server import ProviderServer, RecordedRequest, ScriptedResponse
+
+from ._proc import KEYS, run
+from ._wire import text_stream, tool_call_stream
+
+TOOLS = '''
+from agentloop import Toolkit, activity, tool
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+def shout(text: str) -> str:
+    """A plain function."""
+    return text.upper()
+
+class Maths(Toolkit):
+    """Arithmetic."""
+
+    @activity
+    async def mul(self, a: int, b: int) -> int:
+        """Multiply."""
+        return a * b
+
+ALL = [add, shout, Maths()]
+NOT_A_TOOL = 42
+'''
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "mytools.py").write_text(TOOLS)
+    return tmp_path
+
+
+@pytest.fixture
+def server() -> Iterator[ProviderServer]:
+    with ProviderServer() as server:
+        yield server
+
+
+def openai_args(server: ProviderServer) -> list[str]:
+    return ["--model", "openai:test-model", "--base-url", server.url + "/v1"]
+
+
+def events_of(stdout: str) -> list[Event]:
+    return [event_from_json(line) for line in stdout.splitlines()]
+
+
+def test_run_json_streams_the_events(server: ProviderServer, workdir: Path) -> None:
+    """--json: one event per line, from run_started to run_finished with the answer."""
+    server.enqueue(tool_call_stream("add", {"a": 2, "b": 3}), text_stream("2 + 3 = 5."))
+    done = run(
+        ["run", "What is 2 + 3?", *openai_args(server), "--tools", "mytools:add", "--json"],
+        cwd=workdir,
+    )
+    assert done.code == 0, done.err
+    assert done.err == ""
+    events = events_of(done.out)
+    types = [e.type for e in events]
+    assert types[0] == "run_started" and types[-1] == "run_finished"
+    assert types.index("action_started") < types.index("action_finished")
+    assert types.index("action_finished") < types.index("text_delta")
+    started = next(e for e in events if isinstance(e, ActionStarted))
+    assert (started.name, started.input) == ("add", {"a": 2, "b": 3})
+    finished = next(e for e in events if isinstance(e, ActionFinished))
+    assert finished.result.output == 5
+    last = events[-1]
+    assert isinstance(last, RunFinished) and last.result.output == "2 + 3 = 5."
+    assert isinstance(events[0], RunStarted) and events[0].input == "What is 2 + 3?"
+    tool_message = server.requests[1].json["messages"][-1]
+    assert tool_message["role"] == "tool" and tool_message["content"] == "5"
+
+
+def test_run_quiet_prints_the_answer_only(
+    server: ProviderServer, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-q: stdout is the answer and nothing else; tools from a file path and a list work."""
+    server.enqueue(tool_call_stream("maths__mul", {"a": 6, "b": 7}), text_stream("42"))
+    tools = f"{workdir / 'mytools.py'}:ALL"
+    assert main(["run", "6 × 7?", *openai_args(server), "--tools", tools, "-q"]) == 0
+    assert capsys.readouterr().out == "42\n"
+    names = [t["function"]["name"] for t in server.requests[0].json["tools"]]
+    assert names == ["add", "shout", "maths__mul"]
+
+
+def test_run_plain_shows_the_timeline(
+    server: ProviderServer, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Into a pipe without --json: a plain timeline with the action and the answer."""
+    server.enqueue(tool_call_stream("add", {"a": 1, "b": 1}), text_stream("Two."))
+    tools = f"{workdir / 'mytools.py'}:add"
+    assert main(["run", "1+1", *openai_args(server), "--tools", tools]) == 0
+    out = capsys.readouterr().out
+    assert "▶ add(a=1, b=1)" in out
+    assert "✔ add → 2" in out
+    assert "Two." in out and "■ answer" in out
+
+
+def test_run_goal_intercepts_a_premature_answer(
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--goal: the first answer is withdrawn; the model closes the goal, then answers."""
+    server.enqueue(
+        text_stream("Done already!"),
+        tool_call_stream("update_goal", {"status": "complete"}),
+        text_stream("Finished, goal complete."),
+    )
+    assert main(["run", "Do it", *openai_args(server), "--goal", "Do the thing", "--json"]) == 0
+    events = events_of(capsys.readouterr().out)
+    discards = [e for e in events if isinstance(e, AttemptDiscarded)]
+    assert [(d.attempt, d.reason) for d in discards] == [(1, "goal")]
+    last = events[-1]
+    assert isinstance(last, RunFinished) and last.result.output == "Finished, goal complete."
+    system = server.requests[0].json["messages"][0]["content"]
+    assert "Session goal protocol:" in system
+    nudge = server.requests[1].json["messages"][-1]["content"]
+    assert "Do the thing" in nudge
+
+
+def test_run_sessions_remember_earlier_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--session with a SQLite store: the second run's request holds the first run."""
+
+    def echo(request: RecordedRequest) -> ScriptedResponse:
+        users = [m["content"] for m in request.json["messages"] if m["role"] == "user"]
+        return text_stream(json.dumps(users))
+
+    store = f"sqlite:///{tmp_path / 'sessions.db'}"
+    with ProviderServer(echo) as server:
+        args = [*openai_args(server), "--session", "s1", "--store", store, "-q"]
+        assert main(["run", "My name is Ada.", *args]) == 0
+        first = capsys.readouterr().out
+        assert main(["run", "What is my name?", *args]) == 0
+        second = capsys.readouterr().out
+    assert json.loads(first) == ["My name is Ada."]
+    assert json.loads(second) == ["My name is Ada.", "What is my name?"]
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--model", "nosuch:model"], "unknown model provider 'nosuch'"),
+        (["--model", "openai:gpt-4o-mini"], "no OpenAI API key"),
+        (["--model", "test:echo", "--tools", "mytools:nope"], "has no attribute 'nope'"),
+        (["--model", "test:echo", "--store", "mysql://x/y"], "unknown session store URL"),
+    ],
+    ids=["unknown-model", "missing-key", "bad-tool-path", "bad-store-url"],
+)
+def test_errors_are_one_line(args: list[str], says: str, workdir: Path) -> None:
+    """A bad model string, a missing key, a bad tool path or store URL: one line, exit 2."""
+    done = run(["run", "hi", *args], cwd=workdir)
+    assert done.code == 2
+    assert len(done.err_lines) == 1, done.err
+    assert done.err_lines[0].startswith("agentloop: error: ")
+    assert says in done.err_lines[0]
+    assert "Traceback" not in done.out + done.err
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--model", "gpt-4o"], "not of the form 'provider:model'"),
+        ([], "no model"),
+        (["--model", "test:echo", "--base-url", "http://127.0.0.1:1"], "needs an HTTP provider"),
+        (["--model", "openai:m", "--base-url", "127.0.0.1:1"], "must be an http://"),
+        (["--model", "test:echo", "--tools", "nosuchmodule:x"], "cannot import 'nosuchmodule'"),
+        (["--model", "test:echo", "--tools", "{tools}"], "expected module:attr"),
+        (["--model", "test:echo", "--tools", "{tools}:NOT_A_TOOL"], "is a int"),
+        (["--model", "test:echo", "--tools", "{tools}:BROKEN"], "has no attribute"),
+        (["--model", "test:echo", "--tools", "nofile.py:x"], "no such file"),
+        (["--model", "test:echo", "--store", "sqlite://"], "bad SQLite URL"),
+        (["--model", "test:echo", "--store", "sqlite:///no/such/dir/x.db"], "does not exist"),
+    ],
+)
+def test_more_errors_are_one_line(
+    args: list[str],
+    says: str,
+    workdir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every configuration mistake is one line on stderr and exit status 2 (in-process)."""
+    for key in (*KEYS, "AGENTLOOP_MODEL", "AGENTLOOP_DEBUG"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # module:attr may add the cwd to it
+    args = [a.replace("{tools}", str(workdir / "mytools.py")) for a in args]
+    assert main(["run", "hi", *args]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("agentloop: error: ")
+    assert says in lines[0]
+    assert "Traceback" not in captured.out + captured.err
+
+
+def test_unreachable_server_is_one_line() -> None:
+    """A server that refuses connections: one line naming the failure, exit 1."""
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    done = run(["run", "hi", "--model", "openai:m", "--base-url", url, "--retries", "0"])
+    assert done.code == 1
+    assert len(done.err_lines) == 1, done.err
+    assert "connection to openai failed" in done.err_lines[0]
+    assert "Traceback" not in done.out + done.err
+
+
+def test_echo_model_runs_without_a_server() -> None:
+    """``test:echo`` answers with the prompt: the command works with no network at all."""
+    done = run(["run", "ping", "--model", "test:echo", "-q"])
+    assert done.code == 0, done.err
+    assert done.out == "ping\n"

@@ -1,0 +1,126 @@
+"""The views and resolvers behind the command, in-process."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from agentloop import Tool, Toolkit, UserError
+from agentloop.cli._demo import demo_agent
+from agentloop.cli._follow import follow, make_view
+from agentloop.cli._live import LiveView
+from agentloop.cli._plain import AnswerView, JsonView, PlainView
+from agentloop.cli._setup import data_dir, default_store_url, load_tools, make_model
+from agentloop.cli._track import Tracker
+
+TOOLS = '''
+from agentloop import Toolkit, activity, tool
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add."""
+    return a + b
+
+def plain(x: str) -> str:
+    """A plain function."""
+    return x
+
+class Kit(Toolkit):
+    """A toolkit."""
+
+    @activity
+    async def one(self) -> int:
+        """One."""
+        return 1
+
+NESTED = [add, (plain, Kit())]
+'''
+
+
+@pytest.fixture
+def tools_file(tmp_path: Path) -> Path:
+    path = tmp_path / "cli_view_tools.py"
+    path.write_text(TOOLS)
+    return path
+
+
+def test_load_tools_accepts_every_kind(tools_file: Path) -> None:
+    """A tool, a function, a toolkit class or instance, and nested lists of them."""
+    loaded = load_tools([f"{tools_file}:add", f"{tools_file}:Kit", f"{tools_file}:NESTED"])
+    assert [type(t).__name__ for t in loaded] == ["Tool", "Kit", "Tool", "function", "Kit"]
+    assert isinstance(loaded[1], Toolkit) and loaded[1].tool.name == "kit"
+
+
+def test_load_tools_by_module_name(tools_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``module:attr`` imports from the current directory, like ``python -m``."""
+    monkeypatch.chdir(tools_file.parent)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".")])
+    monkeypatch.delitem(sys.modules, "cli_view_tools", raising=False)
+    [add] = load_tools(["cli_view_tools:add"])
+    assert isinstance(add, Tool) and add.name == "add"
+
+
+def test_make_model_with_a_base_url() -> None:
+    """--base-url picks the provider's driver class and keeps the model name."""
+    chat = make_model("openai:local", base_url="http://127.0.0.1:8000/v1")
+    responses = make_model("openai-responses:local", base_url="http://127.0.0.1:8000/v1")
+    claude = make_model("anthropic:claude", base_url="http://127.0.0.1:8000")
+    assert [type(m).__name__ for m in (chat, responses, claude)] == [
+        "OpenAIChatModel",
+        "OpenAIResponsesModel",
+        "AnthropicModel",
+    ]
+    assert chat.name == "local"
+    with pytest.raises(UserError, match="needs an HTTP provider"):
+        make_model("test:echo", base_url="http://127.0.0.1:1")
+
+
+def test_default_store_lives_in_the_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$AGENTLOOP_DATA_DIR, else $XDG_DATA_HOME/agentloop; the directory is created."""
+    monkeypatch.delenv("AGENTLOOP_DATA_DIR", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert data_dir() == tmp_path / "xdg" / "agentloop"
+    monkeypatch.setenv("AGENTLOOP_DATA_DIR", str(tmp_path / "mine"))
+    assert default_store_url() == f"sqlite:///{tmp_path / 'mine' / 'sessions.db'}"
+    assert (tmp_path / "mine").is_dir()
+
+
+async def test_make_view_picks_by_style_and_terminal() -> None:
+    """A pipe gets the plain view; --json and -q get theirs."""
+    tracker = Tracker()
+    out = io.StringIO()
+    assert isinstance(make_view("auto", tracker, out=out), PlainView)
+    assert isinstance(make_view("json", tracker, out=out), JsonView)
+    assert isinstance(make_view("quiet", tracker, out=out), AnswerView)
+
+
+async def test_live_view_strikes_the_withdrawn_draft(timescale: float) -> None:
+    """The rich view, on a forced terminal: the draft is drawn struck through and marked."""
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=100, height=40, color_system="truecolor")
+    tracker = Tracker()
+    view = LiveView(console, tracker)
+    async with demo_agent(1 / timescale).stream("Paris or Oslo?") as run:
+        await follow(run, view, tracker)
+    text = out.getvalue()
+    assert re.search(r"\x1b\[[0-9;]*\b9m" + re.escape("Paris it is"), text)
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    assert "withdrawn: the session goal is still active" in plain
+    assert "╭─ answer" in plain
+    assert tracker.result is not None and tracker.result.ok
+
+
+async def test_quiet_view_prints_only_the_answer(timescale: float) -> None:
+    """-q: the answer text, nothing else."""
+    out = io.StringIO()
+    tracker = Tracker()
+    async with demo_agent(1 / timescale).stream("Paris or Oslo?") as run:
+        await follow(run, AnswerView(out), tracker)
+    assert out.getvalue().startswith("**Go to Paris.**") and "withdrawn" not in out.getvalue()
