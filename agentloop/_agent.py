@@ -250,6 +250,21 @@ class Agent:
             object.__setattr__(self, "_model", model)
         return model
 
+    async def aclose(self) -> None:
+        """Close the model this agent made from a ``"provider:model"`` string (its HTTP
+        client). A model passed in as an object belongs to the caller, who closes it. The agent
+        stays usable: the next run makes a fresh model."""
+        model, spec = self._model, self._config["model"]
+        if isinstance(spec, str) and isinstance(model, Model):
+            object.__setattr__(self, "_model", spec)
+            await model.aclose()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     def effective_tool_mode(self, has_tools: bool) -> ToolMode:
         if self.tool_mode == "auto":
             return "native" if self.model.profile.native_tools or not has_tools else "react"
@@ -487,8 +502,17 @@ class Agent:
         backend: Literal["asyncio", "trio"] = "asyncio",
         **kwargs: Any,
     ) -> RunResult:
-        """``run`` for scripts: starts an event loop (do not call from async code)."""
-        return anyio.run(functools.partial(self.run, input, **kwargs), backend=backend)
+        """``run`` for scripts: starts an event loop (do not call from async code), and closes
+        the model's client (made on that loop) before the loop ends."""
+
+        async def run_and_close() -> RunResult:
+            try:
+                return await self.run(input, **kwargs)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.aclose()
+
+        return anyio.run(run_and_close, backend=backend)
 
 
 @final

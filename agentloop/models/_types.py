@@ -28,9 +28,10 @@ def wire_tool_name(name: str, path: str | None) -> str:
 
 
 def split_wire_tool_name(wire: str) -> tuple[str, str | None]:
-    """Invert ``wire_tool_name`` (tool names never contain the separator)."""
+    """Invert ``wire_tool_name`` (our tool names never contain the separator; a name from
+    elsewhere that starts or ends with it stays whole)."""
     name, sep, path = wire.partition(TOOL_NAME_SEPARATOR)
-    return (name, path) if sep else (wire, None)
+    return (name, path) if sep and name and path else (wire, None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,9 +48,10 @@ class ThoughtPart:
     """Reasoning, or a ReAct ``Thought:``.
 
     ``signature`` is what the provider needs back to accept the thought on replay (Anthropic's
-    thinking signature, or a Responses reasoning item's encrypted content); ``redacted`` marks
-    Anthropic ``redacted_thinking`` (its data is in ``signature``). ``provider`` names the
-    provider that produced it: a thought is only replayed to that provider.
+    thinking signature, or a Responses reasoning item's encrypted content; ``""`` means "no
+    payload, but replay the item's ``id``"); ``redacted`` marks Anthropic ``redacted_thinking``
+    (its data is in ``signature``). ``provider`` names the provider that produced it: a thought
+    is only replayed to that provider. A ReAct thought has no provider.
     """
 
     text: str

@@ -1,4 +1,5 @@
-"""Test doubles for agents: scripted and function models.
+"""Test doubles for agents: scripted and function models, and a loopback provider server that
+plays recorded or scripted provider responses to the real SDK clients over a socket.
 
 Real provider calls fail inside a test suite that sets ``AGENTLOOP_BLOCK_REMOTE_MODELS=1``
 (drivers then refuse any base URL that is not loopback); agentloop's own suite sets it.
@@ -14,14 +15,32 @@ from ._models import ScriptedModel as ScriptedModel
 from ._models import ScriptError as ScriptError
 from ._models import Thought as Thought
 from ._models import call as call
+from ._scenarios import EmulatedProvider as EmulatedProvider
+from ._server import Chunk as Chunk
+from ._server import ProviderServer as ProviderServer
+from ._server import RecordedRequest as RecordedRequest
+from ._server import ScriptedResponse as ScriptedResponse
+from ._server import ServerStats as ServerStats
+from ._server import load_recording as load_recording
+from ._server import raise_fd_limit as raise_fd_limit
+from ._server_main import ProviderServerProcess as ProviderServerProcess
 
 __all__ = [
+    "Chunk",
     "EchoModel",
+    "EmulatedProvider",
     "FunctionModel",
+    "ProviderServer",
+    "ProviderServerProcess",
+    "RecordedRequest",
     "Reply",
     "ScriptError",
     "ScriptedCall",
     "ScriptedModel",
+    "ScriptedResponse",
+    "ServerStats",
     "Thought",
     "call",
+    "load_recording",
+    "raise_fd_limit",
 ]

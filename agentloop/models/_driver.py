@@ -1,0 +1,277 @@
+"""The machinery the SDK-backed drivers share: lazy clients, transports, settings, streaming.
+
+The SDK is imported, and its client made, on first use, on the running event loop. Transports:
+``"aiohttp"`` (asyncio with the ``[fast]`` extra: aiohttp directly, with the SDK client's URL and
+headers, see ``_transport``), ``"aiohttp-sdk"`` (the SDK's own aiohttp-based client), ``"httpx"``
+(the SDK's default httpx2 client: asyncio and trio). ``"auto"`` picks ``"aiohttp"`` under asyncio
+when aiohttp is installed, else ``"httpx"``; ``"aiohttp"`` falls back to ``"aiohttp-sdk"`` when the
+client's credentials change per request. A client passed in is used as it is (through its own
+``post``) and never closed by the driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from abc import abstractmethod
+from typing import Any, ClassVar, Literal, Self
+
+import anyio
+import anyio.lowlevel
+import sniffio
+
+from agentloop._errors import UserError
+
+from ._base import Model
+from ._encode import FragmentCache
+from ._http import DeltaStream, WireDecoder, check_remote_allowed, is_loopback
+from ._transport import DirectSender, RawResponse, SDKSender, Sender, direct_eligible
+from ._types import Message, ModelRequest, ModelSettings, ModelStream, ToolSpec
+
+__all__ = ["SDKModel", "Transport"]
+
+Transport = Literal["auto", "aiohttp", "aiohttp-sdk", "httpx"]
+_TRANSPORTS = ("auto", "aiohttp", "aiohttp-sdk", "httpx")
+
+_AIOHTTP: bool | None = None
+
+
+def _aiohttp_installed() -> bool:
+    global _AIOHTTP
+    if _AIOHTTP is None:
+        _AIOHTTP = importlib.util.find_spec("aiohttp") is not None
+    return _AIOHTTP
+
+
+def merge_settings(base: ModelSettings | None, request: ModelSettings) -> ModelSettings:
+    """``request`` settings over the driver's defaults (``None`` means "not set")."""
+    if base is None:
+        return request
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(ModelSettings):
+        if f.name == "extra":
+            continue
+        if getattr(request, f.name) is None and getattr(base, f.name) is not None:
+            changes[f.name] = getattr(base, f.name)
+    if base.extra:
+        changes["extra"] = {**base.extra, **request.extra}
+    return dataclasses.replace(request, **changes) if changes else request
+
+
+class SDKModel(Model):
+    """A driver that talks to its provider through the provider's official SDK.
+
+    ``stream=False`` asks for whole JSON replies instead of server-sent events (normalised to the
+    same deltas). ``transport`` picks the HTTP path when the driver makes its own client:
+    ``"auto"``, ``"aiohttp"``, ``"aiohttp-sdk"`` or ``"httpx"`` (see the module docstring).
+    ``max_connections`` caps the connection pool of a client the driver makes; ``timeout``
+    (seconds, or an ``httpx2.Timeout``) replaces the SDK's default (600 s, connect 5 s) there.
+    """
+
+    _endpoint: ClassVar[str]
+    _request_id_header: ClassVar[str]
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        client: Any = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        settings: ModelSettings | None = None,
+        stream: bool = True,
+        transport: Transport = "auto",
+        max_connections: int | None = None,
+        timeout: Any = None,
+    ) -> None:
+        if transport not in _TRANSPORTS:
+            raise UserError(f"transport must be one of {_TRANSPORTS}, not {transport!r}")
+        self._model_name = model_name
+        self._user_client = client
+        self._base_url = base_url
+        self._api_key = api_key
+        self._settings = settings
+        self._streaming = stream
+        self._transport: Transport = transport
+        self._max_connections = max_connections
+        self._timeout = timeout
+        self._client: Any = None
+        self._sender: Sender | None = None
+        self._token: object = None
+        self._allowed: tuple[str, bool] | None = None
+        self._spare_clients: list[Any] = []
+        self.message_cache: FragmentCache[Message] = FragmentCache()
+        self.tool_cache: FragmentCache[ToolSpec] = FragmentCache(1024)
+
+    @property
+    def name(self) -> str:
+        return self._model_name
+
+    @property
+    def transport(self) -> str | None:
+        """The transport in use: "aiohttp", "aiohttp-sdk", "httpx", "client" (a client passed
+        in), or None before the first call."""
+        return None if self._sender is None else self._sender.kind
+
+    # -- what each driver provides ------------------------------------------------------------
+
+    @abstractmethod
+    def _make_client(self, http_client: Any) -> Any:
+        """A new SDK client (``http_client`` None: the SDK's default httpx2 client)."""
+
+    @abstractmethod
+    def _aiohttp_client(self, limits: Any) -> Any:
+        """The SDK's aiohttp-based HTTP client (``DefaultAioHttpClient``)."""
+
+    @abstractmethod
+    def _build_body(self, request: ModelRequest, settings: ModelSettings, stream: bool) -> bytes:
+        """The request body as JSON bytes."""
+
+    @abstractmethod
+    def _decoder(self) -> WireDecoder:
+        """A fresh decoder for one reply."""
+
+    # -- the seam ------------------------------------------------------------------------------
+
+    def stream(self, request: ModelRequest) -> ModelStream:
+        return DeltaStream(
+            lambda: self._open(request),
+            self._decoder(),
+            streaming=self._streaming,
+            provider=self.provider,
+            model=self._model_name,
+            request_id_header=self._request_id_header,
+        )
+
+    async def _open(self, request: ModelRequest) -> RawResponse:
+        sender = self._sender_for_loop()
+        self._check_allowed(sender.base_url)
+        settings = merge_settings(self._settings, request.settings)
+        body = self._build_body(request, settings, self._streaming)
+        return await sender.post(body)
+
+    def build_body(self, request: ModelRequest) -> bytes:
+        """The exact body ``stream(request)`` would send (for tests and debugging)."""
+        settings = merge_settings(self._settings, request.settings)
+        return self._build_body(request, settings, self._streaming)
+
+    async def aclose(self) -> None:
+        sender, self._sender = self._sender, None
+        clients = [self._client, *self._spare_clients]
+        self._client, self._spare_clients = None, []
+        with anyio.CancelScope(shield=True):
+            if sender is not None:
+                await sender.aclose()
+            for client in clients:
+                if client is not None:
+                    await client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- clients ------------------------------------------------------------------------------
+
+    def _sender_for_loop(self) -> Sender:
+        token = anyio.lowlevel.current_token().native_token
+        if self._sender is not None and self._token is token:
+            return self._sender
+        if self._user_client is not None:
+            sender: Sender = SDKSender(self._user_client, self._endpoint, "client")
+        else:
+            kind = self._choose_transport()
+            client = None
+            if kind == "aiohttp":
+                # The SDK client only supplies URL and headers here: give it an HTTP client that
+                # builds no transport (no TLS context to load, no pool).
+                client = self._make_client(_unused_http_client())
+                if not direct_eligible(client):
+                    self._spare_clients.append(client)
+                    client, kind = None, "aiohttp-sdk"
+            if client is None:
+                http_client = (
+                    self._httpx_client()
+                    if kind == "httpx"
+                    else self._aiohttp_client(self._limits())
+                )
+                client = self._make_client(http_client)
+            self._client = client
+            if kind == "aiohttp":
+                sender = DirectSender(
+                    client,
+                    self._endpoint,
+                    provider=self.provider,
+                    model=self._model_name,
+                    max_connections=self._max_connections,
+                )
+            else:
+                sender = SDKSender(client, self._endpoint, kind)
+        self._sender, self._token = sender, token
+        return sender
+
+    def _choose_transport(self) -> str:
+        asyncio = sniffio.current_async_library() == "asyncio"
+        wanted = self._transport
+        if wanted == "httpx":
+            return "httpx"
+        if wanted == "auto":
+            return "aiohttp" if asyncio and _aiohttp_installed() else "httpx"
+        if not asyncio:
+            raise UserError(f"transport={wanted!r} needs asyncio; use 'auto' or 'httpx' on trio")
+        if not _aiohttp_installed():
+            raise UserError(f"transport={wanted!r} needs aiohttp: pip install 'agentloop[fast]'")
+        return wanted
+
+    def _limits(self) -> Any:
+        if self._max_connections is None:
+            return None
+        import httpx2
+
+        n = self._max_connections
+        return httpx2.Limits(max_connections=n, max_keepalive_connections=n)
+
+    def _httpx_client(self) -> Any:
+        limits = self._limits()
+        if limits is None:
+            return None
+        return self._default_httpx_client(limits)
+
+    def _default_httpx_client(self, limits: Any) -> Any:
+        """The SDK's default httpx2 client with these limits (drivers override)."""
+        import httpx2
+
+        return httpx2.AsyncClient(limits=limits)
+
+    def _check_allowed(self, base_url: str) -> None:
+        if self._allowed is None or self._allowed[0] != base_url:
+            self._allowed = (base_url, is_loopback(base_url))
+        if not self._allowed[1]:
+            check_remote_allowed(base_url, self.provider)
+
+    def _client_options(self) -> dict[str, Any]:
+        """Constructor options for an SDK client the driver makes."""
+        return {} if self._timeout is None else {"timeout": self._timeout}
+
+    def _resolved_key(self, env: str | tuple[str, ...]) -> str | None:
+        import os
+
+        if self._api_key:
+            return self._api_key
+        for name in (env,) if isinstance(env, str) else env:
+            value = os.environ.get(name)
+            if value:
+                return value
+        return None
+
+
+def _unused_http_client() -> Any:
+    """An httpx2 client whose transport is never used and loads nothing (see ``_transport``)."""
+    import httpx2
+
+    class NoTransport(httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            raise RuntimeError("agentloop sends this request itself; this transport is unused")
+
+    return httpx2.AsyncClient(transport=NoTransport(), trust_env=False)

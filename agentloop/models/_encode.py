@@ -1,0 +1,104 @@
+"""Request-body encoding shared by the drivers: compact JSON, and fragments cached per message.
+
+A run resends its whole history on every step. Re-encoding it each time makes a long run
+quadratic, so each driver keeps the encoded JSON of each message (and tool spec) it has sent, keyed
+by the object's identity. The cache holds a strong reference to every key object, so an ``id`` can
+never be reused by another object while its entry exists: a hit is always the same, immutable
+value. A request body is then the encoded head fields plus the cached fragments, joined.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+__all__ = ["FragmentCache", "assemble", "dumps", "is_strict_schema", "parse_arguments"]
+
+_T = TypeVar("_T")
+
+_encode_utf8 = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), check_circular=False
+).encode
+_encode_ascii = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON as UTF-8 bytes (lone surrogates are escaped rather than failing)."""
+    text = _encode_utf8(value)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _encode_ascii(value).encode()
+
+
+class FragmentCache(Generic[_T]):
+    """Encoded JSON per object identity, first-in first-out beyond ``maxsize`` entries."""
+
+    __slots__ = ("_items", "_maxsize", "hits", "misses")
+
+    def __init__(self, maxsize: int = 8192) -> None:
+        self._items: dict[int, tuple[_T, bytes]] = {}
+        self._maxsize = maxsize
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, obj: _T, encode: Callable[[_T], bytes]) -> bytes:
+        key = id(obj)
+        entry = self._items.get(key)
+        if entry is not None and entry[0] is obj:
+            self.hits += 1
+            return entry[1]
+        self.misses += 1
+        data = encode(obj)
+        items = self._items
+        if len(items) >= self._maxsize:
+            del items[next(iter(items))]
+        items[key] = (obj, data)
+        return data
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def join_items(fragments: Iterable[bytes]) -> bytes:
+    """A JSON array from fragments that each hold zero or more comma-separated items."""
+    return b"[" + b",".join(f for f in fragments if f) + b"]"
+
+
+def assemble(head: Mapping[str, Any], raw: Iterable[tuple[str, bytes]]) -> bytes:
+    """The JSON object ``head`` plus already-encoded members; a key in ``head`` wins."""
+    encoded = dumps(head)
+    extra = b"".join(b',"%s":%s' % (k.encode(), v) for k, v in raw if k not in head)
+    if not extra:
+        return encoded
+    if encoded == b"{}":
+        return b"{" + extra[1:] + b"}"
+    return encoded[:-1] + extra + b"}"
+
+
+def parse_arguments(arguments: str) -> dict[str, Any]:
+    """A tool call's JSON arguments as an object ({} when empty or not an object)."""
+    if not arguments or not arguments.strip():
+        return {}
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def is_strict_schema(schema: Any) -> bool:
+    """Whether a JSON schema meets OpenAI's strict-mode rules (every object closed, every
+    property required), so it can be sent with ``strict: true`` without a 400."""
+    if isinstance(schema, list):
+        return all(is_strict_schema(s) for s in schema)
+    if not isinstance(schema, Mapping):
+        return True
+    if schema.get("type") == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        if schema.get("additionalProperties", True) is not False:
+            return False
+        if not isinstance(props, Mapping) or set(schema.get("required", ())) != set(props):
+            return False
+    return all(is_strict_schema(v) for k, v in schema.items() if k not in ("required", "enum"))

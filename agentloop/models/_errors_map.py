@@ -1,0 +1,207 @@
+"""Translate SDK and transport exceptions into agentloop's ``ModelError`` tree.
+
+Both SDKs name their errors alike (``APIStatusError``, ``APIConnectionError``,
+``APITimeoutError``), so matching on class names in the MRO serves both without importing either.
+Errors carry what the runtime's one retry layer needs: ``retryable`` (from the status, or the
+provider's ``x-should-retry`` header when it sends one) and ``retry_after`` (``retry-after-ms``,
+else ``retry-after`` in seconds or as an HTTP date).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from agentloop._errors import (
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelStreamError,
+    ModelTimeout,
+    model_error_for_status,
+)
+
+__all__ = [
+    "error_from_exception",
+    "error_from_status",
+    "parse_retry_after",
+    "stream_error",
+]
+
+# Error types a provider reports inside a 200 stream that are worth retrying.
+_RETRYABLE_STREAM_ERRORS = frozenset(
+    {
+        "overloaded_error",
+        "api_error",
+        "rate_limit_error",
+        "timeout_error",
+        "server_error",
+        "rate_limit_exceeded",
+        "overloaded",
+        "internal_error",
+        "service_unavailable",
+    }
+)
+
+
+_NOT_RETRYABLE_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait before retrying, from ``retry-after-ms`` or ``retry-after``."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    # An HTTP date is wall-clock time by definition; this converts it, it does not measure time.
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """A timeout, not a dropped connection (the aiohttp adapter maps both to httpx2 timeouts)."""
+    chain = _chain(exc)
+    if any(isinstance(e, TimeoutError) for e in chain):
+        return True
+    if any("ClientConnectionError" in _names(e) or isinstance(e, ConnectionError) for e in chain):
+        return False
+    return any("TimeoutException" in _names(e) or "ReadTimeout" in _names(e) for e in chain)
+
+
+def _provider_message(body: Any) -> str | None:
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping):
+            message = error.get("message")
+            if isinstance(message, str) and message:
+                return message
+        elif isinstance(error, str) and error:
+            return error
+    elif isinstance(body, str) and body:
+        return body[:500]
+    return None
+
+
+def error_from_status(
+    status: int,
+    *,
+    body: Any,
+    headers: Mapping[str, str],
+    provider: str,
+    model: str | None,
+    request_id: str | None = None,
+) -> ModelHTTPError:
+    """The error for an HTTP error response."""
+    cls = model_error_for_status(status)
+    if request_id is None:
+        request_id = (
+            headers.get("x-request-id")
+            or headers.get("request-id")
+            or (body.get("request_id") if isinstance(body, Mapping) else None)
+        )
+    message = _provider_message(body) or f"HTTP {status}"
+    err = cls(
+        message,
+        provider=provider,
+        model=model,
+        status=status,
+        request_id=request_id,
+        body=body,
+        retry_after=parse_retry_after(headers),
+    )
+    should_retry = headers.get("x-should-retry")
+    if should_retry in ("true", "false"):
+        err.retryable = should_retry == "true"
+    elif _error_code(body) in _NOT_RETRYABLE_CODES:
+        err.retryable = False  # a 429 for an exhausted quota will not pass by waiting
+    return err
+
+
+def _error_code(body: Any) -> str | None:
+    error = body.get("error", body) if isinstance(body, Mapping) else None
+    if isinstance(error, Mapping):
+        code = error.get("code") or error.get("type")
+        return code if isinstance(code, str) else None
+    return None
+
+
+def stream_error(
+    message: str | None, *, error_type: str | None, body: Any, request_id: str | None = None
+) -> ModelStreamError:
+    """An error the provider reported inside a 200 stream."""
+    retryable = error_type in _RETRYABLE_STREAM_ERRORS
+    text = message or (f"provider stream error: {error_type}" if error_type else "stream error")
+    return ModelStreamError(text, retryable=retryable, body=body, request_id=request_id)
+
+
+def error_from_exception(
+    exc: BaseException, *, provider: str, model: str | None
+) -> ModelError | None:
+    """The ``ModelError`` for an SDK or transport exception, or None for anything else."""
+    if isinstance(exc, ModelError):
+        return exc
+    names = _names(exc)
+    if "APIStatusError" in names:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None) or {}
+        body = getattr(exc, "body", None)
+        if provider.startswith("openai") and isinstance(body, Mapping) and "error" not in body:
+            body = {"error": body}  # the OpenAI SDK unwraps it; keep the provider's shape
+        request_id = getattr(exc, "request_id", None)
+        return error_from_status(
+            int(getattr(exc, "status_code", 0) or getattr(response, "status_code", 0)),
+            body=body,
+            headers=headers,
+            provider=provider,
+            model=model,
+            request_id=request_id,
+        )
+    transport = (
+        "APIConnectionError" in names
+        or "TransportError" in names  # httpx2
+        or "NetworkError" in names  # httpcore2, read below httpx2's mapping
+        or "ProtocolError" in names
+        or "TimeoutException" in names
+        or "ClientError" in names  # aiohttp, when the adapter did not map it
+        or isinstance(exc, OSError)
+    )
+    if not transport:
+        return None
+    if _is_timeout(exc):
+        return ModelTimeout(
+            f"{provider} request timed out: {exc!r}", provider=provider, model=model
+        )
+    cause = _chain(exc)[-1]
+    detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+    return ModelConnectionError(
+        f"connection to {provider} failed: {detail}", provider=provider, model=model
+    )

@@ -1,0 +1,232 @@
+"""Stream a provider's raw reply as deltas, and the remote-call guard.
+
+The body was encoded by the driver and sent by a ``_transport`` sender; the reply's bytes go
+through our incremental SSE decoder and a provider ``WireDecoder`` that turns events into
+``ModelDelta`` values: no typed object per chunk. Errors become ``ModelError`` values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import anyio
+
+from agentloop._errors import ModelConnectionError, ModelStreamError, UserError
+
+from ._errors_map import error_from_exception
+from ._sse import SSEDecoder, SSEEvent
+from ._transport import Chunks, RawResponse
+from ._types import ModelDelta
+
+__all__ = ["DeltaStream", "WireDecoder", "check_remote_allowed", "is_loopback"]
+
+BLOCK_ENV = "AGENTLOOP_BLOCK_REMOTE_MODELS"
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0:0:0:0:0:0:0:1"})
+
+
+def is_loopback(base_url: str) -> bool:
+    host = (urlsplit(str(base_url)).hostname or "").lower()
+    return host in _LOOPBACK or host.startswith("127.")
+
+
+def check_remote_allowed(base_url: str, provider: str) -> None:
+    """With ``AGENTLOOP_BLOCK_REMOTE_MODELS=1`` (set by agentloop's test suite), only loopback
+    servers may be called: a real provider call fails before anything is sent."""
+    if os.environ.get(BLOCK_ENV) == "1" and not is_loopback(base_url):
+        raise UserError(
+            f"refusing to call {provider} at {base_url}: remote model calls are blocked "
+            f"({BLOCK_ENV}=1). Tests use the loopback server; a live test must unset "
+            f"{BLOCK_ENV} for itself (monkeypatch.delenv)."
+        )
+
+
+class WireDecoder(Protocol):
+    """Turns one provider's stream events (or whole JSON reply) into deltas."""
+
+    def event(self, event: SSEEvent, out: list[ModelDelta]) -> None: ...
+
+    def end(self, out: list[ModelDelta]) -> None:
+        """The stream ended cleanly: emit what is left, or raise if it was cut short."""
+
+    def document(self, value: Any, out: list[ModelDelta]) -> None:
+        """A whole (non-streamed) JSON reply."""
+
+
+class DeltaStream:
+    """The async context manager ``Model.stream()`` returns; it is also the delta iterator.
+
+    Entering sends the request (HTTP errors raise here); iterating reads the reply; leaving closes
+    the HTTP response at once, even mid-reply, shielded from cancellation.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_decoder",
+        "_done",
+        "_error",
+        "_json",
+        "_model",
+        "_open",
+        "_pending",
+        "_provider",
+        "_raw",
+        "_request_id_header",
+        "_response",
+        "_sse",
+        "_streaming",
+    )
+
+    def __init__(
+        self,
+        open_response: Callable[[], Awaitable[RawResponse]],
+        decoder: WireDecoder,
+        *,
+        streaming: bool,
+        provider: str,
+        model: str,
+        request_id_header: str,
+    ) -> None:
+        self._open = open_response
+        self._decoder = decoder
+        self._streaming = streaming
+        self._provider = provider
+        self._model = model
+        self._request_id_header = request_id_header
+        self._response: RawResponse | None = None
+        self._raw: Chunks | None = None
+        self._sse = SSEDecoder()
+        self._pending: deque[ModelDelta] = deque()
+        self._done = False
+        self._error: BaseException | None = None
+        self._closed = False
+        self._json = False
+
+    async def __aenter__(self) -> AsyncIterator[ModelDelta]:
+        try:
+            self._response = await self._open()
+        except Exception as exc:
+            error = self._wrap(exc)
+            if error is exc:
+                raise
+            raise error from exc
+        response = self._response
+        content_type = response.headers.get("content-type", "")
+        self._json = not self._streaming or "json" in content_type
+        self._raw = response.chunks()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            try:
+                if self._raw is not None:
+                    await self._raw.aclose()
+                if self._response is not None:
+                    await self._response.aclose()
+            except Exception:
+                pass
+
+    def __aiter__(self) -> DeltaStream:
+        return self
+
+    async def __anext__(self) -> ModelDelta:
+        pending = self._pending
+        while not pending:
+            if self._error is not None:
+                error, self._error = self._error, None
+                self._done = True
+                raise error
+            if self._done:
+                raise StopAsyncIteration
+            await self._pull()
+        return pending.popleft()
+
+    async def _pull(self) -> None:
+        raw = self._raw
+        if raw is None:
+            raise RuntimeError("iterate the stream inside 'async with model.stream(...)'")
+        out: list[ModelDelta] = []
+        try:
+            if self._json:
+                await self._read_document(raw, out)
+            else:
+                try:
+                    chunk = await raw.__anext__()
+                except StopAsyncIteration:
+                    self._done = True
+                    self._events(self._sse.close(), out, final=True)
+                    self._decoder.end(out)
+                else:
+                    self._events(self._sse.feed(chunk), out, final=False)
+        except Exception as exc:  # every failure is wrapped, then raised after the deltas
+            # The deltas decoded before the failure are delivered first, then the error.
+            error = self._wrap(exc)
+            if error is not exc:
+                error.__cause__ = exc
+            self._error = error
+        self._pending.extend(out)
+
+    async def _read_document(self, raw: Chunks, out: list[ModelDelta]) -> None:
+        chunks: list[bytes] = []
+        while True:
+            try:
+                chunks.append(await raw.__anext__())
+            except StopAsyncIteration:
+                break
+        self._done = True
+        body = b"".join(chunks)
+        try:
+            value = json.loads(body)
+        except ValueError as exc:
+            raise ModelStreamError(
+                f"{self._provider} sent a reply that is not JSON: {body[:200]!r}"
+            ) from exc
+        self._decoder.document(value, out)
+
+    def _events(self, events: list[SSEEvent], out: list[ModelDelta], *, final: bool) -> None:
+        decoder = self._decoder
+        for event in events:
+            try:
+                decoder.event(event, out)
+            except ValueError as exc:  # json.JSONDecodeError
+                if final:  # the stream ended inside an event: it was cut, not garbled
+                    raise ModelConnectionError(
+                        f"{self._provider} stream ended in the middle of an event"
+                    ) from exc
+                raise ModelStreamError(
+                    f"{self._provider} sent an event that is not JSON: {event.data[:200]!r}"
+                ) from exc
+
+    def _wrap(self, exc: Exception) -> Exception:
+        error = error_from_exception(exc, provider=self._provider, model=self._model)
+        if error is None:
+            return exc
+        if error.provider is None:
+            error.provider = self._provider
+        if error.model is None:
+            error.model = self._model
+        if error.request_id is None and self._response is not None:
+            error.request_id = self._response.headers.get(self._request_id_header)
+        if (
+            error.status is None
+            and self._response is not None
+            and isinstance(error, ModelStreamError)
+        ):
+            error.status = self._response.status
+        return error

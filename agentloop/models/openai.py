@@ -1,0 +1,165 @@
+"""OpenAI drivers: Chat Completions (``"openai:<model>"``) and Responses
+(``"openai-responses:<model>"``), on the official ``openai`` SDK.
+
+The SDK is imported on first use. The key comes from ``api_key=`` or ``OPENAI_API_KEY``, the base
+URL from ``base_url=``, ``OPENAI_BASE_URL`` or the SDK's default. With an explicit ``base_url``
+(vLLM, Ollama, llama.cpp and other OpenAI-compatible servers) a missing key is allowed: those
+servers usually want none. Chat Completions sends ``max_completion_tokens`` to OpenAI and
+``max_tokens`` to a server given by ``base_url`` (``legacy_max_tokens`` overrides that).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from agentloop._errors import UserError
+
+from ._driver import SDKModel, Transport
+from ._http import WireDecoder
+from ._openai_chat import ChatDecoder, build_chat_body
+from ._openai_responses import ResponsesDecoder, build_responses_body
+from ._types import ModelProfile, ModelRequest, ModelSettings
+
+__all__ = ["OpenAIChatModel", "OpenAIResponsesModel"]
+
+KEY_ENV = "OPENAI_API_KEY"
+_PLACEHOLDER_KEY = "agentloop-no-key"
+
+
+class _OpenAIModel(SDKModel):
+    _request_id_header: ClassVar[str] = "x-request-id"
+
+    def _make_client(self, http_client: Any) -> Any:
+        import openai
+
+        key = self._resolved_key(KEY_ENV)
+        if key is None:
+            if self._base_url is None:
+                raise UserError(
+                    f"no OpenAI API key: set the {KEY_ENV} environment variable "
+                    "or pass api_key=... to the model"
+                )
+            key = _PLACEHOLDER_KEY
+        return openai.AsyncOpenAI(
+            api_key=key,
+            base_url=self._base_url,
+            max_retries=0,
+            http_client=http_client,
+            **self._client_options(),
+        )
+
+    def _aiohttp_client(self, limits: Any) -> Any:
+        import openai
+
+        return openai.DefaultAioHttpClient(**({"limits": limits} if limits is not None else {}))
+
+    def _default_httpx_client(self, limits: Any) -> Any:
+        import openai
+
+        return openai.DefaultAsyncHttpxClient(limits=limits)
+
+
+class OpenAIChatModel(_OpenAIModel):
+    """OpenAI Chat Completions (and OpenAI-compatible servers)."""
+
+    provider: ClassVar[str] = "openai"
+    _endpoint: ClassVar[str] = "/chat/completions"
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        client: Any = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        settings: ModelSettings | None = None,
+        stream: bool = True,
+        transport: Transport = "auto",
+        max_connections: int | None = None,
+        timeout: Any = None,
+        legacy_max_tokens: bool | None = None,
+    ) -> None:
+        super().__init__(
+            model_name,
+            client=client,
+            base_url=base_url,
+            api_key=api_key,
+            settings=settings,
+            stream=stream,
+            transport=transport,
+            max_connections=max_connections,
+            timeout=timeout,
+        )
+        legacy = base_url is not None if legacy_max_tokens is None else legacy_max_tokens
+        self._max_tokens_key = "max_tokens" if legacy else "max_completion_tokens"
+
+    @property
+    def profile(self) -> ModelProfile:
+        return ModelProfile(native_tools=True, stop_sequences=True, native_output=True)
+
+    def _build_body(self, request: ModelRequest, settings: ModelSettings, stream: bool) -> bytes:
+        return build_chat_body(
+            request,
+            settings,
+            model=self._model_name,
+            stream=stream,
+            max_tokens_key=self._max_tokens_key,
+            messages=self.message_cache,
+            tools=self.tool_cache,
+        )
+
+    def _decoder(self) -> WireDecoder:
+        return ChatDecoder()
+
+
+class OpenAIResponsesModel(_OpenAIModel):
+    """OpenAI Responses. ``encrypted_reasoning`` asks for reasoning items' encrypted content (for
+    stateless replay); by default it is asked for when ``reasoning_effort`` is set."""
+
+    provider: ClassVar[str] = "openai-responses"
+    _endpoint: ClassVar[str] = "/responses"
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        client: Any = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        settings: ModelSettings | None = None,
+        stream: bool = True,
+        transport: Transport = "auto",
+        max_connections: int | None = None,
+        timeout: Any = None,
+        encrypted_reasoning: bool | None = None,
+    ) -> None:
+        super().__init__(
+            model_name,
+            client=client,
+            base_url=base_url,
+            api_key=api_key,
+            settings=settings,
+            stream=stream,
+            transport=transport,
+            max_connections=max_connections,
+            timeout=timeout,
+        )
+        self._encrypted_reasoning = encrypted_reasoning
+
+    @property
+    def profile(self) -> ModelProfile:
+        return ModelProfile(native_tools=True, stop_sequences=False, native_output=True)
+
+    def _build_body(self, request: ModelRequest, settings: ModelSettings, stream: bool) -> bytes:
+        return build_responses_body(
+            request,
+            settings,
+            model=self._model_name,
+            stream=stream,
+            encrypted_reasoning=self._encrypted_reasoning,
+            messages=self.message_cache,
+            tools=self.tool_cache,
+        )
+
+    def _decoder(self) -> WireDecoder:
+        return ResponsesDecoder()

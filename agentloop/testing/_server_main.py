@@ -1,0 +1,131 @@
+"""Run the loopback provider server as a separate process (for benchmarks and load tests).
+
+::
+
+    python -m agentloop.testing._server_main [--port 0] [--chunk-delay 0.0] [--text-chunks 6]
+                                             [--min-fds 0]
+
+It serves the emulated provider (``_scenarios.EmulatedProvider``) for the three APIs, prints
+``READY <port>`` once listening, and runs until its standard input closes (or it is signalled);
+then it prints ``STATS <json>``. The open-file limit is raised to the hard limit first; with
+``--min-fds`` it exits with an error when that leaves fewer descriptors than asked for.
+``ProviderServerProcess`` starts and stops such a process from Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+from types import TracebackType
+from typing import Any, Self
+
+from ._scenarios import EmulatedProvider
+from ._server import ProviderServer, raise_fd_limit
+
+__all__ = ["ProviderServerProcess", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agentloop.testing._server_main")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--chunk-delay", type=float, default=0.0)
+    parser.add_argument("--text-chunks", type=int, default=6)
+    parser.add_argument("--min-fds", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        limit = raise_fd_limit(args.min_fds or None)
+    except RuntimeError as exc:
+        print(f"ERROR {exc}", flush=True)
+        return 2
+    handler = EmulatedProvider(text_chunks=args.text_chunks, chunk_delay=args.chunk_delay)
+    with ProviderServer(handler, host=args.host, port=args.port) as server:
+        print(f"READY {server.port} fds={limit}", flush=True)
+        try:
+            sys.stdin.read()
+        except KeyboardInterrupt:  # pragma: no cover - interactive use
+            pass
+        stats = dataclasses.asdict(server.stats)
+    print("STATS " + json.dumps(stats), flush=True)
+    return 0
+
+
+class ProviderServerProcess:
+    """Start the emulated provider in a child process: ``with ProviderServerProcess() as p:``
+    then ``p.url``; ``p.stats`` after exit."""
+
+    def __init__(
+        self,
+        *,
+        chunk_delay: float = 0.0,
+        text_chunks: int = 6,
+        min_fds: int = 0,
+        python: str = sys.executable,
+    ) -> None:
+        self._cmd = [
+            python,
+            "-m",
+            "agentloop.testing._server_main",
+            "--chunk-delay",
+            str(chunk_delay),
+            "--text-chunks",
+            str(text_chunks),
+            "--min-fds",
+            str(min_fds),
+        ]
+        self._proc: subprocess.Popen[str] | None = None
+        self.port = 0
+        self.stats: dict[str, Any] = {}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
+    def start(self) -> Self:
+        self._proc = subprocess.Popen(
+            self._cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line.startswith("READY "):
+            self._proc.kill()
+            self._proc.wait()
+            raise RuntimeError(f"provider server process failed to start: {line.strip()!r}")
+        self.port = int(line.split()[1])
+        return self
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            out, _ = proc.communicate(input="", timeout=30)  # closing stdin stops it
+        except subprocess.TimeoutExpired:  # pragma: no cover - a hung server
+            proc.kill()
+            out, _ = proc.communicate()
+        for line in out.splitlines():
+            if line.startswith("STATS "):
+                self.stats = json.loads(line[6:])
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Provider-driver tests (a package so its helper modules import relatively)."""

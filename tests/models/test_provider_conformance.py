@@ -1,0 +1,144 @@
+"""Every recorded provider interaction, replayed through the real SDK clients over a loopback
+socket, re-split at seeded random byte boundaries (three seeds per fixture), on every transport
+the drivers ship, normalises to the values in ``_provider_expectations``; and the driver sends a
+body equivalent to the recorded request."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import pytest
+
+from agentloop import _errors as errors
+from agentloop.models import (
+    ModelDelta,
+    ModelResponse,
+    ProviderPart,
+    TextPart,
+    ThoughtPart,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from agentloop.testing._server import ProviderServer, ScriptedResponse
+
+from ._provider_expectations import EXPECTED, Expect, matches
+from ._provider_helpers import (
+    Recording,
+    build,
+    fixture_keys,
+    load,
+    make_model,
+    normalize,
+    request_from_recorded,
+)
+
+KEYS = fixture_keys()
+SEEDS = (0, 1, 2)
+_SPLIT_MAX = (7, 61, 509)
+
+
+def test_every_fixture_has_an_expectation() -> None:
+    """A fixture file without an entry in the expectations table fails (and vice versa)."""
+    assert len(KEYS) == 61
+    assert set(KEYS) == set(EXPECTED)
+
+
+def _scripted(rec: Recording, seed: int) -> ScriptedResponse:
+    split_max = max(_SPLIT_MAX[seed], len(rec.body) // 1500)
+    return ScriptedResponse(
+        status=rec.meta["status"],
+        headers=rec.meta["headers"],
+        body=rec.body,
+        split_seed=zlib.crc32(rec.key.encode()) + seed,
+        split_max=split_max,
+        chunked=rec.sse,
+    )
+
+
+def _check_deltas(deltas: list[ModelDelta]) -> None:
+    """Every started call is sealed exactly once, before the next call starts, and argument
+    deltas only flow while it is open (the runtime may start a call the moment it is sealed)."""
+    open_call: str | None = None
+    sealed: list[str] = []
+    started: list[str] = []
+    for delta in deltas:
+        if isinstance(delta, ToolCallStart):
+            assert open_call is None, f"{delta.id} started before {open_call} was sealed"
+            open_call = delta.id
+            started.append(delta.id)
+        elif isinstance(delta, ToolCallArgsDelta):
+            assert delta.id == open_call
+        elif isinstance(delta, ToolCallEnd):
+            assert delta.id == open_call
+            sealed.append(delta.id)
+            open_call = None
+    assert sealed == started
+
+
+def _check_response(expect: Expect, response: ModelResponse, deltas: list[ModelDelta]) -> None:
+    assert matches(expect.text, response.text), response.text
+    thoughts = [p for p in response.parts if isinstance(p, ThoughtPart)]
+    assert len(thoughts) == len(expect.thoughts)
+    for got, want in zip(thoughts, expect.thoughts, strict=True):
+        assert matches(want.text, got.text), got.text[:80]
+        assert matches(want.signature, got.signature), got.signature
+        assert got.redacted == want.redacted
+        assert got.id == want.id
+    calls = response.tool_calls
+    assert [(c.id, c.wire_name) for c in calls] == [(c.id, c.name) for c in expect.calls]
+    assert [json.loads(c.arguments) for c in calls] == [c.args for c in expect.calls]
+    assert response.usage == expect.usage
+    assert response.finish_reason == expect.finish
+    assert response.refusal == expect.refusal
+    blocks = [p.type for p in response.parts if isinstance(p, ProviderPart)]
+    assert tuple(blocks) == expect.blocks
+    citations = sum(len(p.citations) for p in response.parts if isinstance(p, TextPart))
+    assert citations == expect.citations
+    _check_deltas(deltas)
+    streamed_args = "".join(d.text for d in deltas if isinstance(d, ToolCallArgsDelta))
+    sealed_args = "".join(d.arguments for d in deltas if isinstance(d, ToolCallEnd) and d.arguments)
+    assert streamed_args or sealed_args or not any(c.args for c in expect.calls)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("key", KEYS)
+async def test_fixture_replays(key: str, seed: int, transport: str, server: ProviderServer) -> None:
+    """The fixture's reply normalises to its expected values and the sent body matches."""
+    rec = load(key)
+    expect = EXPECTED[key]
+    request, kwargs = request_from_recorded(rec.api, rec.request)
+    server.enqueue(_scripted(rec, seed))
+    deltas: list[ModelDelta] = []
+    async with make_model(rec.api, server.url, transport=transport, **kwargs) as model:
+        if expect.error is not None:
+            with pytest.raises(errors.ModelError) as info:
+                async with model.stream(request) as stream:
+                    deltas.extend([d async for d in stream])
+            err = info.value
+            assert type(err) is expect.error
+            assert err.status == expect.status
+            assert err.request_id == expect.request_id
+            assert err.provider == model.provider
+            assert err.retryable is False
+            assert err.message and err.message != f"HTTP {expect.status}"
+        else:
+            async with model.stream(request) as stream:
+                deltas.extend([d async for d in stream])
+            _check_response(expect, build(deltas, model.provider), deltas)
+        assert model.transport == transport
+    sent = server.requests[-1]
+    assert sent.method == "POST"
+    assert (
+        sent.path
+        == {
+            "openai-chat": "/v1/chat/completions",
+            "openai-responses": "/v1/responses",
+            "anthropic": "/v1/messages",
+        }[rec.api]
+    )
+    assert normalize(rec.api, sent.json) == normalize(rec.api, rec.request)
+    if rec.api == "openai-chat" and sent.json["stream"]:
+        assert sent.json["stream_options"] == {"include_usage": True}
+    assert "n" not in sent.json

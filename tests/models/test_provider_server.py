@@ -1,0 +1,168 @@
+"""The loopback provider server: scripted responses (re-split, injected bytes, resets, status and
+headers), recorded requests, handlers, and the emulated provider in a separate process that runs
+two-turn tool sessions for each API."""
+
+from __future__ import annotations
+
+import json
+
+import httpx2
+import pytest
+
+from agentloop.models import (
+    Message,
+    ModelRequest,
+    ResponseBuilder,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+)
+from agentloop.testing._scenarios import EmulatedProvider
+from agentloop.testing._server import (
+    Chunk,
+    ProviderServer,
+    RecordedRequest,
+    ScriptedResponse,
+    raise_fd_limit,
+)
+from agentloop.testing._server_main import ProviderServerProcess
+
+from ._provider_helpers import make_model
+
+
+def test_pieces_split_at_offsets_and_inject() -> None:
+    """Bodies re-split at given offsets (or seeded random ones), with bytes injected."""
+    r = ScriptedResponse(body=b"abcdefgh", split_at=[2, 5, 5, 99])
+    assert [p.data for p in r.pieces()] == [b"ab", b"cde", b"fgh"]
+    r = ScriptedResponse(body=[b"abc", Chunk(b"def", delay=1.0)], inject={4: b"!!"})
+    assert r.pieces() == [Chunk(b"abc"), Chunk(b"d!!ef", 1.0)]
+    seeded = ScriptedResponse(body=bytes(range(200)), split_seed=5, split_max=9)
+    pieces = seeded.pieces()
+    assert b"".join(p.data for p in pieces) == bytes(range(200))
+    assert all(1 <= len(p.data) <= 9 for p in pieces)
+    assert seeded.pieces() == pieces  # deterministic
+
+
+async def test_scripted_responses_and_recorded_requests(server: ProviderServer) -> None:
+    """FIFO responses keep their status, headers and body; requests are recorded; an empty
+    script answers 500 and records the error."""
+    server.enqueue(
+        ScriptedResponse.json({"ok": 1}, status=429, headers={"retry-after": "3"}),
+        ScriptedResponse.sse(b"data: 1\n\n", split_at=[3]),
+    )
+    async with httpx2.AsyncClient(base_url=server.url) as client:
+        first = await client.post("/v1/x", json={"a": [1, 2]}, headers={"X-Test": "yes"})
+        second = await client.post("/v1/y", content=b"raw")
+        third = await client.get("/v1/z")
+    assert (first.status_code, first.headers["retry-after"], first.json()) == (429, "3", {"ok": 1})
+    assert (second.status_code, second.content) == (200, b"data: 1\n\n")
+    assert second.headers["transfer-encoding"] == "chunked"
+    assert third.status_code == 500
+    assert len(server.errors) == 1
+    requests = server.requests
+    assert [(r.method, r.path) for r in requests] == [
+        ("POST", "/v1/x"),
+        ("POST", "/v1/y"),
+        ("GET", "/v1/z"),
+    ]
+    assert requests[0].json == {"a": [1, 2]}
+    assert requests[0].headers["x-test"] == "yes"
+    assert requests[1].body == b"raw"
+
+
+async def test_handler_sync_and_async() -> None:
+    """A handler (plain or async function) answers every request."""
+
+    async def handler(request: RecordedRequest) -> ScriptedResponse:
+        return ScriptedResponse.json({"path": request.path})
+
+    async with ProviderServer(handler) as server, httpx2.AsyncClient() as client:
+        response = await client.get(server.url + "/hello")
+    assert response.json() == {"path": "/hello"}
+    with ProviderServer(lambda r: ScriptedResponse.json({"n": len(r.body)})) as server:
+        assert httpx2.post(server.url, content=b"12345").json() == {"n": 5}
+
+
+async def test_reset_after_bytes(server: ProviderServer) -> None:
+    """``reset_after`` delivers that many body bytes, then resets the connection."""
+    server.enqueue(ScriptedResponse.sse(b"data: 1\n\ndata: 2\n\n", reset_after=9))
+    received: list[bytes] = []
+
+    async def read(client: httpx2.AsyncClient) -> None:
+        async with client.stream("POST", server.url) as response:
+            async for chunk in response.aiter_raw():
+                received.append(chunk)
+
+    async with httpx2.AsyncClient() as client:
+        with pytest.raises(httpx2.TransportError):
+            await read(client)
+    assert b"".join(received) == b"data: 1\n\n"
+    assert server.stats.resets == 1
+
+
+def test_raise_fd_limit() -> None:
+    """The open-file limit is raised to the hard limit; asking for more than possible fails."""
+    soft = raise_fd_limit()
+    assert soft >= 1024
+    with pytest.raises(RuntimeError, match="open-file limit"):
+        raise_fd_limit(soft * 1000 + 10**9)
+
+
+WEATHER = ToolSpec(name="weather", description="", parameters={"type": "object"})
+CLOCK = ToolSpec(name="clock", description="", parameters={"type": "object"})
+
+
+async def _two_turns(api: str, url: str, transport: str, stream: bool) -> list[str]:
+    """Run a two-turn session: two parallel calls, then a text answer after their results."""
+    messages: list[Message] = [Message.user("weather and time?")]
+    async with make_model(api, url, transport=transport, stream=stream) as model:
+        request = ModelRequest(messages=tuple(messages), tools=(WEATHER, CLOCK))
+        builder = ResponseBuilder(provider=model.provider)
+        async with model.stream(request) as deltas:
+            async for delta in deltas:
+                builder.add(delta)
+        first = builder.build()
+        calls = first.tool_calls
+        results = tuple(ToolResultPart(id=c.id, name=c.name, content="ok") for c in calls)
+        messages += [
+            Message(role="assistant", parts=first.parts),
+            Message(role="tool", parts=results),
+        ]
+        builder = ResponseBuilder(provider=model.provider)
+        async with model.stream(request.replace(messages=tuple(messages))) as deltas:
+            async for delta in deltas:
+                builder.add(delta)
+        second = builder.build()
+    assert [c.name for c in calls] == ["weather", "clock"]
+    assert [json.loads(c.arguments) for c in calls] == [{"query": "first"}, {"query": "second"}]
+    assert first.finish_reason == "tool_calls"
+    assert second.finish_reason == "stop" and not second.tool_calls
+    assert isinstance(second.parts[0], TextPart)
+    assert isinstance(first.parts[0], ToolCallPart)
+    return [second.text]
+
+
+@pytest.fixture(scope="module")
+def server_process() -> object:
+    with ProviderServerProcess(chunk_delay=0.0) as process:
+        yield process
+    assert process.stats["handler_errors"] == 0
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses", "anthropic"])
+async def test_emulated_provider_in_a_separate_process(
+    api: str, stream: bool, transport: str, server_process: ProviderServerProcess
+) -> None:
+    """The emulated provider (child process) serves a two-turn parallel-tool session per API."""
+    (answer,) = await _two_turns(api, server_process.url, transport, stream)
+    assert answer.startswith("Both lookups are done")
+
+
+async def test_emulated_provider_streams_in_chunks_with_delays() -> None:
+    """With a chunk delay the answer arrives as several SSE events, spaced out."""
+    async with ProviderServer(EmulatedProvider(chunk_delay=0.001, text_chunks=4)) as server:
+        (answer,) = await _two_turns("anthropic", server.url, "httpx", True)
+        assert answer.endswith("All set.")
+        assert server.stats.requests == 2
