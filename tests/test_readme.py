@@ -27,3 +27,12 @@ def test_ci_runs_the_readme_commands_verbatim() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     for command in _quick_start_commands():
         assert f'"{command}"' in ci, command
+
+
+def test_readme_code_blocks_are_valid_python() -> None:
+    """Every python block in the README at least compiles (names and API are reviewed by hand)."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.+?)\n```", readme, re.DOTALL)
+    assert len(blocks) >= 3
+    for block in blocks:
+        compile(block, "README.md", "exec", flags=0x2000)  # PyCF_ALLOW_TOP_LEVEL_AWAIT
