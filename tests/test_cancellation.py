@@ -50,7 +50,7 @@ async def _tasks() -> set[Any]:
 
 async def _settled_tasks(before: set[Any]) -> set[Any]:
     """Running tasks that were not there before (after the loop has had time to settle)."""
-    for _ in range(20):
+    for _ in range(200):
         extra = await _tasks() - before
         if not extra:
             return extra
@@ -98,17 +98,31 @@ async def test_host_deadline_cancels_the_run_and_keeps_the_host_state() -> None:
     """asyncio.timeout() (or a trio deadline) cancels the run; the host sees its own timeout."""
     probe = Probe()
     before = await _tasks()
+    agent = _agent(probe)
+
+    async def run_and_arm(arm: Any) -> None:
+        # The deadline is set once the tool runs, so a slow start cannot fail the test.
+        async with anyio.create_task_group() as tg:
+
+            async def arm_when_started() -> None:
+                await probe.started.wait()
+                arm()
+
+            tg.start_soon(arm_when_started)
+            await agent.run("go")
+
     if sniffio.current_async_library() == "asyncio":
+        loop = asyncio.get_running_loop()
         with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.2):
-                await _agent(probe).run("go")
+            async with asyncio.timeout(30) as timeout:
+                await run_and_arm(lambda: timeout.reschedule(loop.time() + 0.05))
         current = asyncio.current_task()
         assert current is not None and current.cancelling() == 0
     else:
         import trio
 
-        with trio.move_on_after(0.2) as scope:
-            await _agent(probe).run("go")
+        with trio.move_on_after(30) as scope:
+            await run_and_arm(lambda: setattr(scope, "deadline", trio.current_time() + 0.05))
         assert scope.cancelled_caught
     assert probe.outcome == "cancelled"
     assert await _settled_tasks(before) == set()
@@ -154,17 +168,21 @@ async def test_cancel_scope_around_a_stream() -> None:
 async def test_cancelling_during_the_model_stream_closes_it() -> None:
     """A cancel while the reply streams closes the model stream (no leftover generator)."""
     closed = anyio.Event()
+    streaming = anyio.Event()
 
     class SlowModel(ScriptedModel):
         async def _deltas(self, reply: Any, request: Any) -> Any:
             try:
                 async with aclosing(super()._deltas(reply, request)) as inner:
                     async for delta in inner:
+                        streaming.set()
                         yield delta
             finally:
                 closed.set()
 
     model = SlowModel([Reply(text="a long reply " * 50)], chunk_size=5, delay=0.01)
-    with anyio.move_on_after(0.05):
-        await Agent(model).run("go")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(Agent(model).run, "go")
+        await streaming.wait()
+        tg.cancel_scope.cancel()
     assert closed.is_set()

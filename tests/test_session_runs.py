@@ -202,22 +202,22 @@ async def test_a_session_needs_a_store() -> None:
 
 
 async def test_a_long_run_keeps_its_lease_alive() -> None:
-    """With a 0.2 s lease, a 0.8 s step still holds the session: the lease is renewed."""
+    """With a 1 s lease, a 3 s step still holds the session at 2 s: the lease is renewed."""
     store = InMemoryStore()
     entered = anyio.Event()
 
     @tool
     async def slow(ctx: ToolContext) -> str:
         entered.set()
-        await anyio.sleep(0.8)
+        await anyio.sleep(3.0)
         return "slow done"
 
     model = ScriptedModel([Reply(calls=[call("slow", {})]), "finished"])
-    agent = Agent(model, tools=[slow], store=store, lease_ttl=0.2)
+    agent = Agent(model, tools=[slow], store=store, lease_ttl=1.0)
     async with anyio.create_task_group() as tg:
         tg.start_soon(functools.partial(agent.run, "go", session="lease"))
         await entered.wait()
-        await anyio.sleep(0.5)
+        await anyio.sleep(2.0)
         with pytest.raises(SessionBusy):
             await Agent(ScriptedModel(["x"]), store=store).run("steal", session="lease")
     session = await store.get("lease")
