@@ -5,13 +5,20 @@ Both SDKs name their errors alike (``APIStatusError``, ``APIConnectionError``,
 Errors carry what the runtime's one retry layer needs: ``retryable`` (from the status, or the
 provider's ``x-should-retry`` header when it sends one) and ``retry_after`` (``retry-after-ms``,
 else ``retry-after`` in seconds or as an HTTP date).
+
+API keys never leave through an error: providers echo (part of) a rejected key in their 401
+bodies, and those bodies become error messages, ``RunFailed`` events and persisted run records.
+The request's own credentials (its auth headers) and anything shaped like a key (``sk-…``,
+``Bearer …``) are redacted from messages and bodies, and from the SDK exception kept as the
+``__cause__`` (tracebacks print it).
 """
 
 from __future__ import annotations
 
 import email.utils
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agentloop._errors import (
@@ -27,8 +34,65 @@ __all__ = [
     "error_from_exception",
     "error_from_status",
     "parse_retry_after",
+    "redact",
+    "secrets_of",
     "stream_error",
 ]
+
+REDACTED = "[redacted]"
+# Key-shaped tokens: OpenAI/Anthropic style keys (also partly masked ones, "sk-abc***xyz") and
+# bearer tokens. Only error texts are scanned, never model output.
+_KEY_LIKE = re.compile(
+    r"\b(?:sk|rk|pk)-[A-Za-z0-9][A-Za-z0-9_\-*.]{5,}|\bBearer\s+[A-Za-z0-9_\-.~+/=*]{6,}",
+    re.IGNORECASE,
+)
+_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
+
+
+def secrets_of(headers: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The credential values in request headers (``Bearer <key>`` gives both forms)."""
+    found: list[str] = []
+    for name, raw in (headers or {}).items():
+        value = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)
+        if value and str(name).lower() in _SECRET_HEADERS:
+            found.append(value)
+            token = value.partition(" ")[2].strip()
+            if token:
+                found.append(token)
+    return tuple(s for s in found if len(s) >= 6)
+
+
+def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
+    """``value`` (text, or JSON made of dicts and lists) with credentials replaced."""
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return _KEY_LIKE.sub(REDACTED, value)
+    if isinstance(value, Mapping):
+        return {k: redact(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v, secrets) for v in value]
+    return value
+
+
+def _scrub(exc: BaseException, secrets: Sequence[str]) -> None:
+    """Redact an SDK exception in place: it stays chained as our error's ``__cause__``."""
+    exc.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in exc.args)
+    for attr in ("message", "body"):
+        if hasattr(exc, attr):
+            try:
+                setattr(exc, attr, redact(getattr(exc, attr), secrets))
+            except (AttributeError, TypeError):  # pragma: no cover - a read-only attribute
+                pass
+
+
+def _request_headers(response: Any) -> Mapping[str, str] | None:
+    try:
+        return getattr(getattr(response, "request", None), "headers", None)
+    except RuntimeError:  # httpx: a response built without its request
+        return None
+
 
 # Error types a provider reports inside a 200 stream that are worth retrying.
 _RETRYABLE_STREAM_ERRORS = frozenset(
@@ -119,8 +183,11 @@ def error_from_status(
     provider: str,
     model: str | None,
     request_id: str | None = None,
+    secrets: Sequence[str] = (),
 ) -> ModelHTTPError:
-    """The error for an HTTP error response."""
+    """The error for an HTTP error response; ``secrets`` (the request's credentials) and
+    key-shaped text are redacted from its message and body."""
+    body = redact(body, secrets)
     cls = model_error_for_status(status)
     if request_id is None:
         request_id = (
@@ -159,6 +226,7 @@ def stream_error(
 ) -> ModelStreamError:
     """An error the provider reported inside a 200 stream."""
     retryable = error_type in _RETRYABLE_STREAM_ERRORS
+    message, body = redact(message), redact(body)
     text = message or (f"provider stream error: {error_type}" if error_type else "stream error")
     return ModelStreamError(text, retryable=retryable, body=body, request_id=request_id)
 
@@ -177,6 +245,8 @@ def error_from_exception(
         if provider.startswith("openai") and isinstance(body, Mapping) and "error" not in body:
             body = {"error": body}  # the OpenAI SDK unwraps it; keep the provider's shape
         request_id = getattr(exc, "request_id", None)
+        secrets = secrets_of(_request_headers(response))
+        _scrub(exc, secrets)
         return error_from_status(
             int(getattr(exc, "status_code", 0) or getattr(response, "status_code", 0)),
             body=body,
@@ -184,6 +254,7 @@ def error_from_exception(
             provider=provider,
             model=model,
             request_id=request_id,
+            secrets=secrets,
         )
     transport = (
         "APIConnectionError" in names
@@ -198,10 +269,10 @@ def error_from_exception(
         return None
     if _is_timeout(exc):
         return ModelTimeout(
-            f"{provider} request timed out: {exc!r}", provider=provider, model=model
+            redact(f"{provider} request timed out: {exc!r}"), provider=provider, model=model
         )
     cause = _chain(exc)[-1]
     detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
     return ModelConnectionError(
-        f"connection to {provider} failed: {detail}", provider=provider, model=model
+        redact(f"connection to {provider} failed: {detail}"), provider=provider, model=model
     )

@@ -27,6 +27,8 @@ from ._types import ModelDelta
 __all__ = ["DeltaStream", "WireDecoder", "check_remote_allowed", "is_loopback"]
 
 BLOCK_ENV = "AGENTLOOP_BLOCK_REMOTE_MODELS"
+# What a decoder raises on JSON of the wrong shape (a list for an object, nesting too deep).
+_SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, RecursionError)
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0:0:0:0:0:0:0:1"})
 
 
@@ -193,11 +195,16 @@ class DeltaStream:
         body = b"".join(chunks)
         try:
             value = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ModelStreamError(
                 f"{self._provider} sent a reply that is not JSON: {body[:200]!r}"
             ) from exc
-        self._decoder.document(value, out)
+        try:
+            self._decoder.document(value, out)
+        except _SHAPE_ERRORS as exc:
+            raise ModelStreamError(
+                f"{self._provider} sent a reply of an unexpected shape: {body[:200]!r}"
+            ) from exc
 
     def _events(self, events: list[SSEEvent], out: list[ModelDelta], *, final: bool) -> None:
         decoder = self._decoder
@@ -211,6 +218,10 @@ class DeltaStream:
                     ) from exc
                 raise ModelStreamError(
                     f"{self._provider} sent an event that is not JSON: {event.data[:200]!r}"
+                ) from exc
+            except _SHAPE_ERRORS as exc:  # JSON, but not what the provider's format allows
+                raise ModelStreamError(
+                    f"{self._provider} sent an event of an unexpected shape: {event.data[:200]!r}"
                 ) from exc
 
     def _wrap(self, exc: Exception) -> Exception:

@@ -25,7 +25,7 @@ import json
 from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
-from ._errors_map import error_from_status
+from ._errors_map import error_from_status, secrets_of
 
 __all__ = ["DirectSender", "RawResponse", "SDKSender", "Sender", "direct_eligible"]
 
@@ -256,6 +256,7 @@ class DirectSender:
                 headers=response.headers,
                 provider=self._provider,
                 model=self._model,
+                secrets=secrets_of(self._headers),
             )
         return _AiohttpRaw(response)
 
