@@ -7,6 +7,13 @@ Real provider calls fail inside a test suite that sets ``AGENTLOOP_BLOCK_REMOTE_
 
 from __future__ import annotations
 
+from ._faults import FaultInjector as FaultInjector
+from ._faults import FaultProfile as FaultProfile
+from ._faults import corrupted as corrupted
+from ._faults import rate_limited as rate_limited
+from ._faults import reset_midway as reset_midway
+from ._faults import server_failed as server_failed
+from ._faults import slowed as slowed
 from ._models import EchoModel as EchoModel
 from ._models import FunctionModel as FunctionModel
 from ._models import Reply as Reply
@@ -29,6 +36,8 @@ __all__ = [
     "Chunk",
     "EchoModel",
     "EmulatedProvider",
+    "FaultInjector",
+    "FaultProfile",
     "FunctionModel",
     "ProviderServer",
     "ProviderServerProcess",
@@ -41,6 +50,11 @@ __all__ = [
     "ServerStats",
     "Thought",
     "call",
+    "corrupted",
     "load_recording",
     "raise_fd_limit",
+    "rate_limited",
+    "reset_midway",
+    "server_failed",
+    "slowed",
 ]

@@ -3,8 +3,9 @@ tests, speaking the three APIs (Chat Completions, Responses, Anthropic Messages)
 
 A request whose conversation ends with a user message is answered with two parallel tool calls;
 one that ends with tool results is answered with a short text streamed in several SSE events. A
-two-turn session with two parallel tool calls can so be run against it at any scale. Requests
-that are not streamed get the same answers as whole JSON bodies.
+two-turn session with two parallel tool calls can so be run against it at any scale. With
+``tool_rounds=N`` the answer comes only after N rounds of tool calls (a long session of tool
+steps). Requests that are not streamed get the same answers as whole JSON bodies.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class EmulatedProvider:
         chunk_delay: float = 0.0,
         answer: str = _ANSWER,
         script: list[str] | None = None,
+        tool_rounds: int = 1,
     ) -> None:
         self._chunks = text_chunks
         self._pieces = _split(answer, text_chunks)
@@ -47,6 +49,7 @@ class EmulatedProvider:
         self._delay = chunk_delay
         self._ids = itertools.count(1)
         self._script = list(script) if script is not None else None
+        self._rounds = tool_rounds
 
     def __call__(self, request: RecordedRequest) -> ScriptedResponse:
         """The emulated answer. With ``script`` (a list of texts), the texts are the answers in
@@ -59,17 +62,17 @@ class EmulatedProvider:
             text = self._script.pop(0) if self._script else "Answer: (script exhausted)"
             return self._text_reply(path, n, text, stream)
         if path.endswith("/chat/completions"):
-            answer = _chat_tool_results_done(body)
+            answer = _chat_tool_results_done(body, self._rounds)
             events = _chat_text(n, self._pieces) if answer else _chat_calls(n, _tool_names(body))
             doc = _chat_doc(n, self._answer if answer else None, _tool_names(body))
             done = [b"data: [DONE]\n\n"]
         elif path.endswith("/responses"):
-            answer = _responses_tool_results_done(body)
+            answer = _responses_tool_results_done(body, self._rounds)
             events = _resp_text(n, self._pieces) if answer else _resp_calls(n, _tool_names(body))
             doc = _resp_doc(n, self._answer if answer else None, _tool_names(body))
             done = []
         elif path.endswith("/messages"):
-            answer = _anthropic_tool_results_done(body)
+            answer = _anthropic_tool_results_done(body, self._rounds)
             events = _anth_text(n, self._pieces) if answer else _anth_calls(n, _tool_names(body))
             doc = _anth_doc(n, self._answer if answer else None, _tool_names(body))
             done = []
@@ -112,23 +115,45 @@ def _tool_names(body: dict[str, Any]) -> tuple[str, str]:
     return names[0], names[1 % len(names)]
 
 
-def _chat_tool_results_done(body: dict[str, Any]) -> bool:
+def _chat_tool_results_done(body: dict[str, Any], rounds: int = 1) -> bool:
     messages = body.get("messages") or [{}]
-    return bool(messages[-1].get("role") == "tool") or not body.get("tools")
+    results = messages[-1].get("role") == "tool"
+    if rounds > 1:
+        done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
+        results = results and done >= rounds
+    return bool(results) or not body.get("tools")
 
 
-def _responses_tool_results_done(body: dict[str, Any]) -> bool:
+def _responses_tool_results_done(body: dict[str, Any], rounds: int = 1) -> bool:
     items = body.get("input") or [{}]
     last = items[-1] if isinstance(items, list) else {}
-    return last.get("type") == "function_call_output" or not body.get("tools")
+    results = last.get("type") == "function_call_output"
+    if rounds > 1:  # a round is a run of function_call items (then their outputs)
+        done = sum(
+            1
+            for i, item in enumerate(items)
+            if item.get("type") == "function_call"
+            and (i == 0 or items[i - 1].get("type") != "function_call")
+        )
+        results = results and done >= rounds
+    return results or not body.get("tools")
 
 
-def _anthropic_tool_results_done(body: dict[str, Any]) -> bool:
+def _anthropic_tool_results_done(body: dict[str, Any], rounds: int = 1) -> bool:
     messages = body.get("messages") or [{}]
     content = messages[-1].get("content")
     has_results = isinstance(content, list) and any(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content
     )
+    if rounds > 1:
+        done = sum(
+            1
+            for m in messages
+            if m.get("role") == "assistant"
+            and isinstance(m.get("content"), list)
+            and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in m["content"])
+        )
+        has_results = has_results and done >= rounds
     return has_results or not body.get("tools")
 
 

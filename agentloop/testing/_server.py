@@ -8,7 +8,8 @@ tests) or in a separate process (``python -m agentloop.testing._server_main``) f
 Each request is recorded (method, path, headers, body) and answered by a handler, or from a FIFO
 script, with a ``ScriptedResponse``: status, headers and a body given whole or as chunks with
 delays, optionally re-split at chosen or seeded random byte boundaries, with bytes injected at
-chosen offsets, or with the connection reset after a number of body bytes.
+chosen offsets, or with the connection reset after a number of body bytes. With
+``faults=FaultProfile(...)`` a seeded share of answers become faults (see ``_faults``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
+
+    from ._faults import FaultInjector, FaultProfile
 
 __all__ = [
     "Chunk",
@@ -240,7 +243,9 @@ class ProviderServer:
 
     ``handler(request) -> ScriptedResponse`` (sync or async, run in the server's loop) answers
     each request; without one, responses are taken from the FIFO filled by ``enqueue`` (an empty
-    queue answers 500). Use as a context manager, sync or async.
+    queue answers 500). ``faults`` turns a seeded share of answers into faults (429, 5xx,
+    resets, slow or malformed streams); ``server.faults.counts`` says how many of each. Use as a
+    context manager, sync or async.
     """
 
     def __init__(
@@ -250,8 +255,12 @@ class ProviderServer:
         host: str = "127.0.0.1",
         port: int = 0,
         backend: str = "asyncio",
+        faults: FaultProfile | None = None,
     ) -> None:
+        from ._faults import FaultInjector
+
         self._handler = handler
+        self._faults = FaultInjector(faults) if faults is not None else None
         self._host = host
         self._port = port
         self._backend = backend
@@ -274,6 +283,11 @@ class ProviderServer:
     def url(self) -> str:
         """``http://127.0.0.1:<port>``: an Anthropic base URL; OpenAI's is ``url + "/v1"``."""
         return f"http://{self._host}:{self._port}"
+
+    @property
+    def faults(self) -> FaultInjector | None:
+        """The fault injector (its ``counts``), when the server was given ``faults=``."""
+        return self._faults
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -411,6 +425,11 @@ class ProviderServer:
         return request
 
     async def _respond_to(self, request: RecordedRequest) -> ScriptedResponse:
+        if self._faults is not None:
+            return await self._faults.respond(request, lambda: self._answer(request))
+        return await self._answer(request)
+
+    async def _answer(self, request: RecordedRequest) -> ScriptedResponse:
         try:
             if self._handler is not None:
                 result = self._handler(request)

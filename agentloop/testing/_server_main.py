@@ -3,11 +3,12 @@
 ::
 
     python -m agentloop.testing._server_main [--port 0] [--chunk-delay 0.0] [--text-chunks 6]
-                                             [--min-fds 0]
+                                             [--min-fds 0] [--faults '{"rate_limit": 0.05}']
 
 It serves the emulated provider (``_scenarios.EmulatedProvider``) for the three APIs, prints
 ``READY <port>`` once listening, and runs until its standard input closes (or it is signalled);
-then it prints ``STATS <json>``. The open-file limit is raised to the hard limit first; with
+then it prints ``STATS <json>`` (with ``"faults"``: the faults injected, by kind, when
+``--faults`` gave a ``FaultProfile`` as JSON). The open-file limit is raised to the hard limit first; with
 ``--min-fds`` it exits with an error when that leaves fewer descriptors than asked for.
 ``ProviderServerProcess`` starts and stops such a process from Python.
 """
@@ -22,6 +23,7 @@ import sys
 from types import TracebackType
 from typing import Any, Self
 
+from ._faults import FaultProfile
 from ._scenarios import EmulatedProvider
 from ._server import ProviderServer, raise_fd_limit
 
@@ -35,27 +37,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-delay", type=float, default=0.0)
     parser.add_argument("--text-chunks", type=int, default=6)
     parser.add_argument("--min-fds", type=int, default=0)
+    parser.add_argument("--faults", default=None, help="a FaultProfile as JSON")
     args = parser.parse_args(argv)
+    faults = FaultProfile.from_json(args.faults) if args.faults else None
     try:
         limit = raise_fd_limit(args.min_fds or None)
     except RuntimeError as exc:
         print(f"ERROR {exc}", flush=True)
         return 2
     handler = EmulatedProvider(text_chunks=args.text_chunks, chunk_delay=args.chunk_delay)
-    with ProviderServer(handler, host=args.host, port=args.port) as server:
+    with ProviderServer(handler, host=args.host, port=args.port, faults=faults) as server:
         print(f"READY {server.port} fds={limit}", flush=True)
         try:
             sys.stdin.read()
         except KeyboardInterrupt:  # pragma: no cover - interactive use
             pass
-        stats = dataclasses.asdict(server.stats)
+        stats: dict[str, Any] = dataclasses.asdict(server.stats)
+        if server.faults is not None:
+            stats["faults"] = server.faults.counts
     print("STATS " + json.dumps(stats), flush=True)
     return 0
 
 
+_ENTRY = "import sys; from agentloop.testing._server_main import main; sys.exit(main())"
+
+
 class ProviderServerProcess:
     """Start the emulated provider in a child process: ``with ProviderServerProcess() as p:``
-    then ``p.url``; ``p.stats`` after exit."""
+    then ``p.url``; ``p.stats`` after exit (``p.stats["faults"]`` with ``faults=``)."""
 
     def __init__(
         self,
@@ -63,12 +72,13 @@ class ProviderServerProcess:
         chunk_delay: float = 0.0,
         text_chunks: int = 6,
         min_fds: int = 0,
+        faults: FaultProfile | None = None,
         python: str = sys.executable,
     ) -> None:
         self._cmd = [
             python,
-            "-m",
-            "agentloop.testing._server_main",
+            "-c",  # not "-m": the package imports this module first, and runpy warns about that
+            _ENTRY,
             "--chunk-delay",
             str(chunk_delay),
             "--text-chunks",
@@ -76,6 +86,8 @@ class ProviderServerProcess:
             "--min-fds",
             str(min_fds),
         ]
+        if faults is not None:
+            self._cmd += ["--faults", faults.to_json()]
         self._proc: subprocess.Popen[str] | None = None
         self.port = 0
         self.stats: dict[str, Any] = {}

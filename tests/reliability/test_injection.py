@@ -3,6 +3,8 @@ state reach the model as the text they are."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agentloop import Agent, ToolContext, UserError, tool
@@ -72,3 +74,45 @@ def test_template_syntax_errors_are_user_errors_at_construction() -> None:
     """A broken instructions template fails when the Agent is built, naming the line."""
     with pytest.raises(UserError, match="line 1"):
         Agent(ScriptedModel([]), instructions="{% if %}")
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses", "anthropic"])
+async def test_payloads_reach_a_real_provider_as_data(api: str) -> None:
+    """Through a real driver, template payloads in input, instructions variables, session
+    state and tool output are sent to the provider verbatim, never rendered."""
+    from agentloop.testing import EmulatedProvider, ProviderServer
+
+    from ._support import make_model
+
+    payload = "{{ 7*7 }} {% raw %}x{% endraw %} {{ ''.__class__.__mro__ }}"
+
+    @tool
+    async def weather(ctx: ToolContext, query: str) -> str:
+        """The weather."""
+        ctx.state["note"] = payload
+        return f"page says {payload}"
+
+    @tool
+    async def clock(query: str) -> str:
+        """The time."""
+        return payload
+
+    store = InMemoryStore()
+    await store.create("s", state={"seed": payload})
+    async with ProviderServer(EmulatedProvider()) as server:
+        async with make_model(api, server.url) as model:
+            agent = Agent(
+                model,
+                tools=[weather, clock],
+                instructions="Help {{ name }}.",
+                variables={"name": payload},
+                store=store,
+            )
+            result = await agent.run(f"question {payload}", session="s")
+        bodies = [json.dumps(r.json, ensure_ascii=False) for r in server.requests]
+    assert result.error is None
+    session = await store.get("s")
+    assert session is not None and dict(session.state) == {"seed": payload, "note": payload}
+    wire_payload = json.dumps(payload, ensure_ascii=False)[1:-1]
+    assert wire_payload in bodies[0] and bodies[1].count(wire_payload) >= 4
+    assert all("49 x" not in body and "{{ 7*7 }}" in body for body in bodies)
