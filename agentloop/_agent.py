@@ -10,17 +10,16 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, final
 
 import anyio
-import jinja2
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from pydantic import TypeAdapter
 
 from . import _events as ev
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
 from ._loop import execute, raise_for_result, strip_fence
 from ._middleware import ModelMiddleware, ToolMiddleware
-from ._prompt import Ruleset, compile_template, render
+from ._prompt import Ruleset, compile_template, render, system_message
 from ._retry import RetryPolicy
 from ._run import Emitter, _Run
 from ._session_run import Memory, SessionSpec
@@ -34,10 +33,14 @@ from .tools._tool import Tool, Toolkit, tool
 from .tools._toolset import Toolset
 
 if TYPE_CHECKING:
+    import jinja2
+    from pydantic import TypeAdapter
+
     from .sessions import SessionStore
 
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _UNSET: Any = object()
+_SYSTEM_CACHE_SIZE = 64
 
 
 @final
@@ -58,6 +61,7 @@ class Agent:
         "_instructions",
         "_model",
         "_output_adapter",
+        "_system_cache",
         "deadline",
         "event_buffer",
         "lease_ttl",
@@ -85,6 +89,7 @@ class Agent:
     _instructions: jinja2.Template | None
     _model: Model | str
     _output_adapter: TypeAdapter[Any] | None
+    _system_cache: dict[tuple[Any, ...], Message | None]
     deadline: float | None
     event_buffer: int
     lease_ttl: float
@@ -194,6 +199,8 @@ class Agent:
         set_("_instructions", compile_template(instructions) if instructions else None)
         set_("output_type", output_type)
         if output_type is not None:
+            from pydantic import TypeAdapter  # imported only for agents with an output type
+
             adapter: TypeAdapter[Any] | None = TypeAdapter(output_type)
             schema = OutputSchema(
                 name=getattr(output_type, "__name__", "output"),
@@ -223,6 +230,7 @@ class Agent:
         if lease_ttl <= 0:
             raise UserError("lease_ttl must be positive")
         set_("lease_ttl", lease_ttl)
+        set_("_system_cache", {})
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Agent is immutable; use agent.replace({name}=...)")
@@ -274,6 +282,41 @@ class Agent:
         if self._instructions is None:
             return None
         return render(self._instructions, {**self.variables, **variables})
+
+    def system_message(
+        self,
+        instructions: str | None,
+        tools: Sequence[Tool],
+        tool_mode: ToolMode,
+        teach_output: bool,
+    ) -> Message | None:
+        """The system message of a run, rendered once per distinct set of inputs.
+
+        Runs of one agent mostly share it: reusing the same ``Message`` object saves the
+        template render, and lets the driver reuse the JSON it encoded for it (a ReAct system
+        prompt with its tool schemas runs to kilobytes). Only the built-in templates are
+        cached; a custom ``react_template`` is rendered on every run, as it may not be pure.
+        """
+        key = (instructions, tuple(tools), tool_mode, teach_output)
+        cache = self._system_cache
+        cacheable = self.react_template is None or tool_mode != "react"
+        if cacheable and key in cache:
+            return cache[key]
+        schema = self.output_schema
+        message = system_message(
+            instructions=instructions,
+            rulesets=self.rulesets,
+            tools=tools,
+            tool_mode=tool_mode,
+            reflect=self.reflect_on_tool_use,
+            output_schema=schema.json_schema if teach_output and schema is not None else None,
+            react_template=self.react_template,
+        )
+        if cacheable:
+            if len(cache) >= _SYSTEM_CACHE_SIZE:  # runs with ever-new instructions or tools
+                cache.clear()
+            cache[key] = message
+        return message
 
     def parse_output(self, text: str) -> Any:
         """The typed output of an answer (raises ``pydantic.ValidationError``)."""
@@ -577,8 +620,18 @@ class RunStream:
     async def __anext__(self) -> ev.Event:
         if self._receive is None:
             raise UserError("use the stream as `async with agent.stream(...) as run:`")
+        receive = self._receive
         try:
-            return await self._receive.receive()
+            # Buffered events are taken without a scheduling round trip each (the run emits
+            # them in bursts); the check keeps this a cancellation point all the same.
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            return receive.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+        try:
+            return await receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeAlias
-
-from pydantic import Field, TypeAdapter
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from ._steps import ActionResult, RunErrorInfo, RunResult, Step
 from .models._types import FinishReason, ProviderPart, Usage
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -182,6 +183,8 @@ EVENT_TYPES: tuple[type[_Event], ...] = (
 
 @functools.cache
 def _adapter() -> TypeAdapter[Event]:
+    from pydantic import Field, TypeAdapter  # built on first use: events are plain dataclasses
+
     return TypeAdapter(Annotated[Event, Field(discriminator="type")])
 
 

@@ -12,11 +12,7 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
-from typing import Any
-
-import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from typing import TYPE_CHECKING, Any
 
 from ._errors import UserError
 from ._react_parser import render_actions
@@ -32,6 +28,10 @@ from .models._types import (
 )
 from .tools._tool import Tool
 
+if TYPE_CHECKING:
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
 RESPONSE_MARKER = "<|Response|>"
 KEEP_GOING = "Please keep going: take the next step, or give your final answer."
 
@@ -46,6 +46,10 @@ class Ruleset:
 
 @functools.cache
 def _env() -> ImmutableSandboxedEnvironment:
+    # jinja2 is imported on first use (a third of ``import agentloop`` otherwise).
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
     return ImmutableSandboxedEnvironment(
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,
@@ -55,6 +59,8 @@ def _env() -> ImmutableSandboxedEnvironment:
 
 @functools.cache
 def _builtin(name: str) -> jinja2.Template:
+    from importlib import resources
+
     source = resources.files("agentloop").joinpath("templates", name).read_text("utf-8")
     return _env().from_string(source)
 
@@ -62,13 +68,18 @@ def _builtin(name: str) -> jinja2.Template:
 @functools.lru_cache(maxsize=256)
 def compile_template(source: str) -> jinja2.Template:
     """Compile an author's template in the sandbox (cached: agents are shared)."""
+    env = _env()
+    import jinja2  # imported by _env()
+
     try:
-        return _env().from_string(source)
+        return env.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
         raise UserError(f"template syntax error on line {exc.lineno}: {exc.message}") from exc
 
 
 def render(template: jinja2.Template, variables: Mapping[str, Any]) -> str:
+    import jinja2  # imported when the template was compiled
+
     try:
         return template.render(**variables)
     except jinja2.UndefinedError as exc:
@@ -228,15 +239,16 @@ def build_prompt(
     *,
     system: Message | None,
     memory: Sequence[Message],
-    user_input: str,
+    user_input: str | Message,
     replayed: Sequence[tuple[Message, ...]],
 ) -> tuple[Message, ...]:
-    """System message, memory (index 1, or 0 without a system message), input, earlier steps."""
+    """System message, memory (index 1, or 0 without a system message), input, earlier steps.
+    ``user_input`` may be given as the user message already made (the loop makes it once)."""
     messages: list[Message] = []
     if system is not None:
         messages.append(system)
     messages.extend(memory)
-    messages.append(Message.user(user_input))
+    messages.append(Message.user(user_input) if isinstance(user_input, str) else user_input)
     for step_messages in replayed:
         messages.extend(step_messages)
     return tuple(messages)

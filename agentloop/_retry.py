@@ -5,11 +5,14 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from ._errors import ModelError, UserError
+
+if TYPE_CHECKING:
+    from tenacity import AsyncRetrying, RetryCallState
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,6 +59,8 @@ class RetryPolicy:
     ) -> AsyncRetrying:
         """Tenacity for the attempts left after ``done`` attempts already failed;
         ``before_sleep`` runs before each wait (that is, only when another attempt follows)."""
+        # Imported here: only a call that failed once needs it.
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
         def wait(state: RetryCallState) -> float:
             error = state.outcome.exception() if state.outcome is not None else None

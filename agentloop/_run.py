@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -11,7 +11,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from . import _events as ev
 from ._context import RunContext, StateView
-from ._steps import Step
+from ._steps import ActionResult, Step
 from .models._types import Message, Usage
 from .tools._executor import PendingAction
 
@@ -20,6 +20,18 @@ if TYPE_CHECKING:
     from ._session_run import Loaded, SessionBinding, SessionSpec
 
 DiscardReason = Literal["retry", "goal", "middleware"]
+
+
+class _Done:
+    """An awaitable that is already done: awaiting it neither suspends nor makes a frame."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return iter(())  # type: ignore[return-value]  # an exhausted iterator: done at once
+
+
+DONE: Awaitable[None] = _Done()
 
 
 class Emitter:
@@ -42,22 +54,34 @@ class Emitter:
     def active(self) -> bool:
         return self._send is not None
 
-    async def emit(self, run: _Run, cls: type[ev.Event], fields: dict[str, Any]) -> None:
+    def emit(self, run: _Run, cls: type[ev.Event], fields: dict[str, Any]) -> Awaitable[None]:
+        """Send the event; await what this returns. It is already done (no coroutine, no
+        frame) unless the buffer is full: events are the hottest path of a streamed run."""
         send = self._send
         if send is None:
-            return
+            return DONE
         if not self._waiting:
             event = self._make(run, cls, fields)
             try:
                 send.send_nowait(event)
-                return
+                return DONE
             except WouldBlock:
                 pass
             except (BrokenResourceError, ClosedResourceError):
                 self._send = None
-                return
-        else:
-            event = None
+                return DONE
+            return self._emit_waiting(send, run, cls, fields, event)
+        return self._emit_waiting(send, run, cls, fields, None)
+
+    async def _emit_waiting(
+        self,
+        send: MemoryObjectSendStream[ev.Event],
+        run: _Run,
+        cls: type[ev.Event],
+        fields: dict[str, Any],
+        event: ev.Event | None,
+    ) -> None:
+        """The buffer is full: queue behind earlier senders (events keep their ``seq`` order)."""
         self._waiting += 1
         try:
             if self._lock is None:
@@ -139,7 +163,7 @@ class _Run:
         self.context = RunContext(self)
         self._attempt_count = 0
         self.attempts: dict[int, AttemptRecord] = {}
-        self._pending_discards: list[tuple[int, DiscardReason]] = []
+        self._pending_discards: list[tuple[int, DiscardReason]] | None = None  # made on need
 
     def attach_session(self, binding: SessionBinding, loaded: Loaded) -> None:
         """Take state and memory from the session (and, resuming, the run so far)."""
@@ -160,14 +184,23 @@ class _Run:
     def emitting(self) -> bool:
         return self.emitter.active
 
-    async def emit(self, cls: type[ev.Event], **fields: Any) -> None:
+    def emit(self, cls: type[ev.Event], **fields: Any) -> Awaitable[None]:
+        """Send an event (``AttemptDiscarded`` events pending go first); await the result."""
         if self._pending_discards:
-            await self.flush_discards()
+            return self._emit_after_discards(cls, fields)
+        return self.emitter.emit(self, cls, fields)
+
+    async def _emit_after_discards(self, cls: type[ev.Event], fields: dict[str, Any]) -> None:
+        await self.flush_discards()
         await self.emitter.emit(self, cls, fields)
 
+    def action_finished(self, result: ActionResult) -> Awaitable[None]:
+        """Emit ``ActionFinished`` (the executor's ``on_finish``)."""
+        return self.emit(ev.ActionFinished, result=result)
+
     async def flush_discards(self) -> None:
-        pending, self._pending_discards = self._pending_discards, []
-        for attempt, reason in pending:
+        pending, self._pending_discards = self._pending_discards, None
+        for attempt, reason in pending or ():
             await self.emitter.emit(
                 self, ev.AttemptDiscarded, {"attempt": attempt, "reason": reason}
             )
@@ -191,4 +224,6 @@ class _Run:
         if record is None or record.discarded:
             return
         record.discarded = True
+        if self._pending_discards is None:
+            self._pending_discards = []
         self._pending_discards.append((attempt, reason))

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-from pydantic import TypeAdapter
 
 from ._context import StateView
 from ._errors import SessionBusy, SessionConflict, SessionNotFound, UserError
@@ -23,6 +22,8 @@ from ._steps import RunResult, Step
 from .models._types import Message
 
 if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
     from .sessions import Lease, Record, Session, SessionStore
 
 
@@ -52,6 +53,8 @@ class SessionSpec:
 
 @functools.cache
 def _step_adapter() -> TypeAdapter[Step]:
+    from pydantic import TypeAdapter
+
     return TypeAdapter(Step)
 
 

@@ -4,7 +4,7 @@ the moment it is sealed; retry failed attempts below all middleware."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -25,10 +25,32 @@ if TYPE_CHECKING:
 async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) -> mt.ModelResponse:
     """The innermost model call: attempts with retries, bounded by the policy's deadline.
 
-    The first attempt goes straight through; tenacity takes over only after a retryable
-    failure (it counts the attempts and computes the waits). A failed attempt is discarded
+    The first attempt goes straight through (no closures, no tenacity: a waiting run holds as
+    few objects as it can); tenacity takes over only after a retryable failure (it counts the
+    attempts and computes the waits). A failed attempt is discarded
     (``AttemptDiscarded(reason="retry")``, sent at once) only when another attempt follows."""
     policy = run.agent.retry
+    try:
+        with fail_after(policy.deadline):
+            first = _Attempt(run, executor, request)
+            try:
+                return await first.stream()
+            except ModelError as exc:
+                if not exc.retryable or policy.max_attempts == 1:
+                    raise
+                await _discard_failed(run, first)
+                await anyio.sleep(policy.wait_for(exc, 1))
+            return await _retry(run, executor, request)
+    except TimeoutError:
+        raise ModelTimeout(
+            f"model call deadline of {policy.deadline:g}s exceeded",
+            model=run.agent.model.name,
+            provider=run.agent.model.provider,
+        ) from None
+
+
+async def _retry(run: _Run, executor: Executor, request: mt.ModelRequest) -> mt.ModelResponse:
+    """The attempts after the first failed, with tenacity counting them and computing waits."""
     failed: list[_Attempt] = []
 
     async def attempt() -> mt.ModelResponse:
@@ -40,28 +62,17 @@ async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) ->
             raise
 
     async def before_retry(*_: object) -> None:
-        run.discard(failed[-1].record.n, "retry")
-        await run.flush_discards()
+        await _discard_failed(run, failed[-1])
 
-    try:
-        with fail_after(policy.deadline):
-            try:
-                return await attempt()
-            except ModelError as exc:
-                if not exc.retryable or policy.max_attempts == 1:
-                    raise
-                await before_retry()
-                await anyio.sleep(policy.wait_for(exc, 1))
-            async for retry in policy.retrying(done=1, before_sleep=before_retry):
-                with retry:
-                    return await attempt()
-    except TimeoutError:
-        raise ModelTimeout(
-            f"model call deadline of {policy.deadline:g}s exceeded",
-            model=run.agent.model.name,
-            provider=run.agent.model.provider,
-        ) from None
+    async for retry in run.agent.retry.retrying(done=1, before_sleep=before_retry):
+        with retry:
+            return await attempt()
     raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+
+async def _discard_failed(run: _Run, failed: _Attempt) -> None:
+    run.discard(failed.record.n, "retry")
+    await run.flush_discards()
 
 
 class _Attempt:
@@ -75,7 +86,7 @@ class _Attempt:
         self.builder = ResponseBuilder(provider=run.agent.model.provider)
         self.parser = rp.ReactParser() if request.tool_mode == "react" else None
         self.calls: dict[str, tuple[int, str]] = {}  # native call id -> (index, tool name)
-        self.tags: set[str] = set()
+        self.tags: set[str] | None = None  # the sealed calls' ids, made with the first
         self.react_thought: list[str] = []
         self.pre_text: list[str] = []
         self.answer: list[str] | None = None
@@ -122,33 +133,38 @@ class _Attempt:
                 if self.cut:
                     return  # leaving the context closes the provider response
             else:
-                await self._native(delta)
+                todo = self._native(delta)
+                if todo is not None:
+                    await todo
 
-    async def _native(self, delta: mt.ModelDelta) -> None:
+    def _native(self, delta: mt.ModelDelta) -> Awaitable[None] | None:
+        """Take one native delta; return what must be awaited next (the event to send, the
+        action to start), if anything. Not a coroutine: most deltas of a run that streams no
+        events need nothing awaited, and a coroutine per delta is measurable."""
         run, n = self.run, self.record.n
         self.builder.add(delta)
         match delta:
             case mt.TextDelta(text=text):
                 self._count(text)
                 if run.emitting:
-                    await run.emit(ev.TextDelta, attempt=n, text=text)
+                    return run.emit(ev.TextDelta, attempt=n, text=text)
             case mt.ThoughtDelta(text=text):
                 self._count(text)
                 if run.emitting:
-                    await run.emit(ev.ThoughtDelta, attempt=n, text=text)
+                    return run.emit(ev.ThoughtDelta, attempt=n, text=text)
             case mt.ToolCallStart(id=id, name=name):
                 self.calls[id] = (len(self.calls), mt.split_wire_tool_name(name)[0])
                 self.record.streamed = True
                 if run.emitting:
                     index, tool_name = self.calls[id]
-                    await run.emit(
+                    return run.emit(
                         ev.ActionArgsDelta, attempt=n, index=index, tag=id, name=tool_name, text=""
                     )
             case mt.ToolCallArgsDelta(id=id, text=text):
                 self._count(text)
                 if run.emitting:
                     index, tool_name = self.calls.get(id) or (-1, "")
-                    await run.emit(
+                    return run.emit(
                         ev.ActionArgsDelta,
                         attempt=n,
                         index=index,
@@ -157,13 +173,14 @@ class _Attempt:
                         text=text,
                     )
             case mt.ToolCallEnd(id=id):
-                await self._seal(self.builder.sealed_call(id))
+                return self._seal(self.builder.sealed_call(id))
             case mt.ProviderBlock(part=part):
                 self.record.streamed = True
                 if run.emitting:
-                    await run.emit(ev.ProviderEvent, attempt=n, part=part)
+                    return run.emit(ev.ProviderEvent, attempt=n, part=part)
             case _:
                 pass
+        return None
 
     async def _react_events(self, events: list[rp.ReactEvent]) -> None:
         run, n = self.run, self.record.n
@@ -221,8 +238,11 @@ class _Attempt:
         record.streamed = True
         pending = PendingAction(part, action_of(part, record.n))
         record.actions.append(pending)
-        duplicate = part.id in self.tags
-        self.tags.add(part.id)
+        tags = self.tags
+        if tags is None:
+            tags = self.tags = set()
+        duplicate = part.id in tags
+        tags.add(part.id)
         if (
             part.error is None
             and not duplicate

@@ -1,7 +1,8 @@
 """Run every benchmark: ``python -m benchmarks [--smoke] [--only NAME] [--no-write]``.
 
-Each ``bench_*.py`` module prints a markdown table. Without ``--no-write`` the tables are written
-into ``benchmarks/README.md`` between the results markers, with the machine and the command.
+Each ``bench_*.py`` module prints a markdown table. Without ``--no-write`` the results are
+written into ``benchmarks/README.md`` between the results markers: the machine and the command
+first, then one section per benchmark (its title, its own command, its table).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         names = [n for n in names if n in args.only]
     sections: list[str] = []
     failed = 0
+    flag = " --smoke" if args.smoke else ""
     for name in names:
         module = importlib.import_module(f"benchmarks.bench_{name}")
         out = io.StringIO()
@@ -57,11 +59,16 @@ def main(argv: list[str] | None = None) -> int:
             code = module.main(["--smoke"] if args.smoke else [])
         took = time.perf_counter() - start
         failed += code != 0
-        text = out.getvalue().strip()
-        print(f"{text}\n\n_{name}: {took:.1f}s, exit {code}_\n", flush=True)
-        sections.append(text)
+        text = _strip_heading(out.getvalue().strip())
+        title = (module.__doc__ or name).strip().splitlines()[0].rstrip(".")
+        section = (
+            f"### {title}\n\nCommand: `python -m benchmarks.bench_{name}{flag}` "
+            f"({took:.0f} s{'' if code == 0 else f', exit {code}'})\n\n{text}"
+        )
+        print(f"{section}\n", flush=True)
+        sections.append(section)
     if not args.no_write:
-        command = "python -m benchmarks" + (" --smoke" if args.smoke else "")
+        command = "python -m benchmarks" + flag
         body = "\n\n".join(
             [
                 f"Measured {time.strftime('%Y-%m-%d')} on {_machine()}.",
@@ -75,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         _, _, tail = rest.partition(END)
         readme.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}")
     return 1 if failed else 0
+
+
+def _strip_heading(text: str) -> str:
+    """A benchmark's own heading line, if it prints one (the section has its title)."""
+    first, _, rest = text.partition("\n")
+    return rest.strip() if first.startswith("#") else text
 
 
 if __name__ == "__main__":

@@ -165,7 +165,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs = 50 if args.smoke else 400
     sessions = 1_000 if args.smoke else 10_000
-    print("### Core runtime overhead\n")
     print("| backend | measure | agentloop | bare loop (floor) | ratio |")
     print("|---|---|---|---|---|")
     for backend in ("asyncio", "trio"):

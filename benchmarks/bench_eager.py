@@ -74,7 +74,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     scale = 0.2 if args.smoke else 1.0
-    print("### Eager dispatch (real time)\n")
     print("| mode | stream | eager step | eager=False step | gain |")
     print("|---|---|---|---|---|")
     for mode in ("react", "native"):

@@ -124,3 +124,22 @@ async def test_a_slow_consumer_applies_backpressure() -> None:
         assert before
     assert produced_while_paused == 2
     assert run.result.output == "x" * 200
+
+
+async def test_a_cancelled_consumer_reads_no_further_buffered_event() -> None:
+    """Reading an event is a cancellation point even when events wait in the buffer: a consumer
+    whose scope is cancelled gets no further event."""
+    import anyio
+
+    model = ScriptedModel(["x" * 50], chunk_size=1)
+    async with Agent(model).stream("go") as run:
+        seen: list[str] = []
+        with anyio.CancelScope() as scope:
+            async for event in run:
+                seen.append(event.type)
+                if event.type == "text_delta":
+                    await anyio.sleep(0.01)  # let the run fill the buffer
+                    scope.cancel()
+        assert scope.cancelled_caught
+        assert seen[-1] == "text_delta" and seen.count("text_delta") == 1
+        assert [e.type async for e in run][-1] == "run_finished"

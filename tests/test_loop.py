@@ -375,3 +375,30 @@ async def test_the_run_deadline_fails_the_run(fake_time: bool, timescale: float)
         run.result  # noqa: B018
     if fake_time:
         assert anyio.current_time() - start == pytest.approx(5.0)
+
+
+async def test_runs_share_their_system_message_and_a_run_its_user_message() -> None:
+    """The system message is rendered once for runs with the same instructions (the same object
+    reaches the model, so a driver encodes it once); a run's steps share one user message."""
+    model = ScriptedModel([Reply(calls=[call("add", {"a": 1, "b": 2})]), "3", "again", "other"])
+    agent = Agent(model, tools=[add], instructions="You help {{ user }}.", tool_mode="native")
+    await agent.run("sum", variables={"user": "Ada"})
+    await agent.run("again", variables={"user": "Ada"})
+    await agent.run("other", variables={"user": "Grace"})
+    first, second, third, fourth = (r.messages for r in model.requests)
+    assert first[0] is second[0] is third[0]
+    assert fourth[0] is not first[0] and fourth[0].text == "You help Grace."
+    assert first[1] is second[1]  # the user message, in both steps of the first run
+    assert third[1].text == "again"
+
+
+async def test_a_custom_react_template_is_rendered_on_every_run() -> None:
+    """An author's ReAct template may not be pure, so its system message is never reused."""
+    model = ScriptedModel(["Answer: one", "Answer: two"])
+    template = "Tools: {% for t in tools %}{{ t.name }} {% endfor %}"
+    agent = Agent(model, tools=[add], tool_mode="react", react_template=template)
+    await agent.run("a")
+    await agent.run("b")
+    first, second = (r.messages[0] for r in model.requests)
+    assert first is not second
+    assert first.text == second.text and "Tools: add" in first.text

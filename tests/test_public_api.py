@@ -40,3 +40,14 @@ def test_import_does_not_load_provider_sdks() -> None:
     code = "import sys, agentloop, agentloop.models; print('openai' in sys.modules, 'anthropic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
+
+
+def test_import_leaves_heavy_dependencies_for_first_use() -> None:
+    """`import agentloop` loads neither jinja2, tenacity nor pydantic: templates, retries and
+    schemas import them when first used (import time stays well under 0.3 s)."""
+    code = (
+        "import sys, agentloop; "
+        "print([m for m in ('jinja2', 'tenacity', 'pydantic') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -228,3 +228,25 @@ def test_plain_tools_stay_callable() -> None:
         return a + b
 
     assert plus(a=1, b=2) == 3
+
+
+def test_a_tools_specs_are_made_once() -> None:
+    """Every call of ``specs()`` gives the same ``ToolSpec`` objects (drivers cache their JSON by
+    identity, so tools are encoded once per driver, not once per run)."""
+
+    class Kit(Toolkit):
+        """Two activities."""
+
+        @activity
+        async def one(self) -> int:
+            """One."""
+            return 1
+
+        @activity
+        async def two(self) -> int:
+            """Two."""
+            return 2
+
+    kit = Kit().tool
+    assert [id(s) for s in kit.specs()] == [id(s) for s in kit.specs()]
+    assert [s.name for s in kit.specs()] == ["kit__one", "kit__two"]

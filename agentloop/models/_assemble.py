@@ -29,7 +29,7 @@ from ._types import (
 
 
 class _Call:
-    __slots__ = ("args", "arguments", "id", "name", "slot")
+    __slots__ = ("args", "arguments", "id", "name", "part", "slot")
 
     def __init__(self, id: str, name: str, slot: int) -> None:
         self.id = id
@@ -37,6 +37,7 @@ class _Call:
         self.slot = slot
         self.args: list[str] = []
         self.arguments: str | None = None
+        self.part: ToolCallPart | None = None  # the sealed part, made once
 
 
 class ResponseBuilder:
@@ -73,6 +74,7 @@ class ResponseBuilder:
             case ToolCallEnd(id=id, arguments=arguments):
                 call = self._call(id)
                 call.arguments = arguments if arguments is not None else "".join(call.args)
+                call.part = None
             case ProviderBlock(part=part):
                 self._close()
                 self._parts.append(part)
@@ -88,9 +90,16 @@ class ResponseBuilder:
     def sealed_call(self, id: str) -> ToolCallPart:
         """The finished part for a sealed call (the runtime starts it right away)."""
         call = self._call(id)
+        if call.part is not None:
+            return call.part
         name, path = split_wire_tool_name(call.name)
         arguments = call.arguments if call.arguments is not None else "".join(call.args)
-        return ToolCallPart(id=call.id, name=name, path=path, arguments=arguments or "{}")
+        part = ToolCallPart(id=call.id, name=name, path=path, arguments=arguments or "{}")
+        if call.arguments is not None:
+            # Sealed: its arguments are final. ``build`` then returns the very part the runtime
+            # started the action with (no second object, and an identity check in the loop).
+            call.part = part
+        return part
 
     def build(self, **fields: Any) -> ModelResponse:
         """The response so far. Calls the stream never sealed keep the arguments seen."""

@@ -2,14 +2,16 @@
 
 A run resends its whole history on every step. Re-encoding it each time makes a long run
 quadratic, so each driver keeps the encoded JSON of each message (and tool spec) it has sent, keyed
-by the object's identity. The cache holds a strong reference to every key object, so an ``id`` can
-never be reused by another object while its entry exists: a hit is always the same, immutable
-value. A request body is then the encoded head fields plus the cached fragments, joined.
+by the object's identity, for as long as the object lives: the cache holds it weakly, and its entry
+goes when it goes (a hit checks that the weak reference still points at the very object, so a
+reused ``id`` is never a hit). Finished runs thus leave nothing behind in a long-lived driver. A
+request body is then the encoded head fields plus the cached fragments, joined.
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -32,29 +34,51 @@ def dumps(value: Any) -> bytes:
         return _encode_ascii(value).encode()
 
 
-class FragmentCache(Generic[_T]):
-    """Encoded JSON per object identity, first-in first-out beyond ``maxsize`` entries."""
+class _Ref(weakref.ref[_T]):
+    """A weak reference that knows its cache key."""
 
-    __slots__ = ("_items", "_maxsize", "hits", "misses")
+    __slots__ = ("key",)
+    key: int
+
+
+class FragmentCache(Generic[_T]):
+    """Encoded JSON per live object (weakly held), first-in first-out beyond ``maxsize``
+    entries. Objects that cannot be weakly referenced are encoded every time."""
+
+    __slots__ = ("_forget", "_items", "_maxsize", "hits", "misses")
 
     def __init__(self, maxsize: int = 8192) -> None:
-        self._items: dict[int, tuple[_T, bytes]] = {}
+        self._items: dict[int, tuple[_Ref[_T], bytes]] = {}
         self._maxsize = maxsize
         self.hits = 0
         self.misses = 0
+        items = self._items
+
+        def forget(ref: _Ref[_T]) -> None:
+            # The object is going: its entry goes first (its id cannot be reused before this).
+            entry = items.get(ref.key)
+            if entry is not None and entry[0] is ref:
+                del items[ref.key]
+
+        self._forget = forget
 
     def get(self, obj: _T, encode: Callable[[_T], bytes]) -> bytes:
         key = id(obj)
-        entry = self._items.get(key)
-        if entry is not None and entry[0] is obj:
+        items = self._items
+        entry = items.get(key)
+        if entry is not None and entry[0]() is obj:
             self.hits += 1
             return entry[1]
         self.misses += 1
         data = encode(obj)
-        items = self._items
+        try:
+            ref = _Ref(obj, self._forget)
+        except TypeError:  # not weakly referenceable: not cached
+            return data
+        ref.key = key
         if len(items) >= self._maxsize:
-            del items[next(iter(items))]
-        items[key] = (obj, data)
+            items.pop(next(iter(items)), None)
+        items[key] = (ref, data)
         return data
 
     def __len__(self) -> int:

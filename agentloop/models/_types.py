@@ -111,7 +111,8 @@ Part: TypeAlias = TextPart | ThoughtPart | ToolCallPart | ToolResultPart | Provi
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+# ``weakref_slot``: drivers cache the JSON they encoded for a message for as long as it lives.
+@dataclass(frozen=True, kw_only=True, slots=True, weakref_slot=True)
 class Message:
     """One message of a prompt. ``tool`` messages carry ``ToolResultPart`` values only."""
 
@@ -140,7 +141,7 @@ class Message:
 # Requests
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True, weakref_slot=True)
 class ToolSpec:
     """A tool as a model sees it. ``name`` is the wire name (``name`` or ``name__path``)."""
 

@@ -7,6 +7,7 @@ Every failure the model can fix becomes an error result on that one action; only
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -17,8 +18,6 @@ import anyio.from_thread
 import anyio.to_thread
 from anyio.abc import TaskGroup
 from anyio.lowlevel import RunVar
-from pydantic import BaseModel, ValidationError
-from pydantic_core import to_jsonable_python
 
 from .._errors import ToolError, UserError
 from .._middleware import ToolCall
@@ -30,9 +29,12 @@ from ._schema import strip_nones
 from ._tool import Activity, Tool
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
     from .._context import RunContext, Ticket
 
 DEFAULT_TOOL_CONCURRENCY = 256
+_TASK_NAME = "agentloop.tools._executor.Executor._execute"  # what start_soon used to name it
 DEFAULT_THREAD_CONCURRENCY = 32
 
 _tool_limiter: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_tool_limiter")
@@ -137,14 +139,29 @@ def action_of(part: ToolCallPart, attempt: int) -> Action:
 class PendingAction:
     """An action of the run: sealed, maybe started, maybe finished."""
 
-    __slots__ = ("action", "done", "part", "result", "started")
+    __slots__ = ("_event", "action", "finished", "part", "result", "started")
 
     def __init__(self, part: ToolCallPart, action: Action) -> None:
         self.part = part
         self.action = action
         self.started = False
-        self.done = anyio.Event()
+        self.finished = False  # the result is in and ``ActionFinished`` has gone out
         self.result: ActionResult | None = None
+        # Made only when someone waits before the action has finished: most waits find it
+        # finished, and an event per action is a measurable part of a turn.
+        self._event: anyio.Event | None = None
+
+    def set_finished(self) -> None:
+        self.finished = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait_finished(self) -> None:
+        """Wait until the action has finished (no checkpoint when it already has)."""
+        if not self.finished:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
 
 
 class Executor:
@@ -167,6 +184,7 @@ class Executor:
         self._call = call
         self._limits = limits
         self._parallel: anyio.CapacityLimiter | None = None  # made with the first action
+        self._limiter: anyio.CapacityLimiter | None = None  # looked up with the first action
         self._on_start = on_start
         self._on_finish = on_finish
 
@@ -184,7 +202,8 @@ class Executor:
             if isinstance(found, tuple) and found[1].serial_key is not None:
                 ticket = self._run.state.serial(found[1].serial_key(self._run)).take()
         await self._on_start(pending)
-        self._tg.start_soon(self._execute, pending, step, error, ticket)
+        # create_task with a name: start_soon would work out the same name on every call.
+        self._tg.create_task(self._execute(pending, step, error, ticket), name=_TASK_NAME)
 
     async def _execute(
         self, pending: PendingAction, step: int, error: ActionResult | None, ticket: Ticket | None
@@ -200,14 +219,16 @@ class Executor:
         try:
             await self._on_finish(result)
         finally:
-            pending.done.set()
+            pending.set_finished()
 
     async def _invoke(self, pending: PendingAction, step: int) -> ActionResult:
         call = ToolCall(action=pending.action, run=self._run, step=step)
-        limiter = self._limits.tool_limiter or default_tool_limiter()
-        if self._parallel is None:
-            self._parallel = anyio.CapacityLimiter(self._limits.max_parallel_actions)
+        limiter = self._limiter
+        if limiter is None:  # a run stays on one event loop: look the RunVar up once per run
+            limiter = self._limiter = self._limits.tool_limiter or default_tool_limiter()
         parallel = self._parallel
+        if parallel is None:
+            parallel = self._parallel = anyio.CapacityLimiter(self._limits.max_parallel_actions)
         await _acquire(parallel, pending)
         try:
             await _acquire(limiter, pending)
@@ -227,55 +248,61 @@ async def _acquire(limiter: anyio.CapacityLimiter, borrower: object) -> None:
     """Take a token without a scheduling round trip when one is free."""
     try:
         limiter.acquire_on_behalf_of_nowait(borrower)
+        return
     except anyio.WouldBlock:
-        await limiter.acquire_on_behalf_of(borrower)
+        pass
+    # Wait outside the except block: waiting inside it would keep the WouldBlock and its
+    # traceback alive for as long as the action waits for a token.
+    await limiter.acquire_on_behalf_of(borrower)
 
 
 def make_terminal(
     toolbox: Toolbox, limits: ToolLimits
 ) -> Callable[[ToolCall], Awaitable[ActionResult]]:
     """The innermost tool call: validate, invoke, and turn failures into error results."""
+    return functools.partial(_invoke_tool, toolbox, limits)
 
-    async def invoke(call: ToolCall) -> ActionResult:
-        action = call.action
-        found = toolbox.find(action.name, action.path)
-        if isinstance(found, str):
-            return error_result(action, "unknown_tool", found)
-        _, activity = found
-        if not isinstance(action.input, Mapping):
-            return error_result(
-                action,
-                "invalid_arguments",
-                f"arguments must be a JSON object, got: {_clip(str(action.input))}",
-            )
-        try:
-            args = activity.args.model_validate(
-                strip_nones(dict(action.input), activity.parameters)
-            )
-        except ValidationError as exc:
-            return error_result(action, "invalid_arguments", _validation_message(exc))
-        ctx = ToolContext(run=call.run, action=action, step=call.step)
-        kwargs = _call_kwargs(activity, args, ctx)
-        try:
-            if activity.is_async:
-                with fail_after(activity.timeout):
-                    value = await activity.fn(**kwargs)
-            else:
-                value = await _in_thread(activity, kwargs, ctx, limits)
-        except TimeoutError as exc:
-            if activity.timeout is None:  # the tool's own timeout, not ours
-                return error_result(action, "tool_error", f"TimeoutError: {exc}")
-            return error_result(action, "timeout", f"timed out after {activity.timeout:g}s")
-        except ToolError as exc:
-            return error_result(action, "tool_error", str(exc))
-        except Exception as exc:
-            return error_result(action, "tool_error", f"{type(exc).__name__}: {exc}")
-        result = _success(action, value, limits.max_output_chars)
-        if ctx._subrun is not None:
-            result = dataclasses.replace(result, subrun=ctx._subrun)
-        return result
 
-    return invoke
+async def _invoke_tool(toolbox: Toolbox, limits: ToolLimits, call: ToolCall) -> ActionResult:
+    # pydantic is loaded by now (the tool's argument model is pydantic), so this is a lookup;
+    # importing it here keeps it out of ``import agentloop``.
+    from pydantic import ValidationError
+
+    action = call.action
+    found = toolbox.find(action.name, action.path)
+    if isinstance(found, str):
+        return error_result(action, "unknown_tool", found)
+    _, activity = found
+    if not isinstance(action.input, Mapping):
+        return error_result(
+            action,
+            "invalid_arguments",
+            f"arguments must be a JSON object, got: {_clip(str(action.input))}",
+        )
+    try:
+        args = activity.args.model_validate(strip_nones(dict(action.input), activity.parameters))
+    except ValidationError as exc:
+        return error_result(action, "invalid_arguments", _validation_message(exc))
+    ctx = ToolContext(run=call.run, action=action, step=call.step)
+    kwargs = _call_kwargs(activity, args, ctx)
+    try:
+        if activity.is_async:
+            with fail_after(activity.timeout):
+                value = await activity.fn(**kwargs)
+        else:
+            value = await _in_thread(activity, kwargs, ctx, limits)
+    except TimeoutError as exc:
+        if activity.timeout is None:  # the tool's own timeout, not ours
+            return error_result(action, "tool_error", f"TimeoutError: {exc}")
+        return error_result(action, "timeout", f"timed out after {activity.timeout:g}s")
+    except ToolError as exc:
+        return error_result(action, "tool_error", str(exc))
+    except Exception as exc:
+        return error_result(action, "tool_error", f"{type(exc).__name__}: {exc}")
+    result = _success(action, value, limits.max_output_chars)
+    if ctx._subrun is not None:
+        result = dataclasses.replace(result, subrun=ctx._subrun)
+    return result
 
 
 def _call_kwargs(activity: Activity, args: BaseModel, ctx: ToolContext) -> dict[str, Any]:
@@ -328,16 +355,20 @@ def _unlimited() -> anyio.CapacityLimiter:
 
 
 def _success(action: Action, value: Any, max_chars: int) -> ActionResult:
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    elif not isinstance(value, str):
-        try:
-            value = to_jsonable_python(value)
-            json.dumps(value)
-        except Exception as exc:
-            return error_result(
-                action, "tool_error", f"the tool returned a value that is not JSON: {exc}"
-            )
+    if not isinstance(value, str):  # text, the common case, goes as it is
+        from pydantic import BaseModel
+        from pydantic_core import to_jsonable_python
+
+        if isinstance(value, BaseModel):
+            value = value.model_dump(mode="json")
+        else:
+            try:
+                value = to_jsonable_python(value)
+                json.dumps(value)
+            except Exception as exc:
+                return error_result(
+                    action, "tool_error", f"the tool returned a value that is not JSON: {exc}"
+                )
     result = ActionResult(
         tag=action.tag,
         name=action.name,

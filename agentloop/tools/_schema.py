@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, get_type_hints
-
-from pydantic import BaseModel, ConfigDict, Field, PydanticSchemaGenerationError, create_model
-from pydantic.errors import PydanticUserError
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from .._errors import UserError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters|Params)\s*:\s*$", re.IGNORECASE)
 _SECTION = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")
@@ -18,9 +19,17 @@ _ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SPHINX_PARAM = re.compile(r"^\s*:param\s+(?:\w+\s+)?(\w+)\s*:\s*(.*)$")
 
 
-class _ArgsBase(BaseModel):
-    # Extra or misspelled fields from the model are errors it can see and fix.
-    model_config = ConfigDict(extra="forbid")
+@functools.cache
+def _args_base() -> type[BaseModel]:
+    """The base of every argument model (made on first use: pydantic is imported with the
+    first tool, not with ``import agentloop``)."""
+    from pydantic import BaseModel, ConfigDict
+
+    class _ArgsBase(BaseModel):
+        # Extra or misspelled fields from the model are errors it can see and fix.
+        model_config = ConfigDict(extra="forbid")
+
+    return _ArgsBase
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
@@ -66,6 +75,9 @@ def args_model(
 
     Raises ``UserError`` naming the parameter when one cannot become part of a schema.
     """
+    from pydantic import Field, PydanticSchemaGenerationError, create_model
+    from pydantic.errors import PydanticUserError
+
     try:
         hints = get_type_hints(fn, localns=dict(localns or {}), include_extras=True)
     except Exception as exc:
@@ -92,7 +104,7 @@ def args_model(
         )
     model_name = "".join(part.title() for part in re.split(r"[_\-]", name)) + "Args"
     try:
-        model = create_model(model_name, __base__=_ArgsBase, **fields)
+        model = create_model(model_name, __base__=_args_base(), **fields)
         model.model_json_schema()
     except (PydanticSchemaGenerationError, PydanticUserError, TypeError) as exc:
         bad = _first_bad_parameter(fields)
@@ -102,9 +114,11 @@ def args_model(
 
 
 def _first_bad_parameter(fields: Mapping[str, Any]) -> str | None:
+    from pydantic import create_model
+
     for field_name, spec in fields.items():
         try:
-            create_model("Probe", __base__=_ArgsBase, **{field_name: spec}).model_json_schema()
+            create_model("Probe", __base__=_args_base(), **{field_name: spec}).model_json_schema()
         except Exception:
             return field_name
     return None

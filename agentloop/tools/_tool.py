@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar, final, overload
 
-from pydantic import BaseModel
-
 from .._errors import UserError
 from ..models._types import TOOL_NAME_SEPARATOR, ToolSpec, wire_tool_name
 from ._context import ToolContext
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from .._context import RunContext
 from ._schema import args_model, json_schema, parse_docstring
 
@@ -64,7 +64,7 @@ class Tool:
     """A tool the model can call. ``activities`` maps a path (``None`` for a plain tool) to the
     activity it runs. Calling the tool object calls a plain tool's function directly."""
 
-    __slots__ = ("activities", "description", "name")
+    __slots__ = ("_specs", "activities", "description", "name")
 
     def __init__(self, *, name: str, description: str, activities: Mapping[str | None, Activity]):
         self.name = check_name("tool", name)
@@ -78,6 +78,9 @@ class Tool:
                         f"tool {name!r} activity {path!r}: {wire_tool_name(name, path)!r} is "
                         f"longer than {MAX_WIRE_NAME} characters"
                     )
+        # Built once: the same ToolSpec objects on every run let the drivers reuse the JSON
+        # they encoded for them (their fragment caches are keyed by identity).
+        self._specs = tuple(a.spec(self.name) for a in self.activities.values())
 
     def activity(self, path: str | None) -> Activity | None:
         """The activity at ``path``. A plain tool also answers to its own name as the path."""
@@ -87,8 +90,7 @@ class Tool:
         return found
 
     def specs(self) -> Iterator[ToolSpec]:
-        for activity in self.activities.values():
-            yield activity.spec(self.name)
+        return iter(self._specs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         plain = self.activities.get(None)

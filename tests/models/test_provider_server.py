@@ -166,3 +166,26 @@ async def test_emulated_provider_streams_in_chunks_with_delays() -> None:
         (answer,) = await _two_turns("anthropic", server.url, "httpx", True)
         assert answer.endswith("All set.")
         assert server.stats.requests == 2
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses", "anthropic"])
+async def test_emulated_provider_answers_after_the_tool_rounds_asked_for(api: str) -> None:
+    """With ``tool_rounds=3`` an agent's run takes three tool steps (two calls each), then the
+    answer: a long session of tool steps for the history benchmark."""
+    from agentloop import Agent, tool
+
+    @tool
+    async def weather(query: str) -> str:
+        """The weather."""
+        return "sunny"
+
+    @tool
+    async def clock(query: str) -> str:
+        """The time."""
+        return "noon"
+
+    async with ProviderServer(EmulatedProvider(tool_rounds=3)) as server:
+        async with make_model(api, server.url, transport="httpx") as model:
+            result = await Agent(model, tools=[weather, clock]).run("go", raise_on_error=True)
+    assert [len(step.actions) for step in result.steps] == [2, 2, 2, 0]
+    assert result.output.startswith("Both lookups are done")
