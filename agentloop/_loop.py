@@ -103,7 +103,11 @@ async def _open_session(run: _Run, spec: SessionSpec) -> SessionBinding:
 async def _record_end(
     run: _Run, binding: SessionBinding, status: Literal["failed", "cancelled"], **kw: Any
 ) -> None:
-    """Best effort, shielded and bounded: the run is ending anyway."""
+    """Best effort, shielded and bounded: the run is ending anyway. Nothing is written for a
+    run whose record never reached the history, nor after its end was committed (a cancel that
+    arrives just after the final commit leaves the run finished)."""
+    if not binding.recorded or binding.ended:
+        return
     with anyio.CancelScope(shield=True), anyio.move_on_after(10):
         try:
             await binding.commit([end_record(run.run_id, status, **kw)], run.state)
@@ -203,6 +207,7 @@ async def _loop(run: _Run, tg: TaskGroup, toolbox: Toolbox) -> RunResult:
         run.replayed = [replay_step(step, tool_mode) for step in run.steps]
     elif run.binding is not None:
         await run.binding.commit([_run_record(run)], run.state)
+        run.binding.recorded = True
     while True:
         if len(run.steps) >= agent.max_steps:
             return await _checkpoint(run, None, _limit_result(run))
@@ -248,6 +253,7 @@ async def _checkpoint(run: _Run, step: Step | None, done: RunResult | None) -> R
         if done is not None:
             records.append(end_record(run.run_id, "finished", result=done))
         await run.binding.commit(records, run.state)
+        run.binding.ended = done is not None
     return done
 
 

@@ -172,7 +172,7 @@ class _Run:
         self.state = loaded.state
         self.memory = (*loaded.memory, *self.memory)
         if loaded.run_id is not None:
-            self.resumed = True
+            self.resumed = binding.recorded = True
             self.run_id = self.root_run_id = loaded.run_id
             self.user_input = loaded.user_input or ""
             self.steps = list(loaded.steps)

@@ -87,6 +87,10 @@ class SessionBinding:
         self.version = version
         self.ttl = ttl
         self.session_id = lease.session_id
+        # Whether the history holds this run's record, and its end: a run that ends before its
+        # record was written records nothing, and a recorded end is never followed by another.
+        self.recorded = False
+        self.ended = False
 
     @classmethod
     async def open(

@@ -336,11 +336,6 @@ async def _finish_and_check_real(agent: Agent, store: CountingStore, log: Invoca
     assert log.duplicated(committed) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: execute() records run_end(cancelled) even when the run record was "
-    "never committed, leaving an end record for a run the history does not contain",
-)
 async def test_a_run_cancelled_before_its_record_leaves_no_end_record(tmp_path: Path) -> None:
     """A run cancelled before its run record was committed writes nothing to the session."""
     gate = anyio.Event()
@@ -362,13 +357,6 @@ async def test_a_run_cancelled_before_its_record_leaves_no_end_record(tmp_path: 
         assert session.history == ()
 
 
-@pytest.mark.parametrize("anyio_backend", ["trio"])  # where this hook hits the window every time
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: a cancel that lands after the final commit (run_end finished) but before "
-    "execute() returns also records run_end(cancelled), so the finished run looks unfinished "
-    "and resume would run it again",
-)
 async def test_a_run_cancelled_after_its_final_commit_stays_finished(tmp_path: Path) -> None:
     """A cancel delivered just after the run's end was committed leaves it finished."""
     scope = anyio.CancelScope()
