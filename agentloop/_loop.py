@@ -224,6 +224,7 @@ async def _loop(run: _Run, tg: TaskGroup, toolbox: Toolbox) -> RunResult:
             output_schema=output_schema,
             settings=agent.settings,
             run=run.context,
+            max_reply_chars=agent.max_reply_chars,
         )
         try:
             response = await model_call(request)

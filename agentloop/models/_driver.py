@@ -141,6 +141,7 @@ class SDKModel(Model):
             provider=self.provider,
             model=self._model_name,
             request_id_header=self._request_id_header,
+            max_reply_chars=request.max_reply_chars,
         )
 
     async def _open(self, request: ModelRequest) -> RawResponse:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -20,15 +20,69 @@ import anyio
 from agentloop._errors import ModelConnectionError, ModelStreamError, UserError
 
 from ._errors_map import error_from_exception
-from ._sse import SSEDecoder, SSEEvent
+from ._sse import SSEDecoder, SSEEvent, SSEEventTooLarge
 from ._transport import Chunks, RawResponse
-from ._types import ModelDelta
+from ._types import (
+    CitationDelta,
+    ModelDelta,
+    TextDelta,
+    ThoughtDelta,
+    ThoughtDone,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageDelta,
+)
 
 __all__ = ["DeltaStream", "WireDecoder", "check_remote_allowed", "is_loopback"]
 
 BLOCK_ENV = "AGENTLOOP_BLOCK_REMOTE_MODELS"
 # What a decoder raises on JSON of the wrong shape (a list for an object, nesting too deep).
 _SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, RecursionError)
+_NO_CAP = 64 << 20  # one stream event, when the runtime set no reply limit
+
+
+def _event_cap(max_reply_chars: int | None) -> int:
+    """How large one SSE event may grow: a few bytes per allowed character of the reply (one
+    Responses event repeats the whole reply), never unbounded."""
+    if max_reply_chars is None:
+        return _NO_CAP
+    return 8 * max_reply_chars + (1 << 20)
+
+
+def _well_typed(delta: ModelDelta) -> bool:
+    """A decoder builds deltas from JSON it did not write: reject values of the wrong type
+    (a number where text belongs) before they reach the runtime."""
+    match delta:
+        case TextDelta(text=text) | ThoughtDelta(text=text):
+            return type(text) is str
+        case ToolCallStart(id=id, name=name):
+            return type(id) is str and type(name) is str
+        case ToolCallArgsDelta(id=id, text=text):
+            return type(id) is str and type(text) is str
+        case ToolCallEnd(id=id, arguments=arguments):
+            return type(id) is str and (arguments is None or type(arguments) is str)
+        case ThoughtDone(signature=signature, id=id):
+            return (signature is None or type(signature) is str) and (
+                id is None or type(id) is str
+            )
+        case UsageDelta(usage=usage):
+            return all(
+                type(getattr(usage, name)) is int
+                for name in (
+                    "requests",
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_tokens",
+                    "cache_write_tokens",
+                    "reasoning_tokens",
+                    "unknown",
+                )
+            )
+        case CitationDelta(data=data):
+            return isinstance(data, Mapping)
+        case _:
+            return True
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0:0:0:0:0:0:0:1"})
 
 
@@ -93,6 +147,7 @@ class DeltaStream:
         provider: str,
         model: str,
         request_id_header: str,
+        max_reply_chars: int | None = None,
     ) -> None:
         self._open = open_response
         self._decoder = decoder
@@ -102,7 +157,7 @@ class DeltaStream:
         self._request_id_header = request_id_header
         self._response: RawResponse | None = None
         self._raw: Chunks | None = None
-        self._sse = SSEDecoder()
+        self._sse = SSEDecoder(max_event_bytes=_event_cap(max_reply_chars))
         self._pending: deque[ModelDelta] = deque()
         self._done = False
         self._error: BaseException | None = None
@@ -175,13 +230,29 @@ class DeltaStream:
                     self._events(self._sse.close(), out, final=True)
                     self._decoder.end(out)
                 else:
-                    self._events(self._sse.feed(chunk), out, final=False)
+                    try:
+                        events = self._sse.feed(chunk)
+                    except SSEEventTooLarge as exc:
+                        raise ModelStreamError(
+                            f"{self._provider} sent a stream event too large for the reply "
+                            f"limit ({exc})"
+                        ) from None
+                    self._events(events, out, final=False)
         except Exception as exc:  # every failure is wrapped, then raised after the deltas
             # The deltas decoded before the failure are delivered first, then the error.
             error = self._wrap(exc)
             if error is not exc:
                 error.__cause__ = exc
             self._error = error
+        for delta in out:
+            if not _well_typed(delta):
+                out = out[: out.index(delta)]
+                self._error = ModelStreamError(
+                    f"{self._provider} sent a value of the wrong type in {delta!r:.200}",
+                    provider=self._provider,
+                    model=self._model,
+                )
+                break
         self._pending.extend(out)
 
     async def _read_document(self, raw: Chunks, out: list[ModelDelta]) -> None:

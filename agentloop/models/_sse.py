@@ -24,12 +24,28 @@ class SSEEvent:
     retry: int | None = None
 
 
+class SSEEventTooLarge(ValueError):
+    """One event (or one line without an end) is larger than the decoder may buffer."""
+
+
 class SSEDecoder:
     """Feed bytes, get events. Call ``close()`` at the end of the stream."""
 
-    __slots__ = ("_data", "_event", "_has_data", "_last_id", "_partial", "_retry", "_skip_lf")
+    __slots__ = (
+        "_data",
+        "_event",
+        "_has_data",
+        "_last_id",
+        "_max_event",
+        "_partial",
+        "_retry",
+        "_size",
+        "_skip_lf",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_event_bytes: int | None = None) -> None:
+        self._max_event = max_event_bytes  # bounds one event (and one endless line)
+        self._size = 0  # bytes of data in the event being read
         self._partial = bytearray()  # the current, unterminated line
         self._skip_lf = False  # the last chunk ended in "\r": a leading "\n" belongs to it
         self._data: list[bytes] = []
@@ -56,6 +72,7 @@ class SSEDecoder:
         lines = chunk.split(b"\n")
         if len(lines) == 1:
             self._partial += chunk
+            self._check_size(len(self._partial))
             return []
         if self._partial:
             self._partial += lines[0]
@@ -67,7 +84,12 @@ class SSEDecoder:
             event = line_fn(lines[i])
             if event is not None:
                 events.append(event)
+        self._check_size(len(self._partial))
         return events
+
+    def _check_size(self, partial: int) -> None:
+        if self._max_event is not None and self._size + partial > self._max_event:
+            raise SSEEventTooLarge(f"an event grew past {self._max_event} bytes")
 
     def close(self) -> list[SSEEvent]:
         """End of stream: the last line and event count even without a trailing blank line."""
@@ -92,6 +114,7 @@ class SSEDecoder:
             value = value[1:]
         if field == b"data":
             self._data.append(value)
+            self._size += len(value)
             self._has_data = True
         elif field == b"event":
             self._event = value.decode("utf-8", "replace")
@@ -107,6 +130,7 @@ class SSEDecoder:
             return None
         data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
         self._data = []
+        self._size = 0
         self._has_data = False
         return SSEEvent(
             data=data.decode("utf-8", "replace"),

@@ -177,7 +177,11 @@ ToolMode: TypeAlias = Literal["native", "react"]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelRequest:
-    """One model call, derived from the run's state. Middleware may ``replace`` it."""
+    """One model call, derived from the run's state. Middleware may ``replace`` it.
+
+    ``max_reply_chars`` is the runtime's limit on the reply: a driver also bounds what it
+    buffers by it (one stream event may not grow past a few bytes per allowed character).
+    """
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
@@ -186,6 +190,7 @@ class ModelRequest:
     output_schema: OutputSchema | None = None
     settings: ModelSettings = field(default_factory=ModelSettings)
     run: RunContext | None = None
+    max_reply_chars: int | None = None
 
     def replace(self, **changes: Any) -> ModelRequest:
         return dataclasses.replace(self, **changes)

@@ -156,3 +156,18 @@ def test_decoder_work_is_linear_in_a_long_line() -> None:
     data = b"data: " + b"x" * 200_000 + b"\n\n"
     events = decode(byte_by_byte(data))
     assert events == [SSEEvent("x" * 200_000)]
+
+
+def test_an_event_larger_than_the_cap_is_refused_while_it_grows() -> None:
+    """A line (or an event of many data lines) past max_event_bytes raises before it is whole."""
+    from agentloop.models._sse import SSEEventTooLarge
+
+    decoder = SSEDecoder(max_event_bytes=100)
+    assert decoder.feed(b"data: " + b"x" * 50 + b"\n\n")[0].data == "x" * 50
+    with pytest.raises(SSEEventTooLarge):
+        for _ in range(10):
+            decoder.feed(b"data: " + b"y" * 30)  # one endless line
+    decoder = SSEDecoder(max_event_bytes=100)
+    with pytest.raises(SSEEventTooLarge):
+        for _ in range(10):
+            decoder.feed(b"data: " + b"z" * 30 + b"\n")  # many lines, no blank line
