@@ -63,9 +63,7 @@ def _well_typed(delta: ModelDelta) -> bool:
         case ToolCallEnd(id=id, arguments=arguments):
             return type(id) is str and (arguments is None or type(arguments) is str)
         case ThoughtDone(signature=signature, id=id):
-            return (signature is None or type(signature) is str) and (
-                id is None or type(id) is str
-            )
+            return (signature is None or type(signature) is str) and (id is None or type(id) is str)
         case UsageDelta(usage=usage):
             return all(
                 type(getattr(usage, name)) is int
@@ -83,6 +81,8 @@ def _well_typed(delta: ModelDelta) -> bool:
             return isinstance(data, Mapping)
         case _:
             return True
+
+
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0:0:0:0:0:0:0:1"})
 
 
