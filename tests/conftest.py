@@ -1,5 +1,10 @@
 """Every async test runs on asyncio and on trio.
 
+PostgreSQL: ``pg_dsn`` is a server for the whole test session — ``AGENTLOOP_PG_DSN``, else a
+throwaway cluster started from the installed binaries (as the ``postgres`` user when running as
+root) and removed at the end; ``pg_schema_dsn`` gives each test a fresh schema on it. Without a
+server those tests skip, unless ``AGENTLOOP_REQUIRE_PG=1``, which makes them fail.
+
 Mark a test ``@pytest.mark.fake_clock`` to run its trio variant on ``trio.testing.MockClock``
 (autojump): there it may assert exact times. Its asyncio variant runs in real time, scaled down
 by the ``timescale`` fixture, and asserts order only. Fake-clock tests touch no socket and no
@@ -9,7 +14,9 @@ thread (autojump would fire while they wait).
 from __future__ import annotations
 
 import os
-from typing import Any
+import uuid
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 import pytest
 from hypothesis import settings
@@ -26,6 +33,52 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "fake_clock: run the trio variant on MockClock(autojump_threshold=0)"
     )
+
+
+def _pg_unavailable(reason: str) -> NoReturn:
+    if os.environ.get("AGENTLOOP_REQUIRE_PG") == "1":
+        pytest.fail(f"PostgreSQL is required (AGENTLOOP_REQUIRE_PG=1) but {reason}", pytrace=False)
+    pytest.skip(f"PostgreSQL tests skipped: {reason}")
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """A PostgreSQL server for this test session (``AGENTLOOP_PG_DSN`` or a throwaway cluster)."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _pg_unavailable("psycopg is not installed (pip install 'agentloop[postgres]')")
+    given = os.environ.get("AGENTLOOP_PG_DSN")
+    if given:
+        yield given
+        return
+    from agentloop.sessions._pg_testing import PostgresUnavailable, start_cluster
+
+    try:
+        cluster = start_cluster()
+    except PostgresUnavailable as exc:
+        _pg_unavailable(f"no server could be started: {exc}")
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_schema_dsn(pg_dsn: str) -> Iterator[str]:
+    """A DSN whose ``search_path`` is a fresh schema, dropped after the test."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    schema = f"agentloop_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        yield make_conninfo(pg_dsn, options=f"-c search_path={schema}")
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 @pytest.fixture(params=["asyncio", "trio"])
