@@ -114,6 +114,8 @@ class RunResult:
     ``output`` is the typed answer (``output_type``), the answer text, or — with
     ``reflect_on_tool_use=False`` — the first action step's results in model order. ``error`` is
     set when the run ended without a usable answer (step limit, invalid output, refusal, …).
+    ``usage`` counts every model call of the run and its sub-runs, discarded attempts included;
+    ``usage_by_model`` splits it by ``"provider:model"`` (what ``PriceTable.cost`` prices).
     """
 
     run_id: str
@@ -125,6 +127,7 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     error: RunErrorInfo | None = None
     state: Mapping[str, Any] | None = None
+    usage_by_model: Mapping[str, Usage] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
