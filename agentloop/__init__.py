@@ -7,10 +7,15 @@ sealed, feeds the results back, and loops until the model answers.
 
 from __future__ import annotations
 
+import logging
+
 from ._agent import Agent as Agent
 from ._agent import RunStream as RunStream
 from ._context import RunContext as RunContext
 from ._context import StateView as StateView
+from ._cost import Cost as Cost
+from ._cost import ModelPrice as ModelPrice
+from ._cost import PriceTable as PriceTable
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import AgentLoopWarning as AgentLoopWarning
 from ._errors import ContentFiltered as ContentFiltered
@@ -68,6 +73,8 @@ from ._steps import ActionResult as ActionResult
 from ._steps import RunErrorInfo as RunErrorInfo
 from ._steps import RunResult as RunResult
 from ._steps import Step as Step
+from ._tracing import Instrumentation as Instrumentation
+from ._tracing import instrument_all as instrument_all
 from .models import Message as Message
 from .models import Model as Model
 from .models import ModelRequest as ModelRequest
@@ -81,6 +88,9 @@ from .tools import Toolset as Toolset
 from .tools import activity as activity
 from .tools import tool as tool
 from .tools._executor import ToolLimits as ToolLimits
+
+# Quiet unless the application configures logging (the library convention).
+logging.getLogger("agentloop").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0.dev0"
 
@@ -96,7 +106,9 @@ __all__ = [
     "AnswerDelta",
     "AttemptDiscarded",
     "ContentFiltered",
+    "Cost",
     "Event",
+    "Instrumentation",
     "MaxStepsExceeded",
     "Memory",
     "Message",
@@ -112,6 +124,7 @@ __all__ = [
     "ModelMiddleware",
     "ModelNotFound",
     "ModelOverloaded",
+    "ModelPrice",
     "ModelRateLimited",
     "ModelRefused",
     "ModelRequest",
@@ -121,6 +134,7 @@ __all__ = [
     "ModelStreamError",
     "ModelTimeout",
     "OutputInvalid",
+    "PriceTable",
     "ProviderEvent",
     "ReplyTooLarge",
     "ReplyTruncated",
@@ -158,6 +172,7 @@ __all__ = [
     "UserError",
     "activity",
     "event_from_json",
+    "instrument_all",
     "tool",
 ]
 

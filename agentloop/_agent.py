@@ -24,6 +24,8 @@ from ._retry import RetryPolicy
 from ._run import Emitter, _Run
 from ._session_run import Memory, SessionSpec
 from ._steps import RunResult
+from ._tracing import Instrumentation
+from ._tracing import coerce as coerce_instrument
 from .models._base import Model
 from .models._registry import resolve_model
 from .models._types import Message, ModelSettings, OutputSchema, ToolMode
@@ -53,7 +55,8 @@ class Agent:
     ``tool_mode`` is ``"native"`` (provider tool calling), ``"react"`` (the
     ``Thought:/Actions:/Answer:`` text protocol) or ``"auto"`` (native when the model supports
     it). With ``reflect_on_tool_use=False`` the run ends after the first action step and its
-    output is the actions' results.
+    output is the actions' results. ``instrument`` traces runs with OpenTelemetry (``True`` or
+    an ``Instrumentation``; ``None`` inherits a parent run's, else ``instrument_all``'s).
     """
 
     __slots__ = (
@@ -64,6 +67,7 @@ class Agent:
         "_system_cache",
         "deadline",
         "event_buffer",
+        "instrument",
         "lease_ttl",
         "max_reply_chars",
         "max_steps",
@@ -92,6 +96,7 @@ class Agent:
     _system_cache: dict[tuple[Any, ...], Message | None]
     deadline: float | None
     event_buffer: int
+    instrument: Instrumentation | Literal[False] | None
     lease_ttl: float
     max_reply_chars: int | None
     max_steps: int
@@ -138,6 +143,7 @@ class Agent:
         store: SessionStore | None = None,
         memory: Memory | None = None,
         lease_ttl: float = 30.0,
+        instrument: Instrumentation | bool | None = None,
     ) -> None:
         config = dict(locals())
         del config["self"]
@@ -230,6 +236,7 @@ class Agent:
         if lease_ttl <= 0:
             raise UserError("lease_ttl must be positive")
         set_("lease_ttl", lease_ttl)
+        set_("instrument", coerce_instrument(instrument))
         set_("_system_cache", {})
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -525,7 +532,7 @@ class Agent:
                 result = await execute(sub)
             finally:
                 busy["running"] -= 1
-                parent.usage = parent.usage + sub.usage
+                parent.absorb(sub)
             ctx._subrun = result
             if result.error is not None:
                 raise ToolError(f"the {tool_name} agent failed: {result.error.message}")

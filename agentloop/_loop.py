@@ -31,11 +31,12 @@ from ._errors import (
     RunError,
     UserError,
 )
-from ._middleware import compose
+from ._middleware import ModelCall, compose
 from ._prompt import KEEP_GOING, RESPONSE_MARKER, build_prompt, replay_step
 from ._run import _Run
 from ._session_run import SessionBinding, SessionSpec, end_record, load, step_to_json
 from ._steps import ActionResult, RunErrorInfo, RunResult, Step
+from ._tracing import tool_span, traced_model_call, traced_run
 from ._turn import call_model
 from .models import _types as mt
 from .tools._executor import (
@@ -56,10 +57,18 @@ logger = logging.getLogger("agentloop")
 T = TypeVar("T")
 
 
-async def execute(run: _Run) -> RunResult:
+def execute(run: _Run) -> Awaitable[RunResult]:
     """Run to the one terminal event. A failure is emitted as ``RunFailed`` and re-raised;
     cancellation emits nothing and propagates. With a session, the run holds its lease
-    throughout and records how it ended (shielded, so that a cancelled run says so too)."""
+    throughout and records how it ended (shielded, so that a cancelled run says so too).
+    (Not a coroutine itself: an untraced run costs no extra frame.)"""
+    if run.instrument is not None:
+        return traced_run(run, _execute)
+    return _execute(run)
+
+
+async def _execute(run: _Run) -> RunResult:
+    logger.debug("run %s started: agent %s, branch %s", run.run_id, run.agent.name, run.branch)
     binding: SessionBinding | None = None
     try:
         if run.session_spec is not None:
@@ -73,6 +82,7 @@ async def execute(run: _Run) -> RunResult:
         if binding is not None:
             await _record_end(run, binding, "failed", error=exc)
         info = RunErrorInfo(kind=type(exc).__name__, message=str(exc))
+        logger.debug("run %s failed: %s", run.run_id, info.kind)
         await run.emit(ev.RunFailed, error=info)
         raise
     except BaseException:
@@ -82,6 +92,13 @@ async def execute(run: _Run) -> RunResult:
     finally:
         if binding is not None:
             await binding.release()
+    logger.debug(
+        "run %s finished: %d steps, %d model calls, %s",
+        run.run_id,
+        len(result.steps),
+        result.usage.requests,
+        result.error.kind if result.error is not None else "ok",
+    )
     await run.emit(ev.RunFinished, result=result)
     return result
 
@@ -177,18 +194,24 @@ async def _in_task_group(run: _Run, tools: Sequence[Tool]) -> RunResult:
 
 async def _loop(run: _Run, tg: TaskGroup, toolbox: Toolbox) -> RunResult:
     agent = run.agent
+    tool_middleware = agent.tool_middleware
+    if run.instrument is not None:
+        tool_middleware = (tool_span(run), *tool_middleware)
     executor = Executor(
         run=run.context,
         task_group=tg,
         toolbox=toolbox,
-        call=compose(agent.tool_middleware, make_terminal(toolbox, agent.tool_limits)),
+        call=compose(tool_middleware, make_terminal(toolbox, agent.tool_limits)),
         limits=agent.tool_limits,
         # Partials and a bound method rather than lambdas: no closure cells, so a waiting run
         # holds fewer objects for the garbage collector to walk.
         on_start=functools.partial(_action_started, run),
         on_finish=run.action_finished,
     )
-    model_call = compose(agent.model_middleware, functools.partial(call_model, run, executor))
+    model_terminal: ModelCall = functools.partial(call_model, run, executor)
+    if run.instrument is not None:
+        model_terminal = traced_model_call(run, model_terminal)
+    model_call = compose(agent.model_middleware, model_terminal)
     tool_mode = agent.effective_tool_mode(bool(toolbox))
     output_schema = agent.output_schema
     teach_output = output_schema is not None and (
@@ -476,6 +499,7 @@ def _result(
         text=text,
         steps=steps,
         usage=run.usage,
+        usage_by_model=dict(run.usage_by_model),
         error=RunErrorInfo(kind=error.kind, message=str(error)) if error is not None else None,
         state=run.state.snapshot(),
     )

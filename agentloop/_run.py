@@ -12,10 +12,14 @@ from anyio.streams.memory import MemoryObjectSendStream
 from . import _events as ev
 from ._context import RunContext, StateView
 from ._steps import ActionResult, Step
+from ._tracing import Instrumentation
+from ._tracing import resolve as resolve_instrument
 from .models._types import Message, Usage
 from .tools._executor import PendingAction
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from ._agent import Agent
     from ._session_run import Loaded, SessionBinding, SessionSpec
 
@@ -110,13 +114,14 @@ class Emitter:
 class AttemptRecord:
     """One opening of a provider stream, and the actions it sealed (in order)."""
 
-    __slots__ = ("actions", "discarded", "n", "streamed")
+    __slots__ = ("actions", "discarded", "first_delta_at", "n", "streamed")
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.streamed = False
         self.discarded = False
         self.actions: list[PendingAction] = []
+        self.first_delta_at: float | None = None  # measured only when the run is traced
 
     def started_any(self) -> bool:
         return any(p.started for p in self.actions)
@@ -159,8 +164,13 @@ class _Run:
         self.steps: list[Step] = []
         self.replayed: list[tuple[Message, ...]] = []
         self.usage = Usage()
+        self.usage_by_model: dict[str, Usage] = {}
         self.scratch: dict[int, dict[str, Any]] = {}
         self.context = RunContext(self)
+        self.instrument: Instrumentation | None = resolve_instrument(
+            agent.instrument, parent.instrument if parent is not None else None
+        )
+        self.span: Span | None = None  # the run's span, when it is traced
         self._attempt_count = 0
         self.attempts: dict[int, AttemptRecord] = {}
         self._pending_discards: list[tuple[int, DiscardReason]] | None = None  # made on need
@@ -205,6 +215,20 @@ class _Run:
                 self, ev.AttemptDiscarded, {"attempt": attempt, "reason": reason}
             )
 
+    # -- usage ---------------------------------------------------------------------------------
+
+    def count_usage(self, model: str, usage: Usage) -> None:
+        """Add one model call's usage (``model`` is ``"provider:name"``)."""
+        self.usage = self.usage + usage
+        by_model = self.usage_by_model
+        known = by_model.get(model)
+        by_model[model] = usage if known is None else known + usage
+
+    def absorb(self, sub: _Run) -> None:
+        """A sub-run ended: its usage is part of this run's."""
+        for model, usage in sub.usage_by_model.items():
+            self.count_usage(model, usage)
+
     # -- attempts ------------------------------------------------------------------------------
 
     def open_attempt(self) -> AttemptRecord:
@@ -212,6 +236,10 @@ class _Run:
         record = AttemptRecord(self._attempt_count)
         self.attempts[record.n] = record
         return record
+
+    @property
+    def attempt_count(self) -> int:
+        return self._attempt_count
 
     def fresh_attempt_number(self) -> int:
         """A number for a response a middleware made up (it never streamed)."""

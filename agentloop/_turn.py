@@ -13,6 +13,7 @@ from . import _events as ev
 from . import _react_parser as rp
 from ._errors import ModelError, ModelTimeout, ReplyTooLarge
 from ._time import fail_after
+from ._tracing import attempt_failed
 from .models import _types as mt
 from .models._assemble import ResponseBuilder
 from .tools._executor import PendingAction, action_of
@@ -38,7 +39,7 @@ async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) ->
             except ModelError as exc:
                 if not exc.retryable or policy.max_attempts == 1:
                     raise
-                await _discard_failed(run, first)
+                await _discard_failed(run, first, exc)
                 await anyio.sleep(policy.wait_for(exc, 1))
             return await _retry(run, executor, request)
     except TimeoutError:
@@ -51,18 +52,18 @@ async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) ->
 
 async def _retry(run: _Run, executor: Executor, request: mt.ModelRequest) -> mt.ModelResponse:
     """The attempts after the first failed, with tenacity counting them and computing waits."""
-    failed: list[_Attempt] = []
+    failed: list[tuple[_Attempt, ModelError]] = []
 
     async def attempt() -> mt.ModelResponse:
         current = _Attempt(run, executor, request)
         try:
             return await current.stream()
-        except ModelError:
-            failed.append(current)
+        except ModelError as exc:
+            failed.append((current, exc))
             raise
 
     async def before_retry(*_: object) -> None:
-        await _discard_failed(run, failed[-1])
+        await _discard_failed(run, *failed[-1])
 
     async for retry in run.agent.retry.retrying(done=1, before_sleep=before_retry):
         with retry:
@@ -70,7 +71,8 @@ async def _retry(run: _Run, executor: Executor, request: mt.ModelRequest) -> mt.
     raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
 
-async def _discard_failed(run: _Run, failed: _Attempt) -> None:
+async def _discard_failed(run: _Run, failed: _Attempt, error: ModelError) -> None:
+    attempt_failed(run, failed.record.n, error)
     run.discard(failed.record.n, "retry")
     await run.flush_discards()
 
@@ -118,6 +120,7 @@ class _Attempt:
 
     async def _consume(self, deltas: AsyncIterator[mt.ModelDelta], idle: float | None) -> None:
         iterator = deltas.__aiter__()
+        timing = self.run.instrument is not None  # time to first chunk, for the model call span
         while True:
             try:
                 if idle is None:
@@ -127,6 +130,9 @@ class _Attempt:
                         delta = await iterator.__anext__()
             except StopAsyncIteration:
                 return
+            if timing:
+                self.record.first_delta_at = anyio.current_time()
+                timing = False
             if self.parser is not None and isinstance(delta, mt.TextDelta):
                 self._count(delta.text)
                 await self._react_events(self.parser.feed(delta.text))
@@ -304,7 +310,8 @@ class _Attempt:
     async def _account(self, response: mt.ModelResponse | None) -> None:
         usage = response.usage if response is not None else None
         counted = mt.UNKNOWN_USAGE if usage is None else _one_request(usage)
-        self.run.usage = self.run.usage + counted
+        model = self.run.agent.model
+        self.run.count_usage(f"{model.provider}:{model.name}", counted)
         if self.run.emitting:
             await self.run.emit(
                 ev.ModelCallFinished,

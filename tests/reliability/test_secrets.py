@@ -20,8 +20,11 @@ from typing import Any
 
 import pytest
 import sniffio
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentloop import Agent, ModelError, RetryPolicy, tool
+from agentloop import Agent, Instrumentation, ModelError, RetryPolicy, tool
 from agentloop.models._errors_map import redact, secrets_of
 from agentloop.sessions import SQLiteStore
 from agentloop.testing import EmulatedProvider, ProviderServer, RecordedRequest, ScriptedResponse
@@ -120,9 +123,13 @@ def _texts_of(exc: BaseException) -> list[str]:
 async def test_the_api_key_appears_nowhere(
     api: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A canary key shows up in no event, log record, exception, result or stored session,
-    whatever the provider echoes back."""
+    """A canary key shows up in no event, log record, span (content recorded), exception,
+    result or stored session, whatever the provider echoes back."""
     caplog.set_level(logging.DEBUG)
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    traced = Instrumentation(tracer_provider=tracer_provider, include_content=True)
     provider = Provider(api)
     seen: list[str] = []
     outcomes: dict[tuple[str, str], str] = {}
@@ -131,7 +138,9 @@ async def test_the_api_key_appears_nowhere(
         for transport in _transports():
             model = make_model(api, server.url, api_key=CANARY, transport=transport)
             retry = RetryPolicy(max_attempts=2, initial_wait=0.0, jitter=0.0)
-            agent = Agent(model, tools=[weather, clock], store=store, retry=retry)
+            agent = Agent(
+                model, tools=[weather, clock], store=store, retry=retry, instrument=traced
+            )
             seen += [repr(model), repr(agent)]
             for mode in MODES:
                 provider.mode = mode
@@ -150,6 +159,9 @@ async def test_the_api_key_appears_nowhere(
             await model.aclose()
     seen += [r.getMessage() for r in caplog.records]
     seen += [caplog.text]
+    finished = spans.get_finished_spans()
+    assert finished
+    seen += [span.to_json() for span in finished]
     with sqlite3.connect(db) as conn:
         seen += list(conn.iterdump())
     assert provider.keys_seen == {CANARY}  # the key did reach the provider
