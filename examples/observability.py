@@ -78,7 +78,7 @@ def print_tree(spans: tuple[ReadableSpan, ...]) -> None:
             start = ((span.start_time or 0) - origin) / 1e9
             took = ((span.end_time or 0) - (span.start_time or 0)) / 1e9
             notes = []
-            if "agentloop.retries" in attrs and attrs["agentloop.retries"]:
+            if attrs.get("agentloop.retries"):
                 notes.append(f"retries={attrs['agentloop.retries']}")
             if "gen_ai.response.time_to_first_chunk" in attrs:
                 notes.append(f"first chunk {attrs['gen_ai.response.time_to_first_chunk']:.3f}s")
