@@ -1,0 +1,479 @@
+"""MCP servers as toolsets: connect, list and call, for the caller's block or for one run.
+
+A connection lives in a task of its own (the SDK's client keeps task groups open for as long as
+it is connected): connecting is bounded by ``timeout``, the caller's block or the run never
+runs inside the SDK's task groups, and a connection that fails after it started only makes its
+calls fail — it never raises into the caller's task group.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from os import PathLike
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TextIO
+
+import anyio
+from anyio.abc import TaskStatus
+
+from .._errors import AgentLoopError, ToolError, UserError
+from ..tools._tool import Tool
+from . import _convert
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+    from .._context import RunContext
+
+logger = logging.getLogger("agentloop.mcp")
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_TOOL_TIMEOUT = 300.0
+_MAX_PAGES = 100
+_INSTALL = "pip install 'agentloop[mcp]'"
+_SCRATCH_KEY = "connection"
+
+
+class MCPServerError(AgentLoopError):
+    """An MCP server could not be started or reached, did not answer in time, refused to list
+    its tools, or its connection closed."""
+
+
+def _import_sdk() -> None:
+    """Import the SDK now (about a second, once) rather than on the event loop when the first
+    connection opens, and say what to install when it is missing."""
+    try:
+        import mcp.client.stdio
+        import mcp.client.streamable_http  # noqa: F401
+    except ImportError as exc:
+        raise UserError(f"MCP servers need the mcp package: {_INSTALL} ({exc})") from exc
+
+
+class MCPServer(ABC):
+    """The tools of one MCP server, as a ``Toolset``: use ``MCPStdioServer`` or
+    ``MCPHttpServer``.
+
+    Two lifetimes. ``async with server:`` connects once, for the block: every run of every
+    agent given the server shares that session, concurrent runs included. A server given to an
+    agent without being entered connects at the start of each run and closes when the run
+    ends; concurrent runs each get their own connection (a process each, for stdio).
+
+    The tools are listed once per connection. ``allow`` and ``deny`` filter them by the
+    server's names; ``prefix`` is joined to each name with ``_`` (``prefix="fs"``:
+    ``fs_read_file``) so that two servers' tools do not collide. A server name that providers
+    would refuse is made safe: characters outside ``[A-Za-z0-9_-]`` become ``_`` and a name
+    that is too long (over 64) or that then collides is cut and given a short hash.
+
+    ``timeout`` bounds connecting, listing and closing; ``tool_timeout`` each tool call (a slow
+    call is a ``timeout`` error result). A server that dies makes its calls in flight error
+    results and every later call fails with an error saying so; a run that starts with a
+    shared connection that has closed fails with ``MCPServerError``.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        prefix: str | None,
+        allow: Collection[str] | None,
+        deny: Collection[str] | None,
+        timeout: float,
+        tool_timeout: float,
+    ) -> None:
+        _import_sdk()
+        for label, value in (("timeout", timeout), ("tool_timeout", tool_timeout)):
+            if not value > 0:
+                raise UserError(f"MCP server {name!r}: {label} must be positive, not {value!r}")
+        self.name = name
+        self.prefix = _convert.check_prefix(prefix)
+        self.allow = _convert.check_names("allow", allow)
+        self.deny = _convert.check_names("deny", deny)
+        self.timeout = float(timeout)
+        self.tool_timeout = float(tool_timeout)
+        self._shared: _Connection | None = None
+        self._exit: AbstractAsyncContextManager[_Connection] | None = None
+        self._entered = False
+
+    @abstractmethod
+    def _transport(self) -> AbstractAsyncContextManager[Any]:
+        """The SDK transport: an async context manager of its read and write streams."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    async def __aenter__(self) -> Self:
+        if self._entered:
+            raise UserError(f"MCP server {self.name!r} is already connected; enter it once")
+        self._entered = True
+        scope = self._connect()
+        try:
+            self._shared = await scope.__aenter__()
+        except BaseException:
+            self._entered = False
+            raise
+        self._exit = scope
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        scope, self._exit, self._shared = self._exit, None, None
+        self._entered = False
+        if scope is not None:
+            await scope.__aexit__(exc_type, exc, tb)
+
+    def run_scope(self, ctx: RunContext) -> AbstractAsyncContextManager[None]:
+        """Connect for this run, unless the caller holds a connection (``async with``)."""
+        if self._shared is not None:
+            return nullcontext()
+        return self._run_connection(ctx)
+
+    @asynccontextmanager
+    async def _run_connection(self, ctx: RunContext) -> AsyncIterator[None]:
+        scratch = ctx.scratch(self)
+        async with self._connect() as connection:
+            scratch[_SCRATCH_KEY] = connection
+            try:
+                yield
+            finally:
+                scratch.pop(_SCRATCH_KEY, None)
+
+    async def list_tools(self, ctx: RunContext | None = None) -> Sequence[Tool]:
+        """The server's tools as agentloop tools (listed once per connection).
+
+        Without ``ctx`` (outside a run) the server must be entered with ``async with``.
+        """
+        connection = ctx.scratch(self).get(_SCRATCH_KEY) if ctx is not None else None
+        if connection is None:
+            connection = self._shared
+        if connection is None:
+            raise UserError(
+                f"MCP server {self.name!r} is not connected: enter it (`async with server:`) or "
+                "give it to an Agent, whose runs connect it"
+            )
+        return await connection.tools()
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[_Connection]:
+        connection = _Connection(self)
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            try:
+                with anyio.fail_after(self.timeout):
+                    await tg.start(connection.serve)
+            except TimeoutError:
+                failure = MCPServerError(
+                    f"MCP server {self.name!r} did not finish connecting within {self.timeout:g}s"
+                )
+            except Exception as exc:
+                failure = exc
+            if failure is None:
+                # An error of the block leaves bare after the task group, not in a group.
+                try:
+                    yield connection
+                except Exception as exc:
+                    failure = exc
+                finally:
+                    connection.stop()
+        if failure is not None:
+            raise failure
+
+
+class MCPStdioServer(MCPServer):
+    """An MCP server run as a subprocess, spoken to over its stdin and stdout.
+
+    ``env`` is added to the few variables the SDK passes on (``HOME``, ``PATH``, ``USER``…),
+    not to the whole environment. The server's stderr goes to ``stderr`` (ours by default).
+    Leaving the connection closes the server's stdin, then terminates it if it does not exit.
+    """
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | PathLike[str] | None = None,
+        stderr: TextIO | None = None,
+        name: str | None = None,
+        prefix: str | None = None,
+        allow: Collection[str] | None = None,
+        deny: Collection[str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
+    ) -> None:
+        if isinstance(args, str):
+            raise UserError(f"MCP server args must be a list of strings, not {args!r}")
+        self.command = command
+        self.args = list(args)
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+        self.stderr = stderr
+        label = " ".join([Path(command).name, *self.args])
+        super().__init__(
+            name=name or (label if len(label) <= 60 else label[:59] + "…"),
+            prefix=prefix,
+            allow=allow,
+            deny=deny,
+            timeout=timeout,
+            tool_timeout=tool_timeout,
+        )
+
+    def _transport(self) -> AbstractAsyncContextManager[Any]:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        cwd = Path(self.cwd) if self.cwd is not None else None
+        params = StdioServerParameters(command=self.command, args=self.args, env=self.env, cwd=cwd)
+        return stdio_client(params, errlog=self.stderr or sys.stderr)
+
+
+class MCPHttpServer(MCPServer):
+    """An MCP server at a streamable-HTTP URL (``https://…/mcp``), with ``headers`` on every
+    request (an ``Authorization`` header, say)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+        prefix: str | None = None,
+        allow: Collection[str] | None = None,
+        deny: Collection[str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise UserError(f"MCP server URL must start with http:// or https://, not {url!r}")
+        self.url = url
+        self.headers = dict(headers or {})
+        super().__init__(
+            name=name or url.split("?", 1)[0],
+            prefix=prefix,
+            allow=allow,
+            deny=deny,
+            timeout=timeout,
+            tool_timeout=tool_timeout,
+        )
+
+    @asynccontextmanager
+    async def _transport(self) -> AsyncIterator[Any]:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        # Reads are not timed here: a call's response streams for as long as the tool runs,
+        # and every request is bounded above (``timeout``, ``tool_timeout``).
+        timeout = httpx2.Timeout(self.timeout, read=None)
+        async with (
+            httpx2.AsyncClient(headers=self.headers, timeout=timeout) as http,
+            streamable_http_client(self.url, http_client=http) as streams,
+        ):
+            yield streams
+
+
+class _Connection:
+    """One session with a server: its task, its tool list, and why it closed (if it did)."""
+
+    def __init__(self, server: MCPServer) -> None:
+        self.server = server
+        self._stopped = anyio.Event()
+        self._client: Client | None = None
+        self._tools: tuple[Tool, ...] | None = None
+        self._listing = anyio.Lock()
+        self.closed: str | None = None  # why calls fail, once the connection has closed
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Connect, report started, and hold the session until ``stop()``."""
+        from mcp import Client
+        from mcp.types import Implementation
+
+        from .. import __version__
+
+        server = self.server
+        started = False
+        try:
+            with anyio.CancelScope() as scope:
+                client = Client(
+                    _watched(server._transport(), self._ended),
+                    cache=None,  # we keep the tool list ourselves, per connection
+                    client_info=Implementation(name="agentloop", version=__version__),
+                )
+                async with client:
+                    self._client = client
+                    started = True
+                    task_status.started()
+                    try:
+                        await self._stopped.wait()
+                    finally:
+                        # Also when a failing transport cancels us: later calls learn that the
+                        # server is gone now, not once the SDK has torn the connection down.
+                        self._ended()
+                    scope.deadline = anyio.current_time() + server.timeout  # bounds the close
+        except Exception as exc:
+            if not started:
+                raise MCPServerError(
+                    f"could not connect to MCP server {server.name!r}: {_describe(exc)}"
+                ) from exc
+            logger.warning("MCP server %r: the connection failed: %s", server.name, _describe(exc))
+        finally:
+            self._ended()
+
+    def _ended(self) -> str:
+        """Record that the session is over (the transport reached its end, or we left it)."""
+        if self.closed is None:
+            self.closed = (
+                f"MCP server {self.server.name!r} is disconnected (the server exited or closed "
+                "the connection); its tools are unavailable until it is connected again"
+            )
+        return self.closed
+
+    def _lost(self, why: str) -> str:
+        """The error for a request that failed with the connection closed: the session is
+        over, or (over HTTP) only that request's response stream broke."""
+        if self.closed is not None:
+            return self.closed
+        return f"MCP server {self.server.name!r} lost the connection before answering ({why})"
+
+    def _live(self) -> Client:
+        if self.closed is not None or self._client is None:
+            raise MCPServerError(self._ended())
+        return self._client
+
+    async def tools(self) -> tuple[Tool, ...]:
+        tools = self._tools
+        if tools is None:
+            async with self._listing:
+                tools = self._tools
+                if tools is None:
+                    tools = self._tools = self._build(await self._list())
+        elif self.closed is not None:
+            raise MCPServerError(self.closed)
+        return tools
+
+    async def _list(self) -> list[Any]:
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        server = self.server
+        client = self._live()
+        listed: list[Any] = []
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(server.timeout):
+                for _ in range(_MAX_PAGES):
+                    page = await client.list_tools(cursor=cursor)
+                    listed.extend(page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        return listed
+        except TimeoutError:
+            raise MCPServerError(
+                f"MCP server {server.name!r} did not list its tools within {server.timeout:g}s"
+            ) from None
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                raise MCPServerError(self._lost(exc.message)) from None
+            raise MCPServerError(
+                f"MCP server {server.name!r} refused to list its tools: {exc.message}"
+            ) from None
+        raise MCPServerError(f"MCP server {server.name!r} lists more than {_MAX_PAGES} pages")
+
+    def _build(self, listed: Sequence[Any]) -> tuple[Tool, ...]:
+        server = self.server
+        return _convert.build_tools(
+            server=server.name,
+            listed=listed,
+            prefix=server.prefix,
+            allow=server.allow,
+            deny=server.deny,
+            tool_timeout=server.tool_timeout,
+            call=self.call,
+        )
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        """Call ``tool`` on the server; its result as ours, its errors as ``ToolError``."""
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        server = self.server
+        if self.closed is not None or self._client is None:
+            raise ToolError(self._ended())
+        try:
+            result = await self._client.call_tool(tool, arguments)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                raise ToolError(self._lost(exc.message)) from None
+            raise ToolError(f"MCP server {server.name!r}: {exc.message}") from None
+        return _convert.output(server.name, tool, result)
+
+
+@asynccontextmanager
+async def _watched(
+    transport: AbstractAsyncContextManager[Any], on_end: Callable[[], object]
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The transport, with ``on_end`` called when its read stream ends."""
+    async with transport as (read, write):
+        yield _EndWatch(read, on_end), write
+
+
+class _EndWatch:
+    """A transport's read stream that reports its end: the server exited (stdio) or the
+    transport gave up. Calls that fail afterwards can then say the server is gone."""
+
+    _ENDS = (StopAsyncIteration, anyio.EndOfStream, anyio.ClosedResourceError)
+
+    def __init__(self, stream: Any, on_end: Callable[[], object]) -> None:
+        self._stream = stream
+        self._on_end = on_end
+
+    @property
+    def last_context(self) -> Any:  # the SDK reads it when the transport provides it
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except self._ENDS:
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> _EndWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._stream.__anext__()
+        except self._ENDS:
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _EndWatch:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        result: bool | None = await self._stream.__aexit__(*exc_info)
+        return result
+
+
+def _describe(exc: BaseException) -> str:
+    """An error in one line, the leaves of an exception group joined."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    if isinstance(exc, MCPServerError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
