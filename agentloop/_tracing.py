@@ -1,6 +1,6 @@
 """OpenTelemetry spans for runs, model calls and actions, after the GenAI semantic conventions.
 
-Off unless asked (``Agent(instrument=...)`` or ``instrument_all()``): then a run pays one
+Off unless asked (``Agent(instrument=...)`` or ``instrument_all()``); while off, a run pays one
 attribute check and opentelemetry is never imported. When on, the span wrappers are composed
 once per run, around the model call and outside the tool middleware, so no per-delta work is
 added. Parents are set explicitly: actions start while the model call streams, yet their spans
@@ -23,7 +23,7 @@ from ._errors import UserError
 from .models import _types as mt
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Span, Tracer, TracerProvider
 
     from ._middleware import ModelCall, ToolCall, ToolCallNext, ToolMiddleware
     from ._run import _Run
@@ -38,9 +38,9 @@ class Instrumentation:
     ``include_content`` records prompts, replies, tool arguments and results in spans and
     debug logs (off by default: they may hold personal data)."""
 
-    tracer_provider: Any = None
+    tracer_provider: TracerProvider | None = None
     include_content: bool = False
-    _tracer: list[Tracer] = field(default_factory=list, repr=False, compare=False)
+    _tracer: list[Tracer] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def tracer(self) -> Tracer:
         if not self._tracer:
