@@ -252,6 +252,10 @@ class _Run:
         if record is None or record.discarded:
             return
         record.discarded = True
+        if self.span is not None:
+            self.span.add_event(
+                "agentloop.attempt_discarded", {"agentloop.attempt": attempt, "reason": reason}
+            )
         if self._pending_discards is None:
             self._pending_discards = []
         self._pending_discards.append((attempt, reason))

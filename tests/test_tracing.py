@@ -21,7 +21,10 @@ from opentelemetry.trace import NoOpTracer, NoOpTracerProvider, StatusCode
 from agentloop import (
     Agent,
     Instrumentation,
+    ModelCall,
     ModelRateLimited,
+    ModelRequest,
+    ModelResponse,
     RetryPolicy,
     ToolError,
     instrument_all,
@@ -369,3 +372,30 @@ async def test_a_run_nobody_records_makes_no_further_spans() -> None:
     )
     assert (await agent.run("x")).output == "done"
     assert started == ["invoke_agent agent"]
+
+
+async def test_a_discarded_draft_is_an_event_on_the_run_span(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """A middleware that withdraws a reply and asks again (as goal enforcement does): two chat
+    spans, and the discard on the run's span with its attempt and reason."""
+
+    async def second_opinion(request: ModelRequest, call_next: ModelCall) -> ModelResponse:
+        first = await call_next(request)
+        if first.text == "draft":
+            first.discard("goal")
+            return await call_next(request)
+        return first
+
+    agent = Agent(
+        ScriptedModel(["draft", "final"]),
+        model_middleware=[second_opinion],
+        instrument=Instrumentation(tracer_provider=provider),
+    )
+    assert (await agent.run("x")).output == "final"
+    spans = exporter.get_finished_spans()
+    assert len(_by_name(spans, "chat scripted")) == 2
+    (run,) = _by_name(spans, "invoke_agent agent")
+    assert [(e.name, dict(e.attributes or {})) for e in run.events] == [
+        ("agentloop.attempt_discarded", {"agentloop.attempt": 1, "reason": "goal"})
+    ]
