@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a quick run for CI")
     args = parser.parse_args(argv)
-    runs, rounds = (200, 2) if args.smoke else (1500, 5)
+    runs, rounds = (200, 3) if args.smoke else (1500, 5)
     backends = ("asyncio",) if args.smoke else ("asyncio", "trio")
     verdicts = []
     with tempfile.TemporaryDirectory() as tmp:
