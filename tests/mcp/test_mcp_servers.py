@@ -17,9 +17,17 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from agentloop import ActionFinished, ActionResult, Agent, RunCancelled, RunResult
+from agentloop import (
+    ActionFinished,
+    ActionResult,
+    Agent,
+    ModelRequest,
+    RunCancelled,
+    RunResult,
+    UserError,
+)
 from agentloop.mcp import MCPHttpServer, MCPServerError, MCPStdioServer
-from agentloop.testing import Reply, ScriptedModel, call
+from agentloop.testing import FunctionModel, Reply, ScriptedModel, call
 
 LIMIT = 20.0  # seconds: a bound on each test, never a synchronisation
 
@@ -171,10 +179,12 @@ async def test_without_async_with_each_run_connects_for_itself(stdio_server: Any
     """Given un-entered, the server is connected by each run and closed when it ends: two
     concurrent runs get two server processes, and both are gone afterwards."""
     server = stdio_server()
-    agent = Agent(
-        ScriptedModel([Reply(calls=[call("pid")]), "a", Reply(calls=[call("pid")]), "b"]),
-        tools=[server],
-    )
+
+    def reply(request: ModelRequest) -> Reply | str:
+        done = any(m.role == "tool" for m in request.messages)
+        return "done" if done else Reply(calls=[call("pid")])
+
+    agent = Agent(FunctionModel(reply), tools=[server])
     results: list[RunResult] = []
 
     async def run() -> None:
@@ -187,7 +197,7 @@ async def test_without_async_with_each_run_connects_for_itself(stdio_server: Any
     pids = [r.steps[0].actions[0].output["result"] for r in results]
     assert len(set(pids)) == 2 and os.getpid() not in pids
     assert all(_gone(pid) for pid in pids)
-    with pytest.raises(Exception, match="not connected"):
+    with pytest.raises(UserError, match="not connected"):
         await server.list_tools()
 
 
