@@ -17,6 +17,7 @@ from os import PathLike
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TextIO
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 from anyio.abc import TaskStatus
@@ -217,9 +218,8 @@ class MCPStdioServer(MCPServer):
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
         self.stderr = stderr
-        label = " ".join([Path(command).name, *self.args])
         super().__init__(
-            name=name or (label if len(label) <= 60 else label[:59] + "…"),
+            name=name or _display_command(command, self.args),
             prefix=prefix,
             allow=allow,
             deny=deny,
@@ -256,7 +256,7 @@ class MCPHttpServer(MCPServer):
         self.url = url
         self.headers = dict(headers or {})
         super().__init__(
-            name=name or url.split("?", 1)[0],
+            name=name or _display_url(url),
             prefix=prefix,
             allow=allow,
             deny=deny,
@@ -468,6 +468,20 @@ class _EndWatch:
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         result: bool | None = await self._stream.__aexit__(*exc_info)
         return result
+
+
+def _display_command(command: str, args: Sequence[str]) -> str:
+    """The command and its first argument that is not an option (``node server.js``): it names
+    the server in errors, without the rest of the arguments (tokens are passed that way too)."""
+    first = next((a for a in args if not a.startswith("-")), None)
+    words = [Path(command).name] + ([Path(first).name if "/" in first else first] if first else [])
+    return " ".join(words)
+
+
+def _display_url(url: str) -> str:
+    """The URL without credentials, query or fragment: it names the server in errors."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
 def _describe(exc: BaseException) -> str:

@@ -187,6 +187,16 @@ def test_configuration_mistakes_are_user_errors() -> None:
         MCPHttpServer("localhost:8000/mcp")
 
 
+def test_a_servers_default_name_carries_no_credentials() -> None:
+    """Errors name the server; a URL's user info and query (tokens) stay out of them."""
+    server = MCPHttpServer("https://user:secret@mcp.example.com:8443/mcp?token=abc#x")
+    assert server.name == "https://mcp.example.com:8443/mcp"
+    node = MCPStdioServer("/usr/bin/node", ["--inspect", "/srv/server.js", "--token", "secret"])
+    assert node.name == "node server.js"
+    npx = MCPStdioServer("npx", ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"])
+    assert npx.name == "npx server-filesystem"
+
+
 def test_without_the_sdk_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     """A missing mcp package is a UserError naming the extra, when a server is made."""
     monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` now fails as if absent
