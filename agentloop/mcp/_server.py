@@ -71,7 +71,8 @@ class MCPServer(ABC):
     that is too long (over 64) or that then collides is cut and given a short hash.
 
     ``timeout`` bounds connecting, listing and closing; ``tool_timeout`` each tool call (a slow
-    call is a ``timeout`` error result). A server that dies makes its calls in flight error
+    call is a ``timeout`` error result). ``name`` labels the server in errors (by default its
+    command and script, or its URL without credentials). A server that dies makes its calls in flight error
     results and every later call fails with an error saying so; a run that starts with a
     shared connection that has closed fails with ``MCPServerError``.
     """
