@@ -410,10 +410,7 @@ class Agent:
             deps=deps,
             state=state,
         )
-        result = await execute(run)
-        if raise_on_error:
-            raise_for_result(result)
-        return result
+        return await _to_end(run, raise_on_error)
 
     def stream(
         self,
@@ -434,9 +431,9 @@ class Agent:
         run. Leaving the block early cancels the run cleanly. Options as for ``run``.
         """
         return RunStream(
-            lambda emitter: self._new_run(
+            functools.partial(
+                self._new_run,
                 input,
-                emitter,
                 session=session,
                 store=store,
                 wait_for_session=wait_for_session,
@@ -471,10 +468,7 @@ class Agent:
             deps=deps,
             resume=True,
         )
-        result = await execute(run)
-        if raise_on_error:
-            raise_for_result(result)
-        return result
+        return await _to_end(run, raise_on_error)
 
     def stream_resume(
         self,
@@ -487,9 +481,9 @@ class Agent:
     ) -> RunStream:
         """``resume``, streamed."""
         return RunStream(
-            lambda emitter: self._new_run(
+            functools.partial(
+                self._new_run,
                 "",
-                emitter,
                 session=session,
                 store=store,
                 wait_for_session=wait_for_session,
@@ -563,6 +557,13 @@ class Agent:
                     await self.aclose()
 
         return anyio.run(run_and_close, backend=backend)
+
+
+async def _to_end(run: _Run, raise_on_error: bool) -> RunResult:
+    result = await execute(run)
+    if raise_on_error:
+        raise_for_result(result)
+    return result
 
 
 @final

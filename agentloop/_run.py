@@ -163,7 +163,6 @@ class _Run:
         self.resumed = False
         self.steps: list[Step] = []
         self.replayed: list[tuple[Message, ...]] = []
-        self.usage = Usage()
         self.usage_by_model: dict[str, Usage] = {}
         self.scratch: dict[int, dict[str, Any]] = {}
         self.context = RunContext(self)
@@ -217,9 +216,13 @@ class _Run:
 
     # -- usage ---------------------------------------------------------------------------------
 
+    @property
+    def usage(self) -> Usage:
+        """Every model call of the run and its sub-runs (read once, at the end)."""
+        return sum(self.usage_by_model.values(), Usage())
+
     def count_usage(self, model: str, usage: Usage) -> None:
         """Add one model call's usage (``model`` is ``"provider:name"``)."""
-        self.usage = self.usage + usage
         by_model = self.usage_by_model
         known = by_model.get(model)
         by_model[model] = usage if known is None else known + usage

@@ -1,21 +1,20 @@
 """Usage per run and per model, discarded attempts included, and its price.
 
-The totals are checked against the usage numbers in the recorded provider streams, read here
-straight from the SSE bytes (independently of the drivers), with each run going through the
-real SDK over a loopback socket.
+The totals are checked against the usage numbers of the recorded provider streams (the
+conformance expectations, written from the recordings by hand, not by the drivers), with each
+run going through the real SDK over a loopback socket.
 """
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
-from typing import Any
 
 import pytest
 
 from agentloop import Agent, ModelPrice, PriceTable, RetryPolicy, Usage, UserError
 from agentloop.testing import ProviderServer, Reply, ScriptedModel, call, load_recording
 
+from ._provider_expectations import EXPECTED
 from ._provider_helpers import FIXTURES, SYNTHETIC, make_model
 
 # Per API: a failed attempt that is retried, then a tool-call reply and the text reply after it.
@@ -35,48 +34,11 @@ RUNS = {
 }
 
 
-def _events(api: str, name: str) -> list[dict[str, Any]]:
-    text = (FIXTURES / api / f"{name}.response.sse").read_text(encoding="utf-8")
-    found = []
-    for line in text.splitlines():
-        if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
-            found.append(json.loads(line[5:]))
-    return found
-
-
 def recorded_usage(api: str, name: str) -> Usage:
-    """The usage a recorded stream reports, in agentloop's normalisation: input includes cache
-    reads and writes, output includes reasoning."""
-    events = _events(api, name)
-    if api == "openai-chat":
-        (u,) = [e["usage"] for e in events if e.get("usage")]
-        return Usage(
-            requests=1,
-            input_tokens=u["prompt_tokens"],
-            output_tokens=u["completion_tokens"],
-            cache_read_tokens=u["prompt_tokens_details"]["cached_tokens"],
-            reasoning_tokens=u["completion_tokens_details"]["reasoning_tokens"],
-        )
-    if api == "openai-responses":
-        (u,) = [e["response"]["usage"] for e in events if e["type"] == "response.completed"]
-        return Usage(
-            requests=1,
-            input_tokens=u["input_tokens"],
-            output_tokens=u["output_tokens"],
-            cache_read_tokens=u["input_tokens_details"]["cached_tokens"],
-            reasoning_tokens=u["output_tokens_details"]["reasoning_tokens"],
-        )
-    start = next(e["message"]["usage"] for e in events if e["type"] == "message_start")
-    final = [e["usage"] for e in events if e["type"] == "message_delta"][-1]
-    read, write = start["cache_read_input_tokens"], start["cache_creation_input_tokens"]
-    return Usage(
-        requests=1,
-        input_tokens=start["input_tokens"] + read + write,
-        output_tokens=final["output_tokens"],
-        cache_read_tokens=read,
-        cache_write_tokens=write,
-        reasoning_tokens=final.get("output_tokens_details", {}).get("thinking_tokens", 0),
-    )
+    """The usage the recorded stream reports, from the hand-written conformance expectations."""
+    usage = EXPECTED[f"{api}/{name}"].usage
+    assert usage is not None
+    return usage
 
 
 @pytest.mark.parametrize("api", list(RUNS))

@@ -1,6 +1,6 @@
 """Shared checks for the reliability tests: leaked tasks, well-formed sessions, tools that count
-their invocations, a store that counts (and can interrupt) its commits, and the real drivers
-pointed at the loopback provider server."""
+their invocations, a store that counts (and can interrupt) its commits, the real drivers
+pointed at the loopback provider server, and the two tools the emulated provider calls."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from agentloop import ToolContext
+from agentloop import ToolContext, tool
 from agentloop.models.anthropic import AnthropicModel
 from agentloop.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from agentloop.sessions import (
@@ -29,6 +29,18 @@ from agentloop.sessions import (
 from agentloop.sessions._codec import EncodedRecord, StateDelta
 
 APIS = ("openai-chat", "openai-responses", "anthropic")
+
+
+@tool
+async def weather(query: str) -> str:
+    """The weather for a query."""
+    return f"sunny in {query}"
+
+
+@tool
+async def clock(query: str) -> str:
+    """The time for a query."""
+    return f"noon in {query}"
 
 
 def make_model(api: str, server_url: str, **kwargs: Any) -> Any:

@@ -18,7 +18,6 @@ from agentloop import (
     ModelServerError,
     ModelStreamError,
     RetryPolicy,
-    tool,
 )
 from agentloop.testing import (
     EmulatedProvider,
@@ -34,22 +33,10 @@ from agentloop.testing import (
     slowed,
 )
 
-from ._support import APIS, make_model
+from ._support import APIS, clock, make_model, weather
 
 RETRY = RetryPolicy(max_attempts=2, initial_wait=0.001, jitter=0.0, max_retry_after=0.01)
 SSE = b"data: one\n\ndata: two\n\ndata: three\n\n"
-
-
-@tool
-async def weather(query: str) -> str:
-    """The weather."""
-    return f"sunny in {query}"
-
-
-@tool
-async def clock(query: str) -> str:
-    """The time."""
-    return f"noon in {query}"
 
 
 def _request(path: str = "/v1/chat/completions") -> RecordedRequest:

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentloop import Agent, ModelError, RetryPolicy, tool
+from agentloop import Agent, ModelError, RetryPolicy
 from agentloop.testing import (
     Chunk,
     EmulatedProvider,
@@ -31,7 +31,7 @@ from agentloop.testing import (
 )
 from agentloop.testing._faults import MALFORMED_EVENTS
 
-from ._support import APIS, make_model
+from ._support import APIS, clock, make_model, weather
 
 MAX_STEPS = 4
 RETRY = RetryPolicy(max_attempts=2, initial_wait=0.001, jitter=0.0)
@@ -40,18 +40,6 @@ REACT_SCRIPT = [
     '"input": {"query": "Paris"}}]',
     "Thought: done.\nAnswer: Sunny in Paris.",
 ]
-
-
-@tool
-async def weather(query: str) -> str:
-    """The weather for a query."""
-    return f"sunny in {query}"
-
-
-@tool
-async def clock(query: str) -> str:
-    """The time for a query."""
-    return f"noon in {query}"
 
 
 Mutation = Callable[[ScriptedResponse], ScriptedResponse]

@@ -24,28 +24,16 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentloop import Agent, Instrumentation, ModelError, RetryPolicy, tool
+from agentloop import Agent, Instrumentation, ModelError, RetryPolicy
 from agentloop.models._errors_map import redact, secrets_of
 from agentloop.sessions import SQLiteStore
 from agentloop.testing import EmulatedProvider, ProviderServer, RecordedRequest, ScriptedResponse
 
-from ._support import APIS, make_model
+from ._support import APIS, clock, make_model, weather
 
 CANARY = "sk-canary-7f3a9c1e5b2d4f6a8c0e"
 MASKED = CANARY[:8] + "*" * 20 + CANARY[-4:]
 MODES = ("401", "401-masked", "429", "500", "stream-error", "ok")
-
-
-@tool
-async def weather(query: str) -> str:
-    """The weather."""
-    return f"sunny in {query}"
-
-
-@tool
-async def clock(query: str) -> str:
-    """The time."""
-    return f"noon in {query}"
 
 
 def _key_of(request: RecordedRequest) -> str:
