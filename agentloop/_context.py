@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 
 from ._errors import UserError
+from ._final import final_text
 
 if TYPE_CHECKING:
     from ._run import _Run
+    from .models._types import ModelResponse
 
 TEMP_PREFIX = "temp:"
 
@@ -241,6 +243,23 @@ class RunContext:
     def step(self) -> int:
         """The index of the step in progress (0-based)."""
         return len(self._run.steps)
+
+    @property
+    def max_steps(self) -> int:
+        """The agent's ``max_steps``: model calls (steps) the run may make."""
+        return self._run.agent.max_steps
+
+    @property
+    def last_step(self) -> bool:
+        """This step's model call is the last the run may make: actions of its reply do not
+        run (the run ends with ``max_steps_exceeded``), and a ReAct reply's text is taken as
+        the answer."""
+        return self._run.last_step
+
+    def is_final_answer(self, response: ModelResponse) -> bool:
+        """Whether the loop would end the run with ``response`` as its answer: the test goal
+        enforcement uses for a premature final. It judges content, not ``finish_reason``."""
+        return final_text(response, accept_thought=self._run.accepts_thought()) is not None
 
     @property
     def deps(self) -> Any:

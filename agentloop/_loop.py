@@ -22,17 +22,15 @@ from anyio.abc import TaskGroup
 from . import _events as ev
 from ._errors import (
     RUN_ERRORS,
-    ContentFiltered,
     MaxStepsExceeded,
-    ModelRefused,
     OutputInvalid,
-    ReplyTruncated,
     RunDeadlineExceeded,
     RunError,
     UserError,
 )
+from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visible_thought
 from ._middleware import ModelCall, compose
-from ._prompt import KEEP_GOING, RESPONSE_MARKER, build_prompt, replay_step
+from ._prompt import RESPONSE_MARKER, build_prompt, replay_step
 from ._run import _Run
 from ._session_run import SessionBinding, SessionSpec, end_record, load, step_to_json
 from ._steps import ActionResult, RunErrorInfo, RunResult, Step
@@ -212,7 +210,7 @@ async def _loop(run: _Run, tg: TaskGroup, toolbox: Toolbox) -> RunResult:
     if run.instrument is not None:
         model_terminal = traced_model_call(run, model_terminal)
     model_call = compose(agent.model_middleware, model_terminal)
-    tool_mode = agent.effective_tool_mode(bool(toolbox))
+    tool_mode = run.tool_mode = agent.effective_tool_mode(bool(toolbox))
     output_schema = agent.output_schema
     teach_output = output_schema is not None and (
         tool_mode == "react" or not agent.model.profile.native_output
@@ -343,6 +341,7 @@ async def _settle(
     seen: set[str] = set()
     step_index = len(run.steps)
     limit = agent.tool_limits.max_actions_per_step
+    out_of_steps = run.last_step and agent.reflect_on_tool_use
     for part in response.tool_calls:
         same_id = sealed.get(part.id)
         pending = same_id.pop(0) if same_id else None
@@ -351,7 +350,7 @@ async def _settle(
         ):
             pending = PendingAction(part, action_of(part, attempt))
         pendings.append(pending)
-        refused = _refusal(pending, seen, limit, len(pendings))
+        refused = _refusal(pending, seen, limit, len(pendings), out_of_steps)
         seen.add(part.id)
         await executor.start(pending, step=step_index, error=refused)
     carried.extend(p for rest in sealed.values() for p in rest if p.started)
@@ -377,18 +376,23 @@ async def _settle(
         if not agent.reflect_on_tool_use and results:
             outputs = [r.error if r.is_error else r.output for r in results]
             return done, _result(run, step=done, output=outputs)
+        if out_of_steps and results:
+            return done, _result(run, step=done, error=_max_steps_error(run))
         return done, None
-    thought = _thought(response, with_text=False)
+    thought = visible_thought(response)
     if response.finish_reason == "pause_turn":
         return step(thought=thought), None
-    text = response.text
-    error = _finish_error(response)
+    error = finish_error(response)
     if error is not None:
-        answer = response.refusal or text
+        answer = response.refusal or response.text
         done = step(thought=thought, answer=answer)
         return done, _result(run, step=done, text=answer, error=error)
-    if not text.strip():
-        return step(thought=thought, feedback=KEEP_GOING), None
+    text = final_text(response, accept_thought=run.accepts_thought())
+    if text is None:
+        feedback = REACT_REMINDER if run.tool_mode == "react" and thought.strip() else KEEP_GOING
+        return step(thought=thought, feedback=feedback), None
+    if not response.text.strip():
+        thought = ""  # the thought is the answer
     try:
         output = agent.parse_output(text)
     except Exception as exc:
@@ -403,31 +407,23 @@ async def _settle(
     return done, _result(run, step=done, text=text, output=output)
 
 
-def _finish_error(response: mt.ModelResponse) -> RunError | None:
-    """A reply that ended for a reason other than a normal stop is never silently an answer."""
-    reason = response.finish_reason
-    if reason == "refusal" or response.refusal:
-        return ModelRefused(response.refusal or response.text or "the model refused")
-    if reason == "content_filter":
-        return ContentFiltered("the provider's content filter stopped the reply")
-    if reason in ("length", "incomplete"):
-        return ReplyTruncated(f"the reply was cut short ({reason})")
-    return None
-
-
 def _thought(response: mt.ModelResponse, *, with_text: bool) -> str:
     """The step's visible thought: ReAct thoughts, and the reply's text when it has actions."""
-    thought = "".join(
-        p.text for p in response.parts if isinstance(p, mt.ThoughtPart) and p.provider is None
-    )
+    thought = visible_thought(response)
     if with_text and response.text.strip():
         thought = f"{thought}\n{response.text}" if thought else response.text
     return thought
 
 
-def _refusal(pending: PendingAction, seen: set[str], limit: int, count: int) -> ActionResult | None:
+def _refusal(
+    pending: PendingAction, seen: set[str], limit: int, count: int, out_of_steps: bool
+) -> ActionResult | None:
     """Why an action of the accepted reply does not run, if it does not."""
     action = pending.action
+    if out_of_steps:
+        return error_result(
+            action, "not_run", "not run: this was the run's last allowed step (max_steps)"
+        )
     if pending.part.error is not None:
         return error_result(action, "invalid_action", pending.part.error)
     if action.tag in seen:
@@ -472,12 +468,11 @@ def _limit_result(run: _Run) -> RunResult:
             f"the answer did not validate within max_steps={run.agent.max_steps}: {last.feedback}"
         )
         return _result(run, text=last.answer, error=error)
-    return _result(
-        run,
-        error=MaxStepsExceeded(
-            f"the run reached max_steps={run.agent.max_steps} without an answer"
-        ),
-    )
+    return _result(run, error=_max_steps_error(run))
+
+
+def _max_steps_error(run: _Run) -> MaxStepsExceeded:
+    return MaxStepsExceeded(f"the run reached max_steps={run.agent.max_steps} without an answer")
 
 
 def _result(

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 RESPONSE_MARKER = "<|Response|>"
-KEEP_GOING = "Please keep going: take the next step, or give your final answer."
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -11,10 +11,11 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from . import _events as ev
 from ._context import RunContext, StateView
+from ._final import REACT_REMINDER
 from ._steps import ActionResult, Step
 from ._tracing import Instrumentation
 from ._tracing import resolve as resolve_instrument
-from .models._types import Message, Usage
+from .models._types import Message, ToolMode, Usage
 from .tools._executor import PendingAction
 
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ class _Run:
         self.session_spec = session_spec
         self.binding: SessionBinding | None = None
         self.resumed = False
+        self.tool_mode: ToolMode = "native"  # set by the loop once the tools are known
         self.steps: list[Step] = []
         self.replayed: list[tuple[Message, ...]] = []
         self.usage_by_model: dict[str, Usage] = {}
@@ -186,6 +188,19 @@ class _Run:
             self.user_input = loaded.user_input or ""
             self.steps = list(loaded.steps)
             self._attempt_count = max((s.attempt for s in self.steps), default=0)
+
+    @property
+    def last_step(self) -> bool:
+        """The step in progress makes the last model call the run may make."""
+        return len(self.steps) + 1 >= self.agent.max_steps
+
+    def accepts_thought(self) -> bool:
+        """ReAct: a reply with neither actions nor an answer is the answer now, because the
+        previous one was already reminded of the format, or no model call is left."""
+        if self.tool_mode != "react":
+            return False
+        steps = self.steps
+        return self.last_step or (bool(steps) and steps[-1].feedback == REACT_REMINDER)
 
     # -- events --------------------------------------------------------------------------------
 

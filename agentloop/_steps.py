@@ -17,6 +17,7 @@ ActionErrorKind: TypeAlias = Literal[
     "timeout",  # the tool ran past its timeout
     "too_many_actions",  # the step asked for more actions than the limit allows
     "duplicate_tag",  # another action of the step has the same tag
+    "not_run",  # the reply came on the run's last allowed step (max_steps): nothing ran
 ]
 
 

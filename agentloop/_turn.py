@@ -252,6 +252,7 @@ class _Attempt:
         if (
             part.error is None
             and not duplicate
+            and not (self.run.last_step and self.run.agent.reflect_on_tool_use)
             and len(record.actions) <= self.run.agent.tool_limits.max_actions_per_step
             and self.executor.toolbox.is_eager(part.name, part.path)
         ):
@@ -278,8 +279,10 @@ class _Attempt:
         thought = "".join(self.react_thought)
         pre_text = "".join(self.pre_text)
         has_actions = bool(self.record.actions)
-        if self.answer is not None or has_actions:
-            thought = f"{pre_text}{thought}" if pre_text.strip() else thought
+        if self.answer is not None or has_actions or thought.strip():
+            # Text before the first header is part of the thought, unless it is all there is
+            # (a reply in plain text is its answer).
+            thought = f"{pre_text}\n{thought}" if pre_text.strip() else thought
             text = "".join(self.answer or ())
         else:
             text = pre_text

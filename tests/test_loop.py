@@ -183,7 +183,8 @@ async def test_none_is_stripped_from_fields_that_are_not_nullable() -> None:
 
 
 async def test_max_steps_ends_with_an_error_result() -> None:
-    """The loop stops at max_steps with an explicit error, or raises on request."""
+    """The loop stops at max_steps with an explicit error, or raises on request. The reply of
+    the last allowed call has its actions refused: the model would never see their results."""
     script = [Reply(calls=[call("add", {"a": 1, "b": 1})]) for _ in range(2)]
     result = await Agent(ScriptedModel(script), tools=[add], max_steps=2).run("loop")
     assert result.error is not None and result.error.kind == "max_steps_exceeded"
@@ -192,7 +193,8 @@ async def test_max_steps_ends_with_an_error_result() -> None:
     agent = Agent(ScriptedModel(list(script)), tools=[add], max_steps=2)
     with pytest.raises(MaxStepsExceeded) as info:
         await agent.run("loop", raise_on_error=True)
-    assert info.value.result.steps[-1].actions[0].output == 2
+    assert info.value.result.steps[0].actions[0].output == 2
+    assert info.value.result.steps[-1].actions[0].error_kind == "not_run"
 
 
 async def test_a_reply_with_neither_actions_nor_text_is_asked_again() -> None:

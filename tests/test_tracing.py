@@ -225,9 +225,9 @@ async def test_errors_mark_spans(provider: TracerProvider, exporter: InMemorySpa
         """Fails."""
         raise ToolError("out of order")
 
-    model = ScriptedModel([Reply(calls=[call("broken", {})])])
+    model = ScriptedModel([Reply(calls=[call("broken", {})]) for _ in range(2)])
     agent = Agent(
-        model, tools=[broken], max_steps=1, instrument=Instrumentation(tracer_provider=provider)
+        model, tools=[broken], max_steps=2, instrument=Instrumentation(tracer_provider=provider)
     )
     result = await agent.run("x")
     assert result.error is not None

@@ -95,7 +95,11 @@ class GoalEnforcement:
         while True:
             response = await call_next(attempt_request)
             goal = decode_goal(run.state.get(key))
-            if goal is None or goal.status is not GoalStatus.ACTIVE or not _premature(response):
+            if (
+                goal is None
+                or goal.status is not GoalStatus.ACTIVE
+                or not run.is_final_answer(response)
+            ):
                 return response
             used: int = scratch.get("retries", 0)
             if used >= options.max_retries:
@@ -133,11 +137,6 @@ class GoalEnforcement:
             self.options.on_retry(event)
         except Exception:
             logger.exception("goal on_retry callback failed (ignored)")
-
-
-def _premature(response: ModelResponse) -> bool:
-    """A final answer: visible text, no actions, not partial, not an error outcome."""
-    return response.is_final and response.finish_reason in ("stop", "cut")
 
 
 def _with_guidance(request: ModelRequest, guidance: str) -> ModelRequest:
