@@ -32,6 +32,7 @@ from ._errors import ModelRefused as ModelRefused
 from ._errors import ModelServerError as ModelServerError
 from ._errors import ModelStreamError as ModelStreamError
 from ._errors import ModelTimeout as ModelTimeout
+from ._errors import NothingToResume as NothingToResume
 from ._errors import OutputInvalid as OutputInvalid
 from ._errors import ReplyTooLarge as ReplyTooLarge
 from ._errors import ReplyTruncated as ReplyTruncated
@@ -133,6 +134,7 @@ __all__ = [
     "ModelSettings",
     "ModelStreamError",
     "ModelTimeout",
+    "NothingToResume",
     "OutputInvalid",
     "PriceTable",
     "ProviderEvent",

@@ -22,7 +22,7 @@ from ._middleware import ModelMiddleware, ToolMiddleware
 from ._prompt import Ruleset, compile_template, render, system_message
 from ._retry import RetryPolicy
 from ._run import Emitter, _Run
-from ._session_run import Memory, SessionSpec
+from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
 from ._tracing import Instrumentation
 from ._tracing import coerce as coerce_instrument
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import jinja2
     from pydantic import TypeAdapter
 
-    from .sessions import SessionStore
+    from .sessions import RunRecord, SessionStore
 
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _UNSET: Any = object()
@@ -346,6 +346,7 @@ class Agent:
         store: SessionStore | None = None,
         wait_for_session: float | None = None,
         resume: bool = False,
+        run_key: str | None = None,
     ) -> _Run:
         if not isinstance(user_input, str):
             raise UserError(f"input must be a string, not {type(user_input).__name__}")
@@ -358,11 +359,19 @@ class Agent:
                 )
             if state is not None:
                 raise UserError("state= is for runs without a session; a session has its own")
+            if run_key is not None and not run_key:
+                raise UserError("run_key must be a non-empty string")
             spec = SessionSpec(
-                store=store, session_id=session, wait=wait_for_session, resume=resume
+                store=store,
+                session_id=session,
+                wait=wait_for_session,
+                resume=resume,
+                run_key=run_key,
             )
         elif resume:
             raise UserError("resume needs session=... (and a store)")
+        elif run_key is not None:
+            raise UserError("run_key needs session=... (and a store): runs are keyed per session")
         return _Run(
             self,
             run_id=uuid.uuid4().hex,
@@ -388,12 +397,17 @@ class Agent:
         deps: Any = None,
         state: Mapping[str, Any] | None = None,
         raise_on_error: bool = False,
+        run_key: str | None = None,
     ) -> RunResult:
         """Run to the end and return the result.
 
         With ``session=`` the run loads that session's state and conversation memory from the
         store, holds its lease (another run meanwhile gets ``SessionBusy``, or waits up to
         ``wait_for_session`` seconds), and commits every completed step.
+
+        ``run_key`` makes the submission idempotent within the session: a key seen before
+        returns that run's stored result if it finished, or resumes it if not; it never runs
+        twice. (A keyed run reads the session's whole history to find its key.)
 
         A result that ends without a usable answer (step limit, invalid output, refusal, …) has
         ``result.error`` set, or raises the matching ``RunError`` with ``raise_on_error=True``.
@@ -409,6 +423,7 @@ class Agent:
             variables=variables,
             deps=deps,
             state=state,
+            run_key=run_key,
         )
         return await _to_end(run, raise_on_error)
 
@@ -424,6 +439,7 @@ class Agent:
         deps: Any = None,
         state: Mapping[str, Any] | None = None,
         raise_on_error: bool = False,
+        run_key: str | None = None,
     ) -> RunStream:
         """Run while streaming events: ``async with agent.stream(x) as run: async for e in run``.
 
@@ -441,6 +457,7 @@ class Agent:
                 variables=variables,
                 deps=deps,
                 state=state,
+                run_key=run_key,
             ),
             buffer=self.event_buffer,
             raise_on_error=raise_on_error,
@@ -457,8 +474,10 @@ class Agent:
     ) -> RunResult:
         """Finish the session's last unfinished run (its process died, it was cancelled or hit
         its deadline) from its last committed step. Committed actions do not run again; the
-        step that was in flight does. An expired lease is taken over; a live one is
-        ``SessionBusy`` unless ``wait_for_session`` gives it time to expire."""
+        step that was in flight does: from its committed reply when it has one (same tags and
+        idempotency keys), else by asking the model again. An expired lease is taken over; a
+        live one is ``SessionBusy`` unless ``wait_for_session`` gives it time to expire. With
+        no unfinished run it raises ``NothingToResume``."""
         run = self._new_run(
             "",
             Emitter(None),
@@ -469,6 +488,20 @@ class Agent:
             resume=True,
         )
         return await _to_end(run, raise_on_error)
+
+    async def unfinished_run(
+        self, *, session: str, store: SessionStore | None = None
+    ) -> RunRecord | None:
+        """The session's last run that never finished (what ``resume`` would pick up), or
+        ``None``. It reads the session without taking its lease."""
+        store = store or self.store
+        if store is None:
+            raise UserError(f"session={session!r} needs a store: Agent(store=...) or store=...")
+        found = await store.get(session, history_limit=self.memory.max_runs + 1)
+        if found is None:
+            return None
+        unfinished = unfinished_runs(found)
+        return unfinished[-1] if unfinished else None
 
     def stream_resume(
         self,

@@ -50,6 +50,10 @@ class UserError(AgentLoopError):
     """The library was used in a way it does not support; the message says how to fix it."""
 
 
+class NothingToResume(UserError):
+    """``resume`` found no unfinished run in the session (``Agent.unfinished_run`` asks first)."""
+
+
 class ModelError(AgentLoopError):
     """A model call failed. Carries the provider's context where there is one."""
 

@@ -32,7 +32,14 @@ from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visibl
 from ._middleware import ModelCall, compose
 from ._prompt import RESPONSE_MARKER, build_prompt, replay_step
 from ._run import _Run
-from ._session_run import SessionBinding, SessionSpec, end_record, load, step_to_json
+from ._session_run import (
+    SessionBinding,
+    SessionSpec,
+    end_record,
+    load,
+    step_to_json,
+    stored_result,
+)
 from ._steps import ActionResult, RunErrorInfo, RunResult, Step
 from ._tracing import tool_span, traced_model_call, traced_run
 from ._turn import call_model
@@ -74,6 +81,8 @@ async def _execute(run: _Run) -> RunResult:
         await run.emit(ev.RunStarted, agent=run.agent.name, input=run.user_input)
         if binding is None:
             result = await _with_deadline(run)
+        elif run.earlier_result is not None:
+            result = run.earlier_result  # its run_key names a finished run: never run twice
         else:
             result = await _beside(_with_deadline(run), binding.keep_alive())
     except Exception as exc:
@@ -107,7 +116,9 @@ async def _open_session(run: _Run, spec: SessionSpec) -> SessionBinding:
         spec, owner=run.run_id, ttl=agent.lease_ttl, memory=agent.memory
     )
     try:
-        loaded = load(session, memory=agent.memory, resume=spec.resume)
+        loaded = load(session, memory=agent.memory, resume=spec.resume, run_key=spec.run_key)
+        if loaded.finished is not None:
+            run.earlier_result = stored_result(agent, loaded)
     except BaseException:
         await binding.release()
         raise
@@ -232,6 +243,16 @@ async def _loop(run: _Run, tg: TaskGroup, toolbox: Toolbox) -> RunResult:
     while True:
         if len(run.steps) >= agent.max_steps:
             return await _checkpoint(run, None, _limit_result(run))
+        committed = run.take_committed_reply()
+        if committed is not None:  # resuming: the reply is committed, never asked again
+            step, done = await _settle(run, executor, committed)
+            run.steps.append(step)
+            run.replayed.append(replay_step(step, tool_mode))
+            await _checkpoint(run, step, done)
+            await run.emit(ev.StepFinished, step=step)
+            if done is not None:
+                return done
+            continue
         request = mt.ModelRequest(
             messages=build_prompt(
                 system=system,
@@ -282,12 +303,14 @@ async def _checkpoint(run: _Run, step: Step | None, done: RunResult | None) -> R
 def _run_record(run: _Run) -> Any:
     from .sessions import RunRecord
 
+    spec = run.session_spec
     return RunRecord(
         run_id=run.run_id,
         agent=run.agent.name,
         branch=run.branch,
         input=run.user_input,
         parent_run_id=run.parent_run_id,
+        run_key=spec.run_key if spec is not None else None,
     )
 
 
@@ -337,9 +360,11 @@ async def _settle(
     sealed: dict[str, list[PendingAction]] = {}
     for p in own.actions if own is not None else ():
         sealed.setdefault(p.part.id, []).append(p)
+    step_index = len(run.steps)
+    if _commits_reply(run, executor, response):
+        await _commit_reply(run, step_index, response)
     pendings: list[PendingAction] = []
     seen: set[str] = set()
-    step_index = len(run.steps)
     limit = agent.tool_limits.max_actions_per_step
     out_of_steps = run.last_step and agent.reflect_on_tool_use
     for part in response.tool_calls:
@@ -405,6 +430,33 @@ async def _settle(
         return step(thought=thought, answer=text, feedback=_output_feedback(exc)), None
     done = step(thought=thought, answer=text)
     return done, _result(run, step=done, text=text, output=output)
+
+
+def _commits_reply(run: _Run, executor: Executor, response: mt.ModelResponse) -> bool:
+    """A session run commits a reply before its actions when one has side effects: after a
+    crash, resume runs them from the committed reply, with the same idempotency keys. A
+    resumed reply is committed already."""
+    if run.binding is None or response.attempt in run.committed_attempts:
+        return False
+    toolbox = executor.toolbox
+    return any(toolbox.has_side_effects(p.name, p.path) for p in response.tool_calls)
+
+
+async def _commit_reply(run: _Run, index: int, response: mt.ModelResponse) -> None:
+    from .sessions import ReplyRecord
+
+    binding = run.binding
+    if binding is None:
+        return
+    reply = Step(
+        index=index,
+        attempt=response.attempt or 0,
+        parts=response.parts,
+        finish_reason=response.finish_reason,
+        usage=response.usage,
+    )
+    record = ReplyRecord(run_id=run.run_id, index=index, step=step_to_json(reply))
+    await binding.commit([record], run.state)
 
 
 def _thought(response: mt.ModelResponse, *, with_text: bool) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 from anyio import BrokenResourceError, ClosedResourceError, WouldBlock
@@ -12,10 +12,10 @@ from anyio.streams.memory import MemoryObjectSendStream
 from . import _events as ev
 from ._context import RunContext, StateView
 from ._final import REACT_REMINDER
-from ._steps import ActionResult, Step
+from ._steps import ActionResult, RunResult, Step
 from ._tracing import Instrumentation
 from ._tracing import resolve as resolve_instrument
-from .models._types import Message, ToolMode, Usage
+from .models._types import FinishReason, Message, ModelResponse, ToolMode, Usage
 from .tools._executor import PendingAction
 
 if TYPE_CHECKING:
@@ -162,6 +162,9 @@ class _Run:
         self.session_spec = session_spec
         self.binding: SessionBinding | None = None
         self.resumed = False
+        self.committed_reply: Step | None = None  # resuming: the step in flight's reply
+        self.committed_attempts: set[int] = set()  # replies already in the session
+        self.earlier_result: RunResult | None = None  # a run_key named a finished run
         self.tool_mode: ToolMode = "native"  # set by the loop once the tools are known
         self.steps: list[Step] = []
         self.replayed: list[tuple[Message, ...]] = []
@@ -187,7 +190,9 @@ class _Run:
             self.run_id = self.root_run_id = loaded.run_id
             self.user_input = loaded.user_input or ""
             self.steps = list(loaded.steps)
-            self._attempt_count = max((s.attempt for s in self.steps), default=0)
+            self.committed_reply = loaded.reply
+            known = [*self.steps, *([loaded.reply] if loaded.reply is not None else [])]
+            self._attempt_count = max((s.attempt for s in known), default=0)
 
     @property
     def last_step(self) -> bool:
@@ -248,6 +253,20 @@ class _Run:
             self.count_usage(model, usage)
 
     # -- attempts ------------------------------------------------------------------------------
+
+    def take_committed_reply(self) -> ModelResponse | None:
+        """Resuming: the committed reply of the step in flight, once (never asked again)."""
+        reply, self.committed_reply = self.committed_reply, None
+        if reply is None or reply.index != len(self.steps):
+            return None
+        self.attempts[reply.attempt] = AttemptRecord(reply.attempt)
+        self.committed_attempts.add(reply.attempt)
+        return ModelResponse(
+            parts=reply.parts,
+            usage=reply.usage,
+            finish_reason=cast("FinishReason", reply.finish_reason),
+            attempt=reply.attempt,
+        )
 
     def open_attempt(self) -> AttemptRecord:
         self._attempt_count += 1

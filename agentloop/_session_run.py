@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from ._context import StateView
-from ._errors import SessionBusy, SessionConflict, SessionNotFound, UserError
+from ._errors import NothingToResume, SessionBusy, SessionConflict, SessionNotFound, UserError
 from ._steps import RunResult, Step
 from .models._types import Message
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-    from .sessions import Lease, Record, Session, SessionStore
+    from ._agent import Agent
+    from .sessions import Lease, Record, RunEndRecord, RunRecord, Session, SessionStore
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,6 +50,7 @@ class SessionSpec:
     session_id: str
     wait: float | None = None
     resume: bool = False
+    run_key: str | None = None
 
 
 @functools.cache
@@ -76,6 +78,8 @@ class Loaded:
     run_id: str | None = None
     user_input: str | None = None
     steps: tuple[Step, ...] = ()
+    reply: Step | None = None  # the committed reply of the step in flight, without results
+    finished: tuple[RunRecord, RunEndRecord] | None = None  # the run a run_key names, if ended
 
 
 class SessionBinding:
@@ -109,8 +113,10 @@ class SessionBinding:
             timeout=spec.wait,
         )
         try:
-            # One more run than memory needs: the unfinished run a resume picks up.
-            session = await store.get(spec.session_id, history_limit=memory.max_runs + 1)
+            # One more run than memory needs: the unfinished run a resume picks up. A run key
+            # may name any earlier run: then the whole history is read.
+            limit = None if spec.run_key is not None else memory.max_runs + 1
+            session = await store.get(spec.session_id, history_limit=limit)
             if session is None:
                 raise SessionNotFound(f"session {spec.session_id!r} was deleted")
         except BaseException:
@@ -144,13 +150,15 @@ class SessionBinding:
                 pass  # taken over already: nothing of ours to release
 
 
-def load(session: Session, *, memory: Memory, resume: bool) -> Loaded:
-    """State, memory and (when resuming) the unfinished run, from a loaded session."""
-    from .sessions import RunEndRecord, RunRecord, StepRecord
+def load(session: Session, *, memory: Memory, resume: bool, run_key: str | None = None) -> Loaded:
+    """State, memory and, when resuming (or a ``run_key`` names an unfinished run), the
+    unfinished run; or the finished run a ``run_key`` names."""
+    from .sessions import ReplyRecord, RunEndRecord, RunRecord, StepRecord
 
     runs: dict[str, RunRecord] = {}
     ends: dict[str, RunEndRecord] = {}
     steps: dict[str, list[StepRecord]] = {}
+    replies: dict[str, ReplyRecord] = {}
     for record in session.history:
         if isinstance(record, RunRecord) and record.parent_run_id is None:
             runs[record.run_id] = record
@@ -158,20 +166,83 @@ def load(session: Session, *, memory: Memory, resume: bool) -> Loaded:
             ends[record.run_id] = record
         elif isinstance(record, StepRecord):
             steps.setdefault(record.run_id, []).append(record)
+        elif isinstance(record, ReplyRecord):
+            replies[record.run_id] = record
     order = list(runs)
     loaded = Loaded(state=StateView(session.state), memory=())
-    if resume:
-        unfinished = [r for r in order if ends.get(r) is None or ends[r].status != "finished"]
+    target: str | None = None
+    if run_key is not None:
+        keyed = [r for r in order if runs[r].run_key == run_key]
+        if keyed:
+            target = keyed[-1]
+            end = ends.get(target)
+            if end is not None and end.status == "finished":
+                loaded.finished = (runs[target], end)
+                loaded.steps = tuple(step_from_json(s.step) for s in steps.get(target, ()))
+                return loaded
+    elif resume:
+        unfinished = unfinished_runs(session)
         if not unfinished:
-            raise UserError(f"session {session.id!r} has no unfinished run to resume")
-        run_id = unfinished[-1]
-        loaded.run_id = run_id
-        loaded.user_input = runs[run_id].input
-        loaded.steps = tuple(step_from_json(s.step) for s in steps.get(run_id, ()))
-        order = order[: order.index(run_id)]
+            raise NothingToResume(f"session {session.id!r} has no unfinished run to resume")
+        target = unfinished[-1].run_id
+    if target is not None:
+        loaded.run_id = target
+        loaded.user_input = runs[target].input
+        loaded.steps = tuple(step_from_json(s.step) for s in steps.get(target, ()))
+        reply = replies.get(target)
+        if reply is not None and reply.index == len(loaded.steps):
+            loaded.reply = step_from_json(reply.step)
+        order = order[: order.index(target)]
     finished = [r for r in order if r in ends and ends[r].status == "finished"]
     loaded.memory = _memory([(runs[r], ends[r]) for r in finished], memory)
     return loaded
+
+
+def unfinished_runs(session: Session) -> list[RunRecord]:
+    """The session's root runs that never recorded a finished end, oldest first."""
+    from .sessions import RunEndRecord, RunRecord
+
+    finished = {
+        r.run_id for r in session.history if isinstance(r, RunEndRecord) and r.status == "finished"
+    }
+    return [
+        r
+        for r in session.history
+        if isinstance(r, RunRecord) and r.parent_run_id is None and r.run_id not in finished
+    ]
+
+
+def stored_result(agent: Agent, loaded: Loaded) -> RunResult:
+    """The result of the finished run a ``run_key`` named, rebuilt from its records (the
+    per-model usage split is not stored)."""
+    from ._steps import RunErrorInfo
+    from .models._types import Usage
+
+    if loaded.finished is None:
+        raise UserError("no finished run was loaded")
+    run, end = loaded.finished
+    text = end.output if isinstance(end.output, str) else None
+    output: Any = end.output
+    if text is not None and end.error is None:
+        output = agent.parse_output(text)
+    usage = Usage(**{k: v for k, v in end.usage.items() if k in _USAGE_FIELDS})
+    error = None
+    if end.error is not None:
+        error = RunErrorInfo(kind=end.error_kind or "error", message=end.error)
+    return RunResult(
+        run_id=run.run_id,
+        agent=run.agent,
+        branch=run.branch,
+        output=output,
+        text=text,
+        steps=loaded.steps,
+        usage=usage,
+        error=error,
+        state=loaded.state.snapshot(),
+    )
+
+
+_USAGE_FIELDS = frozenset({"requests", "input_tokens", "output_tokens", "unknown"})
 
 
 def _memory(pairs: list[tuple[Any, Any]], policy: Memory) -> tuple[Message, ...]:
@@ -217,7 +288,14 @@ def end_record(
         if error is not None
         else (result.error.message if result and result.error else None)
     )
-    return RunEndRecord(run_id=run_id, status=status, output=output, error=message, usage=usage)
+    kind = (
+        type(error).__name__
+        if error is not None
+        else (result.error.kind if result and result.error else None)
+    )
+    return RunEndRecord(
+        run_id=run_id, status=status, output=output, error=message, error_kind=kind, usage=usage
+    )
 
 
 def _jsonable(value: Any) -> Any:

@@ -254,7 +254,9 @@ class _Attempt:
             and not duplicate
             and not (self.run.last_step and self.run.agent.reflect_on_tool_use)
             and len(record.actions) <= self.run.agent.tool_limits.max_actions_per_step
-            and self.executor.toolbox.is_eager(part.name, part.path)
+            and self.executor.toolbox.is_eager(
+                part.name, part.path, committing=self.run.binding is not None
+            )
         ):
             await self.executor.start(pending, step=len(self.run.steps))
 

@@ -11,6 +11,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 WORKER = Path(__file__).with_name("_crash_worker.py")
 
 
@@ -59,3 +61,43 @@ def test_a_killed_run_resumes_in_a_new_process_without_rerunning_committed_actio
         state = dict(conn.execute("SELECT key, value FROM agentloop_state"))
     assert kinds == ["run", "step", "step", "step", "step", "step", "run_end"]
     assert set(state) == {"done:0", "done:1", "done:2", "done:3"}
+
+
+IDEMPOTENT_WORKER = Path(__file__).with_name("_idempotent_worker.py")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def crash_store(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    if request.param == "sqlite":
+        return "sqlite", str(tmp_path / "s.db")
+    return "postgres", request.getfixturevalue("pg_schema_dsn")
+
+
+def test_a_tool_with_side_effects_acts_once_across_a_crash_with_fresh_provider_call_ids(
+    tmp_path: Path, crash_store: tuple[str, str]
+) -> None:
+    """The model mints a new call id on every call. SIGKILL lands after the tool acted but
+    before the step was committed; resume re-runs it from the committed reply, with the same
+    idempotency key, so a tool that deduplicates by key acts exactly once."""
+    kind, target = crash_store
+    log = tmp_path / "log.txt"
+    ledger = Path(str(log) + ".ledger")
+    argv = [sys.executable, str(IDEMPOTENT_WORKER), kind, target, str(log)]
+    worker = subprocess.Popen([*argv, "run"])
+    try:
+        deadline = time.monotonic() + 30
+        while not (ledger.exists() and ledger.read_text().strip()):
+            assert worker.poll() is None, "the worker ended before the tool acted"
+            assert time.monotonic() < deadline, "the tool never acted"
+            time.sleep(0.02)
+    finally:
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+    resumed = subprocess.run(
+        [*argv, "resume"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert resumed.stdout.strip().splitlines()[-1] == "paid"
+    calls = log.read_text().split("\n")
+    keys = [line.removeprefix("call ") for line in calls if line]
+    assert len(keys) == 2 and keys[0] == keys[1], keys
+    assert ledger.read_text().split() == [keys[0]]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ._memory import InMemoryStore as InMemoryStore
 from ._postgres import PostgresStore as PostgresStore
 from ._records import Record as Record
+from ._records import ReplyRecord as ReplyRecord
 from ._records import RunEndRecord as RunEndRecord
 from ._records import RunRecord as RunRecord
 from ._records import StateChangeRecord as StateChangeRecord
@@ -34,6 +35,7 @@ __all__ = [
     "Lease",
     "PostgresStore",
     "Record",
+    "ReplyRecord",
     "RunEndRecord",
     "RunRecord",
     "SQLiteStore",

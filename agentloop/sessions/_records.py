@@ -34,12 +34,25 @@ class RunRecord(_RecordBase):
     branch: str
     input: str
     parent_run_id: str | None = None
+    run_key: str | None = None
+    """The caller's idempotency key for the run (``Agent.run(run_key=...)``), if any."""
 
 
 class StepRecord(_RecordBase):
     """A completed step of a run; ``step`` is the runtime's own JSON form of it."""
 
     type: Literal["step"] = "step"
+    run_id: str
+    index: int
+    step: dict[str, JsonValue]
+
+
+class ReplyRecord(_RecordBase):
+    """A step's accepted reply, committed before its actions with side effects start: a resumed
+    run re-runs those actions from it (same tags, same idempotency keys) instead of asking the
+    model again. ``step`` is the runtime's JSON form of the step, without results."""
+
+    type: Literal["reply"] = "reply"
     run_id: str
     index: int
     step: dict[str, JsonValue]
@@ -53,6 +66,8 @@ class RunEndRecord(_RecordBase):
     status: Literal["finished", "failed", "cancelled"]
     output: JsonValue = None
     error: str | None = None
+    error_kind: str | None = None
+    """``RunResult.error.kind`` of a finished run, or the exception's type name."""
     usage: dict[str, int] = Field(default_factory=dict)
 
 
@@ -81,13 +96,15 @@ class StateChangeRecord(_RecordBase):
 
 
 Record = Annotated[
-    RunRecord | StepRecord | RunEndRecord | StateChangeRecord, Field(discriminator="type")
+    RunRecord | StepRecord | ReplyRecord | RunEndRecord | StateChangeRecord,
+    Field(discriminator="type"),
 ]
 """Any history record; ``type`` tells which."""
 
 RECORD_TYPES: tuple[type[_RecordBase], ...] = (
     RunRecord,
     StepRecord,
+    ReplyRecord,
     RunEndRecord,
     StateChangeRecord,
 )

@@ -99,9 +99,18 @@ class Toolbox:
         tool = self._tools.get(name)
         return tool is not None and None in tool.activities
 
-    def is_eager(self, name: str, path: str | None) -> bool:
+    def is_eager(self, name: str, path: str | None, *, committing: bool = False) -> bool:
+        """Whether the action may start as soon as it is sealed. ``committing``: the run
+        commits replies, and a tool with side effects waits for its reply's commit."""
         found = self.find(name, path)
-        return found[1].eager if isinstance(found, tuple) else True
+        if not isinstance(found, tuple):
+            return True
+        activity = found[1]
+        return activity.eager and not (committing and activity.side_effects)
+
+    def has_side_effects(self, name: str, path: str | None) -> bool:
+        found = self.find(name, path)
+        return isinstance(found, tuple) and found[1].side_effects
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -50,6 +50,7 @@ class Activity:
     eager: bool
     timeout: float | None
     serial_key: Callable[[RunContext], str] | None = None
+    side_effects: bool = False
 
     def spec(self, tool_name: str) -> ToolSpec:
         return ToolSpec(
@@ -116,6 +117,7 @@ def make_activity(
     eager: bool,
     timeout: float | None,
     serial_key: Callable[[RunContext], str] | None = None,
+    side_effects: bool = False,
 ) -> Activity:
     if timeout is not None and timeout <= 0:
         raise UserError(f"tool {tool_name!r}: timeout must be positive, not {timeout}")
@@ -145,6 +147,7 @@ def make_activity(
         eager=eager,
         timeout=timeout,
         serial_key=serial_key,
+        side_effects=side_effects,
     )
 
 
@@ -159,6 +162,7 @@ def tool(
     description: str | None = None,
     eager: bool = True,
     timeout: float | None = None,
+    side_effects: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -170,6 +174,7 @@ def tool(
     description: str | None = None,
     eager: bool = True,
     timeout: float | None = None,
+    side_effects: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of an ``async def`` or plain ``def`` function.
 
@@ -177,13 +182,20 @@ def tool(
     the docstring. A parameter annotated ``ToolContext`` is injected, not shown to the model.
     Plain functions run in worker threads. ``eager=False`` waits for the whole reply to pass the
     middleware chain before starting; ``timeout`` (seconds) turns a slow call into an error
-    result.
+    result. ``side_effects=True``: in a session run the tool starts only once its reply is
+    committed, so that a re-run after a crash repeats the same ``idempotency_key``.
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
         tool_name = check_name("tool", name or f.__name__)
         activity = make_activity(
-            f, tool_name=tool_name, path=None, description=description, eager=eager, timeout=timeout
+            f,
+            tool_name=tool_name,
+            path=None,
+            description=description,
+            eager=eager,
+            timeout=timeout,
+            side_effects=side_effects,
         )
         return Tool(name=tool_name, description=activity.description, activities={None: activity})
 
@@ -196,6 +208,7 @@ class _ActivityOptions:
     description: str | None
     eager: bool
     timeout: float | None
+    side_effects: bool
 
 
 _MARK = "__agentloop_activity__"
@@ -212,6 +225,7 @@ def activity(
     description: str | None = None,
     eager: bool = True,
     timeout: float | None = None,
+    side_effects: bool = False,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
@@ -223,14 +237,22 @@ def activity(
     description: str | None = None,
     eager: bool = True,
     timeout: float | None = None,
+    side_effects: bool = False,
 ) -> Any:
-    """Mark a ``Toolkit`` method as an activity (the action's ``path`` is its name)."""
+    """Mark a ``Toolkit`` method as an activity (the action's ``path`` is its name); options
+    as for ``tool``."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         setattr(
             f,
             _MARK,
-            _ActivityOptions(name=name, description=description, eager=eager, timeout=timeout),
+            _ActivityOptions(
+                name=name,
+                description=description,
+                eager=eager,
+                timeout=timeout,
+                side_effects=side_effects,
+            ),
         )
         return f
 
@@ -264,6 +286,7 @@ class Toolkit:
                 description=options.description,
                 eager=options.eager,
                 timeout=options.timeout,
+                side_effects=options.side_effects,
             )
         if not activities:
             raise UserError(f"toolkit {tool_name!r} has no @activity methods")

@@ -1,0 +1,163 @@
+"""Keys that hold with real providers: a committed reply is never asked again, so resume repeats
+its actions' idempotency keys even when the provider mints fresh call ids; and ``run_key`` makes
+a whole run idempotent within its session."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agentloop import Agent, ModelRequest, NothingToResume, ToolContext, UserError, tool
+from agentloop.models import ToolResultPart
+from agentloop.sessions import InMemoryStore, ReplyRecord, SessionStore, SQLiteStore
+from agentloop.testing import FunctionModel, Reply, call
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path):
+    made: SessionStore = (
+        InMemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "s.db")
+    )
+    async with made:
+        yield made
+
+
+class Ledger:
+    """A tool with side effects that deduplicates by idempotency key."""
+
+    def __init__(self, *, block_first: bool = False) -> None:
+        self.keys: list[str] = []
+        self.acted: list[str] = []
+        self.block_first = block_first
+        self.entered = anyio.Event()
+        self.history_at_start: list[list[str]] = []
+
+    def tool(self, store: SessionStore) -> object:
+        @tool(side_effects=True)
+        async def charge(ctx: ToolContext, amount: int) -> str:
+            """Charge the card."""
+            session = await store.get(ctx.session_id or "")
+            assert session is not None
+            self.history_at_start.append([r.type for r in session.history])
+            self.keys.append(ctx.idempotency_key)
+            if ctx.idempotency_key not in self.acted:
+                self.acted.append(ctx.idempotency_key)
+            if self.block_first and len(self.keys) == 1:
+                self.entered.set()
+                await anyio.sleep_forever()
+            return f"charged {amount}"
+
+        return charge
+
+
+def minting_model(calls: list[str]) -> FunctionModel:
+    """Mints a fresh call id on every call, as OpenAI (``call_…``) and Anthropic do."""
+
+    def reply(request: ModelRequest) -> Reply | str:
+        calls.append("model")
+        if any(isinstance(p, ToolResultPart) for m in request.messages for p in m.parts):
+            return "paid"
+        return Reply(calls=[call("charge", {"amount": 5}, id=f"call_{uuid.uuid4().hex}")])
+
+    return FunctionModel(reply)
+
+
+async def _cancel_when(event: anyio.Event, coro_fn: object) -> None:
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            await coro_fn()  # type: ignore[operator]
+
+        tg.start_soon(run)
+        await event.wait()
+        tg.cancel_scope.cancel()
+
+
+async def test_resume_repeats_the_committed_reply_with_the_same_keys(store: SessionStore) -> None:
+    calls: list[str] = []
+    ledger = Ledger(block_first=True)
+    agent = Agent(minting_model(calls), tools=[ledger.tool(store)], store=store)  # type: ignore[list-item]
+    await _cancel_when(ledger.entered, lambda: agent.run("pay", session="s"))
+    assert calls == ["model"]
+    result = await agent.resume(session="s")
+    assert result.output == "paid"
+    assert calls == ["model", "model"]  # the committed step was not asked again
+    assert len(ledger.keys) == 2 and ledger.keys[0] == ledger.keys[1]
+    assert ledger.acted == [ledger.keys[0]]
+
+
+async def test_a_tool_with_side_effects_starts_only_after_its_reply_is_committed(
+    store: SessionStore,
+) -> None:
+    ledger = Ledger()
+    agent = Agent(minting_model([]), tools=[ledger.tool(store)], store=store)  # type: ignore[list-item]
+    result = await agent.run("pay", session="s")
+    assert result.output == "paid"
+    assert ledger.history_at_start == [["run", "reply"]]
+    session = await store.get("s")
+    assert session is not None
+    (reply,) = [r for r in session.history if isinstance(r, ReplyRecord)]
+    assert reply.index == 0 and reply.step["parts"]
+
+
+async def test_tools_without_side_effects_add_no_commit() -> None:
+    @tool
+    async def look(q: str) -> str:
+        """Look."""
+        return q
+
+    store = InMemoryStore()
+    model = FunctionModel(
+        lambda r: "ok" if len(r.messages) > 2 else Reply(calls=[call("look", {"q": "x"})])
+    )
+    await Agent(model, tools=[look], store=store).run("x", session="s")
+    session = await store.get("s")
+    assert session is not None
+    assert [r.type for r in session.history] == ["run", "step", "step", "run_end"]
+
+
+# -- run keys -------------------------------------------------------------------------------------
+
+
+async def test_a_run_key_seen_before_returns_the_first_runs_result(store: SessionStore) -> None:
+    calls: list[str] = []
+    ledger = Ledger()
+    agent = Agent(minting_model(calls), tools=[ledger.tool(store)], store=store)  # type: ignore[list-item]
+    first = await agent.run("pay", session="s", run_key="order-1")
+    again = await agent.run("pay", session="s", run_key="order-1")
+    assert calls == ["model", "model"] and len(ledger.keys) == 1
+    assert again.run_id == first.run_id and again.output == first.output == "paid"
+    assert [s.index for s in again.steps] == [0, 1]
+    other = await agent.run("pay", session="s", run_key="order-2")
+    assert other.run_id != first.run_id and len(ledger.keys) == 2
+
+
+async def test_a_run_key_of_an_unfinished_run_resumes_it(store: SessionStore) -> None:
+    calls: list[str] = []
+    ledger = Ledger(block_first=True)
+    agent = Agent(minting_model(calls), tools=[ledger.tool(store)], store=store)  # type: ignore[list-item]
+    await _cancel_when(ledger.entered, lambda: agent.run("pay", session="s", run_key="k"))
+    unfinished = await agent.unfinished_run(session="s")
+    assert unfinished is not None and unfinished.run_key == "k"
+    result = await agent.run("pay", session="s", run_key="k")
+    assert result.run_id == unfinished.run_id and result.output == "paid"
+    assert ledger.acted == [ledger.keys[0]] and ledger.keys[0] == ledger.keys[1]
+    assert await agent.unfinished_run(session="s") is None
+
+
+async def test_resume_with_nothing_to_resume_raises_its_own_error(store: SessionStore) -> None:
+    agent = Agent(FunctionModel(lambda r: "hi"), store=store)
+    assert await agent.unfinished_run(session="nobody") is None
+    await agent.run("x", session="s")
+    assert await agent.unfinished_run(session="s") is None
+    with pytest.raises(NothingToResume):
+        await agent.resume(session="s")
+
+
+async def test_a_run_key_needs_a_session() -> None:
+    agent = Agent(FunctionModel(lambda r: "hi"))
+    with pytest.raises(UserError, match="run_key needs session"):
+        await agent.run("x", run_key="k")
