@@ -361,12 +361,12 @@ async def _settle(
     for p in own.actions if own is not None else ():
         sealed.setdefault(p.part.id, []).append(p)
     step_index = len(run.steps)
-    if _commits_reply(run, executor, response):
+    out_of_steps = run.last_step and agent.reflect_on_tool_use
+    if not out_of_steps and _commits_reply(run, executor, response):
         await _commit_reply(run, step_index, response)
     pendings: list[PendingAction] = []
     seen: set[str] = set()
     limit = agent.tool_limits.max_actions_per_step
-    out_of_steps = run.last_step and agent.reflect_on_tool_use
     for part in response.tool_calls:
         same_id = sealed.get(part.id)
         pending = same_id.pop(0) if same_id else None
