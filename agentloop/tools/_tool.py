@@ -14,7 +14,7 @@ from ..models._types import TOOL_NAME_SEPARATOR, ToolSpec, wire_tool_name
 from ._context import ToolContext
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    from pydantic import BaseModel, ValidationError
 
     from .._context import RunContext
 from ._schema import args_model, json_schema, parse_docstring
@@ -38,7 +38,12 @@ def check_name(kind: str, name: str) -> str:
 @final
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Activity:
-    """One callable of a tool: a plain ``@tool`` has one, a ``Toolkit`` one per method."""
+    """One callable of a tool: a plain ``@tool`` has one, a ``Toolkit`` one per method.
+
+    ``args`` validates the model's arguments into ``fn``'s keyword arguments; ``parameters`` is
+    the JSON schema the model is shown. They differ for an activity made with ``on_invalid``
+    (see ``make_activity``), whose ``args`` never fails.
+    """
 
     path: str | None
     description: str
@@ -116,7 +121,17 @@ def make_activity(
     eager: bool,
     timeout: float | None,
     serial_key: Callable[[RunContext], str] | None = None,
+    on_invalid: Callable[[ValidationError], Any] | None = None,
 ) -> Activity:
+    """The activity running ``fn``, with its argument model and schema from the signature.
+
+    ``on_invalid`` lets the tool answer arguments that break its schema itself: instead of the
+    runtime's ``invalid_arguments`` error result, the action succeeds with
+    ``on_invalid(validation_error)`` as its output (``fn`` is not called). It runs where ``fn``
+    would (a worker thread for a sync ``fn``); if it raises, the action fails as the tool
+    would. The schema the model is shown is unchanged, and so is calling ``fn`` directly.
+    Arguments that are not a JSON object at all still get the runtime's error.
+    """
     if timeout is not None and timeout <= 0:
         raise UserError(f"tool {tool_name!r}: timeout must be positive, not {timeout}")
     summary, param_docs = parse_docstring(inspect.getdoc(fn))
@@ -134,18 +149,80 @@ def make_activity(
     is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
         getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
     )
+    parameters = json_schema(model)
+    if on_invalid is not None:
+        fn, model = _answering_invalid(fn, model, on_invalid, is_async=is_async)
     return Activity(
         path=path,
         description=(description or summary or "").strip(),
         fn=fn,
         args=model,
-        parameters=json_schema(model),
+        parameters=parameters,
         context_param=context_params[0] if context_params else None,
         is_async=is_async,
         eager=eager,
         timeout=timeout,
         serial_key=serial_key,
     )
+
+
+# The keyword argument that carries a validation failure to the wrapper ``_answering_invalid``
+# makes (a pydantic field name, so no leading underscore; never a tool's own parameter).
+_INVALID = "agentloop_invalid_arguments_"
+
+
+def _answering_invalid(
+    fn: Callable[..., Any],
+    model: type[BaseModel],
+    on_invalid: Callable[[ValidationError], Any],
+    *,
+    is_async: bool,
+) -> tuple[Callable[..., Any], type[BaseModel]]:
+    """``fn`` and ``model`` for an activity that answers its own invalid arguments.
+
+    The new model runs ``model``'s validation; on success it holds the same keyword arguments,
+    on failure only the ``ValidationError`` (under ``_INVALID``). The new function hands that
+    to ``on_invalid`` and otherwise calls ``fn`` as it is; called without ``_INVALID`` (a
+    direct call) it is ``fn``.
+    """
+    from pydantic import ValidationError, create_model, model_validator
+
+    if _INVALID in model.model_fields:
+        raise UserError(f"a tool parameter may not be named {_INVALID!r}")
+
+    def check(data: Any) -> Any:
+        try:
+            parsed = model.model_validate(data)
+        except ValidationError as exc:
+            return {_INVALID: exc}
+        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+
+    fields: dict[str, Any] = dict.fromkeys([*model.model_fields, _INVALID], (Any, None))
+    lenient: type[BaseModel] = create_model(
+        model.__name__,
+        __validators__={"check": model_validator(mode="before")(check)},  # type: ignore[dict-item]
+        **fields,
+    )
+
+    if is_async:
+
+        @functools.wraps(fn)
+        async def answer(*args: Any, **kwargs: Any) -> Any:
+            invalid = kwargs.pop(_INVALID, None)
+            if invalid is not None:
+                return on_invalid(invalid)
+            return await fn(*args, **kwargs)
+
+        return answer, lenient
+
+    @functools.wraps(fn)
+    def answer_sync(*args: Any, **kwargs: Any) -> Any:
+        invalid = kwargs.pop(_INVALID, None)
+        if invalid is not None:
+            return on_invalid(invalid)
+        return fn(*args, **kwargs)
+
+    return answer_sync, lenient
 
 
 @overload
