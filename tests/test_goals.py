@@ -33,6 +33,7 @@ from agentloop.goals import (
     start_goal,
     state_key,
 )
+from agentloop.models import ToolResultPart
 from agentloop.sessions import InMemoryStore, SQLiteStore, StateChangeRecord
 from agentloop.testing import FunctionModel, Reply, ScriptedModel, call
 
@@ -131,6 +132,77 @@ async def test_goal_tool_errors_are_returned_not_raised() -> None:
     assert (
         completed["status"] == "complete" and completed["terminalAtUnix"] >= third["createdAtUnix"]
     )
+
+
+BAD_CREATES: list[Any] = [
+    {},
+    {"objective": ""},
+    {"objective": "   "},
+    {"objective": 42},
+    {"objective": None},
+    {"objective": ["x"]},
+    {"objective": "x", "oops": 1},
+]
+BAD_UPDATES: list[Any] = [
+    {},
+    {"status": "active"},
+    {"status": "COMPLETE"},
+    {"status": 1},
+    {"status": None},
+    {"status": True},
+    {"status": "complete", "x": 0},
+]
+
+
+async def test_goal_tools_answer_their_own_schema_violations() -> None:
+    """Missing, empty or wrongly typed arguments get the tool's own INVALID_ARGS answer (a
+    successful result the model sees), not the runtime's generic invalid_arguments error."""
+    model = ScriptedModel(
+        [
+            Reply(calls=[call("create_goal", a, id=f"c{i}") for i, a in enumerate(BAD_CREATES)]),
+            Reply(calls=[call("create_goal", {"objective": "real"})]),
+            Reply(calls=[call("update_goal", a, id=f"u{i}") for i, a in enumerate(BAD_UPDATES)]),
+            Reply(calls=[call("get_goal", {"extra": 1})]),
+            Reply(calls=[call("update_goal", {"status": "complete"})]),
+            "done",
+        ]
+    )
+    agent = setup_goal(Agent(model, name="worker"), GoalOptions(max_retries=0))
+    result = await agent.run("go")
+    for step in (0, 2, 3):
+        for action in result.steps[step].actions:
+            assert not action.is_error and action.error_kind is None, action
+            assert set(action.output) == {"error"}, action.output
+            assert action.output["error"].startswith("INVALID_ARGS: "), action.output
+    assert all("objective" in o["error"] for o in outputs(result, 0))
+    assert all("'complete' or 'blocked'" in o["error"] for o in outputs(result, 2))
+    # The bad updates changed nothing: the goal was still active until the last call.
+    assert outputs(result, 4)[0]["goal"]["status"] == "complete"
+    # The model is shown each answer as a plain (not error) tool result.
+    shown = [
+        part
+        for message in model.requests[1].messages
+        for part in message.parts
+        if isinstance(part, ToolResultPart)
+    ]
+    assert len(shown) == len(BAD_CREATES)
+    assert all(
+        not p.is_error and json.loads(p.content)["error"].startswith("INVALID_ARGS:") for p in shown
+    )
+
+
+def test_goal_tool_schemas_still_say_what_is_required() -> None:
+    """objective is a required string; status a required enum of complete and blocked."""
+    from agentloop.goals import GoalToolSet
+
+    specs = {s.name: s.parameters for t in GoalToolSet()._tools for s in t.specs()}
+    create, update, get = specs["create_goal"], specs["update_goal"], specs["get_goal"]
+    assert create["required"] == ["objective"]
+    assert create["properties"]["objective"]["type"] == "string"
+    assert update["required"] == ["status"]
+    assert update["properties"]["status"]["type"] == "string"
+    assert update["properties"]["status"]["enum"] == ["complete", "blocked"]
+    assert get["properties"] == {}
 
 
 async def test_ten_parallel_creates_leave_exactly_one_active_goal() -> None:
