@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from agentloop import (
     Event,
     ModelRequest,
     RunFinished,
+    SessionBusy,
     TextDelta,
     UserError,
 )
@@ -34,7 +37,13 @@ from agentloop.goals import (
     state_key,
 )
 from agentloop.models import ToolResultPart
-from agentloop.sessions import InMemoryStore, SQLiteStore, StateChangeRecord
+from agentloop.sessions import (
+    InMemoryStore,
+    PostgresStore,
+    SessionStore,
+    SQLiteStore,
+    StateChangeRecord,
+)
 from agentloop.testing import FunctionModel, Reply, ScriptedModel, call
 
 MARKER = DEFAULT_GUIDANCE.splitlines()[0]
@@ -248,6 +257,120 @@ async def test_start_goal_on_an_existing_session_and_with_a_prefix() -> None:
     assert session is not None and session.state == {"other": 1, "g:bot": encode_goal(goal)}
     with pytest.raises(UserError, match="blank"):
         await start_goal(store, session_id="s2", objective="   ", branch="bot")
+
+
+async def test_start_goal_refuses_a_temp_prefix_and_stores_nothing() -> None:
+    """A temp: key would not persist: start_goal refuses it, as GoalOptions does."""
+    store = InMemoryStore()
+    with pytest.raises(UserError, match="temp:"):
+        await start_goal(
+            store, session_id="t", objective="x", branch="bot", state_key_prefix="temp:goal"
+        )
+    assert await store.get("t") is None
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
+    """A fresh store of each back end."""
+    kind: str = request.param
+    opened: SessionStore
+    if kind == "memory":
+        opened = InMemoryStore()
+    elif kind == "sqlite":
+        opened = SQLiteStore(tmp_path / "goals.db")
+    else:
+        opened = PostgresStore(request.getfixturevalue("pg_schema_dsn"))
+    async with opened:
+        yield opened
+
+
+async def test_start_goal_on_a_busy_session_raises_session_busy(any_store: SessionStore) -> None:
+    """While another holds the session's lease, start_goal raises SessionBusy (as a run would)
+    and stores nothing; once it is released, start_goal works and leaves no lease behind."""
+    await any_store.create("busy")
+    lease = await any_store.acquire_lease("busy", owner="a-run", ttl=30)
+    with pytest.raises(SessionBusy):
+        await start_goal(any_store, session_id="busy", objective="x", branch="bot")
+    with pytest.raises(SessionBusy):
+        await start_goal(
+            any_store, session_id="busy", objective="x", branch="bot", wait_for_session=0.05
+        )
+    session = await any_store.get("busy")
+    assert session is not None and "goal:bot" not in session.state and session.version == 0
+    await any_store.release_lease(lease)
+    goal = await start_goal(any_store, session_id="busy", objective="x", branch="bot")
+    assert get_goal_record(await any_store.get("busy"), branch="bot") == goal
+    again = await any_store.acquire_lease("busy", owner="next-run", ttl=30)  # not left held
+    assert again.fence == lease.fence + 2  # start_goal took (and released) the lease in between
+
+
+async def test_start_goal_waits_for_a_busy_session(any_store: SessionStore) -> None:
+    """wait_for_session=: start_goal waits for the lease, commits under it and releases it."""
+    await any_store.create("wait")
+    lease = await any_store.acquire_lease("wait", owner="a-run", ttl=30)
+    done = anyio.Event()
+    goals: list[GoalRecord] = []
+
+    async def host() -> None:
+        goals.append(
+            await start_goal(
+                any_store, session_id="wait", objective="later", branch="bot", wait_for_session=30
+            )
+        )
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(host)
+        await anyio.sleep(0.05)
+        assert not done.is_set()
+        await any_store.commit("wait", expected_version=0, set_state={"run": 1}, lease=lease)
+        await any_store.release_lease(lease)
+    session = await any_store.get("wait")
+    assert session is not None and session.state["run"] == 1
+    assert get_goal_record(session, branch="bot") == goals[0]
+    await any_store.acquire_lease("wait", owner="next-run", ttl=30)  # not left held
+
+
+async def test_start_goal_during_a_run_of_the_session() -> None:
+    """A run holds its session: start_goal raises SessionBusy, or with wait_for_session waits
+    for the run to end; the run's own changes are kept."""
+    store = InMemoryStore()
+    started, go_on = anyio.Event(), anyio.Event()
+
+    async def slow(request: ModelRequest) -> str:
+        started.set()
+        await go_on.wait()
+        return "finished"
+
+    agent = Agent(FunctionModel(slow), name="bot", store=store)
+    await store.create("live", state={"mine": 1})
+    goals: list[GoalRecord] = []
+
+    async def host() -> None:
+        goals.append(
+            await start_goal(
+                store, session_id="live", objective="next", agent=agent, wait_for_session=30
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(agent.run, "hi", session="live"))
+        await started.wait()
+        with pytest.raises(SessionBusy):
+            await start_goal(store, session_id="live", objective="now", agent=agent)
+        tg.start_soon(host)
+        await anyio.sleep(0.05)
+        assert not goals
+        go_on.set()
+    session = await store.get("live")
+    assert session is not None and session.state["mine"] == 1
+    assert [type(r).__name__ for r in session.history] == [
+        "RunRecord",
+        "StepRecord",
+        "RunEndRecord",
+        "StateChangeRecord",
+    ]
+    assert get_goal_record(session, branch="bot") == goals[0]
 
 
 async def test_a_host_goal_is_seen_by_the_tools_and_enforced() -> None:
