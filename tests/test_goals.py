@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from agentloop import (
     Event,
     ModelRequest,
     RunFinished,
+    SessionBusy,
     TextDelta,
     UserError,
 )
@@ -33,7 +36,14 @@ from agentloop.goals import (
     start_goal,
     state_key,
 )
-from agentloop.sessions import InMemoryStore, SQLiteStore, StateChangeRecord
+from agentloop.models import ToolResultPart
+from agentloop.sessions import (
+    InMemoryStore,
+    PostgresStore,
+    SessionStore,
+    SQLiteStore,
+    StateChangeRecord,
+)
 from agentloop.testing import FunctionModel, Reply, ScriptedModel, call
 
 MARKER = DEFAULT_GUIDANCE.splitlines()[0]
@@ -133,6 +143,77 @@ async def test_goal_tool_errors_are_returned_not_raised() -> None:
     )
 
 
+BAD_CREATES: list[Any] = [
+    {},
+    {"objective": ""},
+    {"objective": "   "},
+    {"objective": 42},
+    {"objective": None},
+    {"objective": ["x"]},
+    {"objective": "x", "oops": 1},
+]
+BAD_UPDATES: list[Any] = [
+    {},
+    {"status": "active"},
+    {"status": "COMPLETE"},
+    {"status": 1},
+    {"status": None},
+    {"status": True},
+    {"status": "complete", "x": 0},
+]
+
+
+async def test_goal_tools_answer_their_own_schema_violations() -> None:
+    """Missing, empty or wrongly typed arguments get the tool's own INVALID_ARGS answer (a
+    successful result the model sees), not the runtime's generic invalid_arguments error."""
+    model = ScriptedModel(
+        [
+            Reply(calls=[call("create_goal", a, id=f"c{i}") for i, a in enumerate(BAD_CREATES)]),
+            Reply(calls=[call("create_goal", {"objective": "real"})]),
+            Reply(calls=[call("update_goal", a, id=f"u{i}") for i, a in enumerate(BAD_UPDATES)]),
+            Reply(calls=[call("get_goal", {"extra": 1})]),
+            Reply(calls=[call("update_goal", {"status": "complete"})]),
+            "done",
+        ]
+    )
+    agent = setup_goal(Agent(model, name="worker"), GoalOptions(max_retries=0))
+    result = await agent.run("go")
+    for step in (0, 2, 3):
+        for action in result.steps[step].actions:
+            assert not action.is_error and action.error_kind is None, action
+            assert set(action.output) == {"error"}, action.output
+            assert action.output["error"].startswith("INVALID_ARGS: "), action.output
+    assert all("objective" in o["error"] for o in outputs(result, 0))
+    assert all("'complete' or 'blocked'" in o["error"] for o in outputs(result, 2))
+    # The bad updates changed nothing: the goal was still active until the last call.
+    assert outputs(result, 4)[0]["goal"]["status"] == "complete"
+    # The model is shown each answer as a plain (not error) tool result.
+    shown = [
+        part
+        for message in model.requests[1].messages
+        for part in message.parts
+        if isinstance(part, ToolResultPart)
+    ]
+    assert len(shown) == len(BAD_CREATES)
+    assert all(
+        not p.is_error and json.loads(p.content)["error"].startswith("INVALID_ARGS:") for p in shown
+    )
+
+
+def test_goal_tool_schemas_still_say_what_is_required() -> None:
+    """objective is a required string; status a required enum of complete and blocked."""
+    from agentloop.goals import GoalToolSet
+
+    specs = {s.name: s.parameters for t in GoalToolSet()._tools for s in t.specs()}
+    create, update, get = specs["create_goal"], specs["update_goal"], specs["get_goal"]
+    assert create["required"] == ["objective"]
+    assert create["properties"]["objective"]["type"] == "string"
+    assert update["required"] == ["status"]
+    assert update["properties"]["status"]["type"] == "string"
+    assert update["properties"]["status"]["enum"] == ["complete", "blocked"]
+    assert get["properties"] == {}
+
+
 async def test_ten_parallel_creates_leave_exactly_one_active_goal() -> None:
     """Goal tools of one reply apply in the model's order: the first create wins."""
     calls = [call("create_goal", {"objective": f"goal {i}"}, id=f"c{i}") for i in range(10)]
@@ -176,6 +257,120 @@ async def test_start_goal_on_an_existing_session_and_with_a_prefix() -> None:
     assert session is not None and session.state == {"other": 1, "g:bot": encode_goal(goal)}
     with pytest.raises(UserError, match="blank"):
         await start_goal(store, session_id="s2", objective="   ", branch="bot")
+
+
+async def test_start_goal_refuses_a_temp_prefix_and_stores_nothing() -> None:
+    """A temp: key would not persist: start_goal refuses it, as GoalOptions does."""
+    store = InMemoryStore()
+    with pytest.raises(UserError, match="temp:"):
+        await start_goal(
+            store, session_id="t", objective="x", branch="bot", state_key_prefix="temp:goal"
+        )
+    assert await store.get("t") is None
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
+    """A fresh store of each back end."""
+    kind: str = request.param
+    opened: SessionStore
+    if kind == "memory":
+        opened = InMemoryStore()
+    elif kind == "sqlite":
+        opened = SQLiteStore(tmp_path / "goals.db")
+    else:
+        opened = PostgresStore(request.getfixturevalue("pg_schema_dsn"))
+    async with opened:
+        yield opened
+
+
+async def test_start_goal_on_a_busy_session_raises_session_busy(any_store: SessionStore) -> None:
+    """While another holds the session's lease, start_goal raises SessionBusy (as a run would)
+    and stores nothing; once it is released, start_goal works and leaves no lease behind."""
+    await any_store.create("busy")
+    lease = await any_store.acquire_lease("busy", owner="a-run", ttl=30)
+    with pytest.raises(SessionBusy):
+        await start_goal(any_store, session_id="busy", objective="x", branch="bot")
+    with pytest.raises(SessionBusy):
+        await start_goal(
+            any_store, session_id="busy", objective="x", branch="bot", wait_for_session=0.05
+        )
+    session = await any_store.get("busy")
+    assert session is not None and "goal:bot" not in session.state and session.version == 0
+    await any_store.release_lease(lease)
+    goal = await start_goal(any_store, session_id="busy", objective="x", branch="bot")
+    assert get_goal_record(await any_store.get("busy"), branch="bot") == goal
+    again = await any_store.acquire_lease("busy", owner="next-run", ttl=30)  # not left held
+    assert again.fence == lease.fence + 2  # start_goal took (and released) the lease in between
+
+
+async def test_start_goal_waits_for_a_busy_session(any_store: SessionStore) -> None:
+    """wait_for_session=: start_goal waits for the lease, commits under it and releases it."""
+    await any_store.create("wait")
+    lease = await any_store.acquire_lease("wait", owner="a-run", ttl=30)
+    done = anyio.Event()
+    goals: list[GoalRecord] = []
+
+    async def host() -> None:
+        goals.append(
+            await start_goal(
+                any_store, session_id="wait", objective="later", branch="bot", wait_for_session=30
+            )
+        )
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(host)
+        await anyio.sleep(0.05)
+        assert not done.is_set()
+        await any_store.commit("wait", expected_version=0, set_state={"run": 1}, lease=lease)
+        await any_store.release_lease(lease)
+    session = await any_store.get("wait")
+    assert session is not None and session.state["run"] == 1
+    assert get_goal_record(session, branch="bot") == goals[0]
+    await any_store.acquire_lease("wait", owner="next-run", ttl=30)  # not left held
+
+
+async def test_start_goal_during_a_run_of_the_session() -> None:
+    """A run holds its session: start_goal raises SessionBusy, or with wait_for_session waits
+    for the run to end; the run's own changes are kept."""
+    store = InMemoryStore()
+    started, go_on = anyio.Event(), anyio.Event()
+
+    async def slow(request: ModelRequest) -> str:
+        started.set()
+        await go_on.wait()
+        return "finished"
+
+    agent = Agent(FunctionModel(slow), name="bot", store=store)
+    await store.create("live", state={"mine": 1})
+    goals: list[GoalRecord] = []
+
+    async def host() -> None:
+        goals.append(
+            await start_goal(
+                store, session_id="live", objective="next", agent=agent, wait_for_session=30
+            )
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(agent.run, "hi", session="live"))
+        await started.wait()
+        with pytest.raises(SessionBusy):
+            await start_goal(store, session_id="live", objective="now", agent=agent)
+        tg.start_soon(host)
+        await anyio.sleep(0.05)
+        assert not goals
+        go_on.set()
+    session = await store.get("live")
+    assert session is not None and session.state["mine"] == 1
+    assert [type(r).__name__ for r in session.history] == [
+        "RunRecord",
+        "StepRecord",
+        "RunEndRecord",
+        "StateChangeRecord",
+    ]
+    assert get_goal_record(session, branch="bot") == goals[0]
 
 
 async def test_a_host_goal_is_seen_by_the_tools_and_enforced() -> None:

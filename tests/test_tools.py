@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -250,3 +251,59 @@ def test_a_tools_specs_are_made_once() -> None:
     kit = Kit().tool
     assert [id(s) for s in kit.specs()] == [id(s) for s in kit.specs()]
     assert [s.name for s in kit.specs()] == ["kit__one", "kit__two"]
+
+
+async def test_an_activity_can_answer_its_own_invalid_arguments() -> None:
+    """make_activity(on_invalid=...): a validation failure becomes the tool's own (successful)
+    answer; valid arguments, the schema, sync tools and direct calls are unchanged."""
+    from pydantic import ValidationError
+
+    from agentloop.tools._tool import Tool, make_activity
+
+    seen: list[ValidationError] = []
+
+    def on_invalid(exc: ValidationError) -> dict[str, Any]:
+        seen.append(exc)
+        return {"error": f"bad: {exc.error_count()}"}
+
+    def build(fn: Any) -> Tool:
+        act = make_activity(
+            fn,
+            tool_name=fn.__name__,
+            path=None,
+            description=None,
+            eager=True,
+            timeout=None,
+            on_invalid=on_invalid,
+        )
+        return Tool(name=fn.__name__, description=act.description, activities={None: act})
+
+    async def double(ctx: ToolContext, n: int) -> int:
+        """Double n."""
+        assert ctx.action.name == "double"
+        return 2 * n
+
+    def triple(n: int) -> int:
+        """Triple n."""
+        return 3 * n
+
+    tools = [build(double), build(triple)]
+    assert next(tools[0].specs()).parameters["required"] == ["n"]
+    assert next(tools[0].specs()).parameters["properties"]["n"]["type"] == "integer"
+    fake = SimpleNamespace(action=SimpleNamespace(name="double"))
+    assert await tools[0](fake, n=2) == 4 and tools[1](n=2) == 6  # direct calls
+    script: list[Any] = [
+        Reply(calls=[call("double", {"n": 2}, id="a"), call("double", {"n": "x"}, id="b")]),
+        Reply(calls=[call("triple", {}, id="c"), call("triple", {"n": 1, "m": 2}, id="d")]),
+        "ok",
+    ]
+    result = await Agent(ScriptedModel(script), tools=tools).run("go")
+    outs = [a.output for step in result.steps[:2] for a in step.actions]
+    assert outs == [4, {"error": "bad: 1"}, {"error": "bad: 1"}, {"error": "bad: 1"}]
+    assert not any(a.is_error for step in result.steps for a in step.actions)
+    # (the sync tool's two answers come from worker threads, in either order)
+    assert sorted(e.errors()[0]["type"] for e in seen) == [
+        "extra_forbidden",
+        "int_parsing",
+        "missing",
+    ]

@@ -3,23 +3,32 @@
 Each tool's load → mutate → save runs in its branch's serial queue, taken in the model's order
 when the actions start, so parallel goal calls in one reply apply one after another. Errors are
 returned, never raised: ``{"error": "INVALID_ARGS: …"}`` or ``{"error": "INVALID_STATE: …"}``.
+Arguments that break a tool's schema (a missing, empty or wrongly typed ``objective``, a
+``status`` other than ``complete`` / ``blocked``, an unknown argument) get the tool's own
+``INVALID_ARGS`` answer, through ``make_activity(on_invalid=...)``, not the runtime's generic
+``invalid_arguments`` error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
-
-from pydantic import Field
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._context import RunContext
 from ..tools._context import ToolContext
 from ..tools._tool import Tool, make_activity
 from ._record import DEFAULT_PREFIX, GoalRecord, GoalStatus, decode_goal, encode_goal, state_key
 
-# Shown to the model as an enum, but checked by the tool so that a wrong value gets the
-# documented INVALID_ARGS answer.
-_Status = Annotated[str, Field(json_schema_extra={"enum": ["complete", "blocked"]})]
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+# What each tool says when its arguments break its schema.
+_EXPECTED = {
+    "create_goal": "create_goal takes one argument, objective: a non-empty string "
+    'saying what "done" means',
+    "get_goal": "get_goal takes no arguments",
+    "update_goal": "update_goal takes one argument, status: 'complete' or 'blocked'",
+}
 
 
 class GoalToolSet:
@@ -74,15 +83,15 @@ class GoalToolSet:
                 return {"message": "No session goal is set."}
             return {"message": f"The goal is {goal.status.value}.", "goal": goal.to_camel()}
 
-        async def update_goal(ctx: ToolContext, status: _Status) -> dict[str, Any]:
+        async def update_goal(
+            ctx: ToolContext, status: Literal["complete", "blocked"]
+        ) -> dict[str, Any]:
             """Close the active goal: "complete" when its objective is met; "blocked" only when
             the same obstacle keeps recurring and you cannot go on without the user.
 
             Args:
                 status: "complete" or "blocked"
             """
-            if status not in ("complete", "blocked"):
-                return {"error": "INVALID_ARGS: status must be 'complete' or 'blocked'"}
             key = serial(ctx.run)
             goal = decode_goal(ctx.state.get(key))
             if goal is None:
@@ -108,5 +117,20 @@ def _tool(fn: Callable[..., Any], serial: Callable[[RunContext], str]) -> Tool:
         eager=True,
         timeout=None,
         serial_key=serial,
+        on_invalid=_invalid_args(_EXPECTED[fn.__name__]),
     )
     return Tool(name=fn.__name__, description=activity.description, activities={None: activity})
+
+
+def _invalid_args(expected: str) -> Callable[[ValidationError], dict[str, Any]]:
+    """The tool's answer to arguments that break its schema: what it expects, then what was
+    wrong (at most three problems, as pydantic words them)."""
+
+    def answer(exc: ValidationError) -> dict[str, Any]:
+        problems = [
+            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+            for err in exc.errors(include_url=False, include_input=False)[:3]
+        ]
+        return {"error": f"INVALID_ARGS: {expected} ({'; '.join(problems)})"}
+
+    return answer

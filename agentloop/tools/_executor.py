@@ -291,6 +291,8 @@ async def _invoke_tool(toolbox: Toolbox, limits: ToolLimits, call: ToolCall) -> 
     try:
         args = activity.args.model_validate(strip_nones(dict(action.input), activity.parameters))
     except ValidationError as exc:
+        if activity.on_invalid is not None:  # the tool answers its own schema violations
+            return _success(action, activity.on_invalid(exc), limits.max_output_chars)
         return error_result(action, "invalid_arguments", _validation_message(exc))
     ctx = ToolContext(run=call.run, action=action, step=call.step)
     kwargs = _call_kwargs(activity, args, ctx)

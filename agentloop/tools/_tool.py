@@ -14,7 +14,7 @@ from ..models._types import TOOL_NAME_SEPARATOR, ToolSpec, wire_tool_name
 from ._context import ToolContext
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    from pydantic import BaseModel, ValidationError
 
     from .._context import RunContext
 from ._schema import args_model, json_schema, parse_docstring
@@ -51,6 +51,7 @@ class Activity:
     timeout: float | None
     serial_key: Callable[[RunContext], str] | None = None
     side_effects: bool = False
+    on_invalid: Callable[[ValidationError], Any] | None = None
 
     def spec(self, tool_name: str) -> ToolSpec:
         return ToolSpec(
@@ -118,7 +119,15 @@ def make_activity(
     timeout: float | None,
     serial_key: Callable[[RunContext], str] | None = None,
     side_effects: bool = False,
+    on_invalid: Callable[[ValidationError], Any] | None = None,
 ) -> Activity:
+    """The activity running ``fn``, with its argument model and schema from the signature.
+
+    ``on_invalid`` lets the tool answer arguments that break its schema itself: instead of the
+    runtime's ``invalid_arguments`` error result, the action succeeds with
+    ``on_invalid(validation_error)`` as its output (``fn`` is not called). Arguments that are
+    not a JSON object at all still get the runtime's error.
+    """
     if timeout is not None and timeout <= 0:
         raise UserError(f"tool {tool_name!r}: timeout must be positive, not {timeout}")
     summary, param_docs = parse_docstring(inspect.getdoc(fn))
@@ -148,6 +157,7 @@ def make_activity(
         timeout=timeout,
         serial_key=serial_key,
         side_effects=side_effects,
+        on_invalid=on_invalid,
     )
 
 
