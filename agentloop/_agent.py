@@ -649,7 +649,8 @@ class RunStream:
         if not self._done:
             self._cancel_reason = self._cancel_reason or "the caller left the stream"
             self._scope.cancel()
-        assert self._tg is not None and self._receive is not None
+        if self._tg is None or self._receive is None:
+            raise RuntimeError("RunStream left without being entered")
         try:
             return await self._tg.__aexit__(exc_type, exc, tb)
         finally:

@@ -121,12 +121,18 @@ def _child_of(run: _Run) -> Any:
     return trace.set_span_in_context(run.span) if run.span is not None else None
 
 
+def _instrument(run: _Run) -> Instrumentation:
+    """The run's instrumentation; the loop makes spans only for runs that have one."""
+    if run.instrument is None:
+        raise RuntimeError(f"run {run.run_id} is not traced")
+    return run.instrument
+
+
 async def traced_run(run: _Run, body: Callable[[_Run], Awaitable[RunResult]]) -> RunResult:
     """The run's ``invoke_agent`` span, a child of the caller's current span."""
     from opentelemetry.trace import SpanKind
 
-    instrument = run.instrument
-    assert instrument is not None
+    instrument = _instrument(run)
     model = run.agent.model
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
@@ -171,8 +177,7 @@ def traced_model_call(run: _Run, call: ModelCall) -> ModelCall:
     """A ``chat`` span per model call: the attempts and retries below the middleware."""
     from opentelemetry.trace import SpanKind
 
-    instrument = run.instrument
-    assert instrument is not None
+    instrument = _instrument(run)
     tracer = instrument.tracer()
     model = run.agent.model
 
@@ -251,8 +256,7 @@ def tool_span(run: _Run) -> ToolMiddleware:
     """An ``execute_tool`` span per action, outside the user's tool middleware."""
     from opentelemetry.trace import SpanKind
 
-    instrument = run.instrument
-    assert instrument is not None
+    instrument = _instrument(run)
     tracer = instrument.tracer()
 
     async def traced(call: ToolCall, call_next: ToolCallNext) -> ActionResult:

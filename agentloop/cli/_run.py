@@ -94,7 +94,8 @@ async def run_command(options: RunOptions) -> int:
         stack.push_async_callback(agent.model.aclose)
         store = await enter_store(stack, url) if url is not None else None
         if options.goal:
-            assert store is not None and session is not None
+            if store is None or session is None:  # store_url(needed=True) made both
+                raise RuntimeError("--goal needs a session store")
             tracker.goal = await start_goal(
                 store, session_id=session, objective=options.goal, agent=agent
             )

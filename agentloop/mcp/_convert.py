@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._errors import ToolError, UserError
-from ..models._types import TOOL_NAME_SEPARATOR
 from ..tools._schema import _strip_titles
 from ..tools._tool import Activity, Tool
 
@@ -85,7 +84,6 @@ def agent_names(prefix: str | None, names: Sequence[str]) -> dict[str, str]:
             digest = hashlib.sha256(name.encode()).hexdigest()[:8]
             clean = f"{clean[: MAX_NAME - 9].rstrip('_')}_{digest}"
         out[name] = clean
-    assert all(TOOL_NAME_SEPARATOR not in n for n in out.values())
     return out
 
 

@@ -98,15 +98,15 @@ class ProviderServerProcess:
 
     @property
     def pid(self) -> int:
-        assert self._proc is not None
+        if self._proc is None:
+            raise RuntimeError("the server was not started")
         return self._proc.pid
 
     def start(self) -> Self:
         self._proc = subprocess.Popen(
             self._cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
+        line = self._proc.stdout.readline() if self._proc.stdout is not None else ""
         if not line.startswith("READY "):
             self._proc.kill()
             self._proc.wait()
