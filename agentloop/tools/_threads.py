@@ -101,8 +101,9 @@ class Stuck:
         tools = ", ".join(
             f"{name!r}" + (f" ({n})" if n > 1 else "") for name, n in self.names.most_common()
         )
+        are = "thread is" if self.count == 1 else "threads are"
         return (
-            f"no worker thread is free for this sync tool: {self.count} worker threads are stuck "
+            f"no worker thread is free for this sync tool: {self.count} worker {are} stuck "
             f"in tools that timed out or were cancelled ({tools}); it was not run"
         )
 

@@ -184,6 +184,42 @@ async def test_abandoned_threads_do_not_starve_sync_tools(
     assert again.steps[0].actions[0].output == "fine"
 
 
+async def test_a_call_waiting_for_a_thread_fails_when_the_last_token_gets_stuck(
+    release: threading.Event,
+) -> None:
+    """A sync call (no timeout) waits while a working thread holds the only token; when that
+    thread is abandoned, the waiting call becomes an error result instead of waiting on."""
+    started = threading.Event()
+
+    @tool(timeout=0.3)
+    def hangs() -> str:
+        started.set()
+        release.wait()
+        return "late"
+
+    @tool
+    def patient() -> str:
+        return "ran"
+
+    limits = ToolLimits(thread_limiter=anyio.CapacityLimiter(1))
+    first = Agent(ScriptedModel([Reply(calls=[call("hangs")]), "ok"]), tools=[hangs])
+    second = Agent(ScriptedModel([Reply(calls=[call("patient")]), "ok"]), tools=[patient])
+    outcomes: dict[str, Any] = {}
+
+    async def run_first() -> None:
+        outcomes["first"] = await first.replace(tool_limits=limits).run("go")
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_first)
+            await _wait_for(started)
+            outcomes["second"] = await second.replace(tool_limits=limits).run("go")
+    assert outcomes["first"].steps[0].actions[0].error_kind == "timeout"
+    action = outcomes["second"].steps[0].actions[0]
+    assert action.error_kind == "tool_error", action
+    assert "1 worker thread is stuck" in (action.error or "") and "'hangs'" in (action.error or "")
+
+
 # -- C: abandoned threads never keep the interpreter alive ---------------------------------------
 
 
