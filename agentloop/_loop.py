@@ -92,8 +92,10 @@ async def _execute(run: _Run) -> RunResult:
         logger.debug("run %s failed: %s", run.run_id, info.kind)
         await run.emit(ev.RunFailed, error=info)
         raise
-    except BaseException:
-        if binding is not None:
+    except BaseException as exc:
+        # KeyboardInterrupt and SystemExit end the process, not just the run: like a crash,
+        # they leave the run unended (resumable), not recorded as cancelled.
+        if binding is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
             await _record_end(run, binding, "cancelled")
         raise
     finally:
@@ -156,13 +158,17 @@ async def _beside(main: Awaitable[T], side: Awaitable[None]) -> T:
                 scope.cancel()
 
         error: Exception | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watch)
-            try:
-                outcome.append(await main)
-            except Exception as exc:
-                error = exc
-            tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                try:
+                    outcome.append(await main)
+                except Exception as exc:
+                    error = exc
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            _raise_exit(group)
+            raise
         if error is not None:
             raise error
     if failure:
@@ -191,17 +197,38 @@ async def _with_toolsets(run: _Run) -> RunResult:
 async def _in_task_group(run: _Run, tools: Sequence[Tool]) -> RunResult:
     """Own the run's task group; its tasks never raise, and the loop's error leaves it bare."""
     error: Exception | None = None
-    async with anyio.create_task_group() as tg:
-        try:
-            return await _loop(run, tg, Toolbox(tools))
-        except Exception as exc:
-            error = exc
-            tg.cancel_scope.cancel()
-    assert error is not None
+    exits: list[BaseException] = []  # KeyboardInterrupt/SystemExit from tools (they cancel tg)
+    try:
+        async with anyio.create_task_group() as tg:
+            try:
+                return await _loop(run, tg, Toolbox(tools), exits)
+            except Exception as exc:
+                error = exc
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        _raise_exit(group)
+        raise
+    if exits:
+        raise exits[0]
+    if error is None:  # cancelled from inside without a failure: a fault of ours
+        raise RuntimeError("the run's task group was cancelled without an error")
     raise error
 
 
-async def _loop(run: _Run, tg: TaskGroup, toolbox: Toolbox) -> RunResult:
+def _raise_exit(group: BaseExceptionGroup[BaseException]) -> None:
+    """A ``KeyboardInterrupt`` or ``SystemExit`` in ``group`` leaves as itself, not grouped."""
+    exits = group.subgroup((KeyboardInterrupt, SystemExit))
+    if exits is None:
+        return
+    exc: BaseException = exits
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    raise exc from None
+
+
+async def _loop(
+    run: _Run, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
+) -> RunResult:
     agent = run.agent
     tool_middleware = agent.tool_middleware
     if run.instrument is not None:
@@ -216,6 +243,7 @@ async def _loop(run: _Run, tg: TaskGroup, toolbox: Toolbox) -> RunResult:
         # holds fewer objects for the garbage collector to walk.
         on_start=functools.partial(_action_started, run),
         on_finish=run.action_finished,
+        exits=exits,
     )
     model_terminal: ModelCall = functools.partial(call_model, run, executor)
     if run.instrument is not None:
@@ -497,8 +525,10 @@ async def _results_of(pendings: list[PendingAction]) -> list[ActionResult]:
     results: list[ActionResult] = []
     for pending in pendings:
         await pending.wait_finished()
-        assert pending.result is not None
-        results.append(pending.result)
+        result = pending.result
+        if result is None:  # finished always comes with a result; a fault of ours if not
+            raise RuntimeError(f"action {pending.action.tag!r} finished without a result")
+        results.append(result)
     return results
 
 

@@ -217,8 +217,27 @@ def test_strip_nones_only_touches_non_nullable_object_fields() -> None:
         },
         "$defs": {"Inner": {"type": "object", "properties": {"x": {"type": "string"}}}},
     }
-    value = {"a": None, "b": None, "c": {"x": None}, "d": [None], "e": None}
-    assert strip_nones(value, schema) == {"b": None, "c": {}, "d": [None], "e": None}
+    value = {"a": None, "b": None, "c": {"x": None, "u": None}, "d": [None], "e": None, "f": 1}
+    assert strip_nones(value, schema) == {"b": None, "c": {}, "d": [None], "f": 1}
+
+
+def test_strip_nones_keeps_undeclared_nulls_where_the_object_admits_other_keys() -> None:
+    """A null for an undeclared key is dropped, unless additionalProperties admits it."""
+    schema = {
+        "type": "object",
+        "properties": {"open": {"$ref": "#/$defs/Open"}, "typed": {"$ref": "#/$defs/Typed"}},
+        "additionalProperties": False,
+        "$defs": {
+            "Open": {"type": "object", "properties": {}, "additionalProperties": True},
+            "Typed": {
+                "type": "object",
+                "properties": {},
+                "additionalProperties": {"type": "integer"},
+            },
+        },
+    }
+    value = {"open": {"u": None}, "typed": {"u": None}, "gone": None}
+    assert strip_nones(value, schema) == {"open": {"u": None}, "typed": {"u": None}}
 
 
 def test_plain_tools_stay_callable() -> None:

@@ -9,13 +9,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+import logging
+import math
+import types
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.from_thread
-import anyio.to_thread
+import sniffio
 from anyio.abc import TaskGroup
 from anyio.lowlevel import RunVar
 
@@ -25,7 +28,8 @@ from .._steps import Action, ActionErrorKind, ActionResult
 from .._time import fail_after
 from ..models._types import ToolCallPart, ToolSpec
 from ._context import ToolContext
-from ._schema import strip_nones
+from ._schema import MAX_ARGUMENT_DEPTH, nesting_exceeds, strip_nones, text_nesting_exceeds
+from ._threads import Job, NoWorkerThread
 from ._tool import Activity, Tool
 
 if TYPE_CHECKING:
@@ -36,6 +40,9 @@ if TYPE_CHECKING:
 DEFAULT_TOOL_CONCURRENCY = 256
 _TASK_NAME = "agentloop.tools._executor.Executor._execute"  # what start_soon used to name it
 DEFAULT_THREAD_CONCURRENCY = 32
+BLOCKING_WARNING_SECONDS = 0.1  # an async tool's step longer than this is a warning
+
+logger = logging.getLogger("agentloop")
 
 _tool_limiter: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_tool_limiter")
 _thread_limiter: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_thread_limiter")
@@ -122,7 +129,24 @@ class ToolLimits:
     thread_limiter: anyio.CapacityLimiter | None = None
 
 
-def error_result(action: Action, kind: ActionErrorKind, message: str) -> ActionResult:
+def truncate(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars``, with a marker the model sees saying how much was cut."""
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}\n…[truncated {len(text) - max_chars} characters]"
+
+
+def _cut(text: str, max_chars: int) -> bool:
+    """Whether ``truncate`` already cut ``text`` to ``max_chars``."""
+    return text.startswith("\n…[truncated ", max_chars)
+
+
+def error_result(
+    action: Action, kind: ActionErrorKind, message: str, max_chars: int | None = None
+) -> ActionResult:
+    """An error result; ``max_chars`` truncates the message like an output."""
+    if max_chars is not None:
+        message = truncate(message, max_chars)
     return ActionResult(
         tag=action.tag,
         name=action.name,
@@ -139,9 +163,14 @@ def action_of(part: ToolCallPart, attempt: int) -> Action:
     arguments: Any = part.arguments
     if part.error is None:
         try:
-            arguments = json.loads(part.arguments or "{}")
-        except ValueError:
+            decoded = json.loads(part.arguments or "{}")
+        except (ValueError, RecursionError):  # too deep for the decoder: stays text too
             pass
+        else:
+            # Arguments nested deeper than the limit stay text: nothing downstream (schema
+            # cleaning, validation, encoding for the store and the events) has to walk them.
+            if not nesting_exceeds(decoded, MAX_ARGUMENT_DEPTH):
+                arguments = decoded
     return Action(tag=part.id, name=part.name, path=part.path, input=arguments, attempt=attempt)
 
 
@@ -186,8 +215,13 @@ class Executor:
         limits: ToolLimits,
         on_start: Callable[[PendingAction], Awaitable[None]],
         on_finish: Callable[[ActionResult], Awaitable[None]],
+        exits: list[BaseException] | None = None,
     ) -> None:
         self._run = run
+        # A KeyboardInterrupt or SystemExit from a tool goes here and cancels the task group;
+        # the task group's owner raises it as itself (on asyncio it would otherwise leave
+        # through the event loop, past the run).
+        self._exits = exits if exits is not None else []
         self._tg = task_group
         self.toolbox = toolbox
         self._call = call
@@ -208,8 +242,12 @@ class Executor:
         ticket = None
         if error is None:
             found = self.toolbox.find(pending.action.name, pending.action.path)
-            if isinstance(found, tuple) and found[1].serial_key is not None:
-                ticket = self._run.state.serial(found[1].serial_key(self._run)).take()
+            if isinstance(found, tuple):
+                activity = found[1]
+                if activity.serial_key is not None:
+                    ticket = self._run.state.serial(activity.serial_key(self._run)).take()
+                # ActionStarted (and the result) show the input the tool receives.
+                pending.action = cleaned_action(pending.action, activity)
         await self._on_start(pending)
         # create_task with a name: start_soon would work out the same name on every call.
         self._tg.create_task(self._execute(pending, step, error, ticket), name=_TASK_NAME)
@@ -217,13 +255,27 @@ class Executor:
     async def _execute(
         self, pending: PendingAction, step: int, error: ActionResult | None, ticket: Ticket | None
     ) -> None:
-        if error is not None:
-            result = error
-        elif ticket is not None:
-            async with ticket:
+        try:
+            if error is not None:
+                result = error
+            elif ticket is not None:
+                async with ticket:
+                    result = await self._invoke(pending, step)
+            else:
                 result = await self._invoke(pending, step)
-        else:
-            result = await self._invoke(pending, step)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            self._exits.append(exc)
+            self._tg.cancel_scope.cancel()
+            return
+        error_text = result.error
+        max_chars = self._limits.max_output_chars
+        if (
+            error_text is not None
+            and len(error_text) > max_chars
+            and not _cut(error_text, max_chars)
+        ):
+            # Whatever made it (a tool, a middleware, a refusal), an error is cut like an output.
+            result = dataclasses.replace(result, error=truncate(error_text, max_chars))
         pending.result = result
         try:
             await self._on_finish(result)
@@ -245,6 +297,11 @@ class Executor:
                 result = await self._call(call)
             except Exception as exc:  # a tool middleware failed: still one action's error
                 message = f"tool middleware failed: {type(exc).__name__}: {exc}"
+                result = error_result(pending.action, "tool_error", message)
+            except anyio.get_cancelled_exc_class() as exc:
+                if really_cancelled():
+                    raise
+                message = f"tool middleware raised {type(exc).__name__} without being cancelled"
                 result = error_result(pending.action, "tool_error", message)
             finally:
                 limiter.release_on_behalf_of(pending)
@@ -281,39 +338,142 @@ async def _invoke_tool(toolbox: Toolbox, limits: ToolLimits, call: ToolCall) -> 
     found = toolbox.find(action.name, action.path)
     if isinstance(found, str):
         return error_result(action, "unknown_tool", found)
-    _, activity = found
-    if not isinstance(action.input, Mapping):
+    tool, activity = found
+    arguments = action.input
+    if not isinstance(arguments, Mapping):
+        if isinstance(arguments, str) and text_nesting_exceeds(arguments, MAX_ARGUMENT_DEPTH):
+            return error_result(action, "invalid_arguments", _TOO_DEEP)
         return error_result(
             action,
             "invalid_arguments",
-            f"arguments must be a JSON object, got: {_clip(str(action.input))}",
+            f"arguments must be a JSON object, got: {_clip(str(arguments))}",
         )
+    if nesting_exceeds(arguments, MAX_ARGUMENT_DEPTH):  # a middleware may have rewritten them
+        return error_result(action, "invalid_arguments", _TOO_DEEP)
     try:
-        args = activity.args.model_validate(strip_nones(dict(action.input), activity.parameters))
+        args = activity.args.model_validate(strip_nones(dict(arguments), activity.parameters))
     except ValidationError as exc:
         if activity.on_invalid is not None:  # the tool answers its own schema violations
             return _success(action, activity.on_invalid(exc), limits.max_output_chars)
         return error_result(action, "invalid_arguments", _validation_message(exc))
+    except RecursionError:
+        return error_result(action, "invalid_arguments", _TOO_DEEP)
     ctx = ToolContext(run=call.run, action=action, step=call.step)
     kwargs = _call_kwargs(activity, args, ctx)
+    name = tool.name if action.path is None else f"{tool.name}.{action.path}"
+    max_chars = limits.max_output_chars
     try:
         if activity.is_async:
             with fail_after(activity.timeout):
-                value = await activity.fn(**kwargs)
+                start = anyio.current_time() if activity.timeout is not None else 0.0
+                value, busy = await _stepped(activity.fn(**kwargs), name)
+                if busy > _LATE_CHECK_SECONDS:
+                    late = _late(activity.timeout, start)
+                    if late is not None:
+                        return error_result(action, "timeout", late)
         else:
-            value = await _in_thread(activity, kwargs, ctx, limits)
+            value = await _in_thread(name, activity, kwargs, ctx, limits)
     except TimeoutError as exc:
         if activity.timeout is None:  # the tool's own timeout, not ours
-            return error_result(action, "tool_error", f"TimeoutError: {exc}")
-        return error_result(action, "timeout", f"timed out after {activity.timeout:g}s")
+            return error_result(action, "tool_error", f"TimeoutError: {exc}", max_chars)
+        message = f"timed out after {activity.timeout:g}s"
+        if isinstance(exc, _WaitedForThread):
+            message += " waiting for a free worker thread"
+        return error_result(action, "timeout", message)
+    except NoWorkerThread as exc:
+        return error_result(action, "tool_error", str(exc), max_chars)
     except ToolError as exc:
-        return error_result(action, "tool_error", str(exc))
+        return error_result(action, "tool_error", str(exc), max_chars)
     except Exception as exc:
-        return error_result(action, "tool_error", f"{type(exc).__name__}: {exc}")
-    result = _success(action, value, limits.max_output_chars)
+        return error_result(action, "tool_error", f"{type(exc).__name__}: {exc}", max_chars)
+    except anyio.get_cancelled_exc_class() as exc:
+        if really_cancelled():
+            raise
+        message = f"the tool raised {type(exc).__name__} without being cancelled"
+        return error_result(action, "tool_error", message)
+    result = _success(action, value, max_chars)
     if ctx._subrun is not None:
         result = dataclasses.replace(result, subrun=ctx._subrun)
     return result
+
+
+_TOO_DEEP = f"invalid arguments: nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+_LATE_CHECK_SECONDS = 0.001  # below this an async tool cannot have overrun a deadline by much
+
+
+def really_cancelled() -> bool:
+    """Whether the current task is being cancelled: a cancelled exception raised when this is
+    false came from the tool itself (or a library it called), not from anyone cancelling."""
+    if anyio.current_effective_deadline() == -math.inf:  # a cancel scope of ours, or trio's
+        return True
+    if sniffio.current_async_library() == "asyncio":  # the host's task.cancel()/timeout()
+        import asyncio
+
+        task = asyncio.current_task()
+        return task is not None and task.cancelling() > 0
+    return False
+
+
+def cleaned_action(action: Action, activity: Activity) -> Action:
+    """The action with the input its tool receives: nulls stripped as ``strip_nones`` says."""
+    arguments = action.input
+    if not isinstance(arguments, dict) or nesting_exceeds(arguments, MAX_ARGUMENT_DEPTH):
+        return action
+    cleaned = strip_nones(arguments, activity.parameters)
+    return action if cleaned == arguments else dataclasses.replace(action, input=cleaned)
+
+
+def _late(timeout: float | None, start: float) -> str | None:
+    """Why an async tool's value came too late, if it did: it blocked the event loop past its
+    timeout or an enclosing deadline (the run's), so no cancellation could reach it."""
+    now = anyio.current_time()
+    if timeout is not None and now - start >= timeout:
+        return f"timed out after {timeout:g}s (the tool blocked the event loop; output discarded)"
+    if now >= anyio.current_effective_deadline():
+        return "a deadline passed while the tool blocked the event loop; its output was discarded"
+    return None
+
+
+@types.coroutine
+def _stepped(coro: Any, name: str) -> Generator[Any, Any, tuple[Any, float]]:
+    """Await ``coro`` step by step, timing each step (a stretch without an await). Returns its
+    value and the time its steps took; a step longer than ``BLOCKING_WARNING_SECONDS`` (the
+    tool blocked the event loop) is logged as a warning naming the tool."""
+    if not isinstance(coro, types.CoroutineType):  # an awaitable that is not a coroutine
+        return (yield from coro.__await__()), 0.0
+    send, throw = coro.send, coro.throw
+    busy = longest = 0.0
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            began = perf_counter()
+            try:
+                yielded = send(value) if error is None else throw(error)
+            except StopIteration as stop:
+                return stop.value, busy + (perf_counter() - began)
+            finally:
+                took = perf_counter() - began
+                busy += took
+                if took > longest:
+                    longest = took
+            value = error = None
+            try:
+                value = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation: the tool's to handle
+                error = exc
+    finally:
+        error = None
+        if longest > BLOCKING_WARNING_SECONDS:
+            logger.warning(
+                "async tool %r blocked the event loop for %.3fs in one step; run blocking code "
+                "in a plain def tool (a worker thread) or with anyio.to_thread.run_sync",
+                name,
+                longest,
+            )
 
 
 def _call_kwargs(activity: Activity, args: BaseModel, ctx: ToolContext) -> dict[str, Any]:
@@ -324,45 +484,37 @@ def _call_kwargs(activity: Activity, args: BaseModel, ctx: ToolContext) -> dict[
 
 
 async def _in_thread(
-    activity: Activity, kwargs: dict[str, Any], ctx: ToolContext, limits: ToolLimits
+    name: str, activity: Activity, kwargs: dict[str, Any], ctx: ToolContext, limits: ToolLimits
 ) -> Any:
-    """Run a sync tool in a worker thread. On cancel or timeout the thread is abandoned: the
-    waiting task returns at once, the tool's state becomes read-only, and the thread keeps its
-    limiter token until it really ends."""
-    limiter = limits.thread_limiter or default_thread_limiter()
-    borrower = object()
-    await limiter.acquire_on_behalf_of(borrower)
+    """Run a sync tool in a daemon worker thread (see ``_threads``).
 
-    def target() -> Any:
-        try:
-            return activity.fn(**kwargs)
-        finally:
-            try:
-                anyio.from_thread.run_sync(limiter.release_on_behalf_of, borrower)
-            except Exception:  # the event loop is gone; so is the limiter
-                pass
-
+    The tool's timeout covers its wait for a worker thread. On cancel or timeout the thread is
+    abandoned: the waiting task returns at once, the tool's state becomes read-only, the thread
+    keeps its limiter token until it really ends, and a warning names the tool. When every token
+    is held by an abandoned thread, the call is an error result at once (``NoWorkerThread``)."""
+    job = Job(name, activity.fn, kwargs, limits.thread_limiter or default_thread_limiter())
     try:
         with fail_after(activity.timeout):
-            return await anyio.to_thread.run_sync(
-                target, abandon_on_cancel=True, limiter=_unlimited()
-            )
-    except BaseException:
+            await job.take_token()
+            job.start()
+            await job.done.wait()
+    except BaseException as exc:
         ctx._abandoned = True
+        if not job.started:
+            job.fn = job.kwargs = None
+            if isinstance(exc, TimeoutError):
+                raise _WaitedForThread() from None
+            raise
+        if isinstance(exc, TimeoutError):
+            job.abandon(f"timed out after {activity.timeout:g}s")
+        else:
+            job.abandon("was cancelled")
         raise
+    return job.outcome()
 
 
-_unlimited_threads: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_unlimited_threads")
-
-
-def _unlimited() -> anyio.CapacityLimiter:
-    # The thread limiter above already bounds sync tools; this one only bypasses anyio's default.
-    try:
-        return _unlimited_threads.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(1_000_000)
-        _unlimited_threads.set(limiter)
-        return limiter
+class _WaitedForThread(TimeoutError):
+    """The tool's timeout passed while it waited for a worker thread."""
 
 
 def _success(action: Action, value: Any, max_chars: int) -> ActionResult:
@@ -377,9 +529,8 @@ def _success(action: Action, value: Any, max_chars: int) -> ActionResult:
                 value = to_jsonable_python(value)
                 json.dumps(value)
             except Exception as exc:
-                return error_result(
-                    action, "tool_error", f"the tool returned a value that is not JSON: {exc}"
-                )
+                message = f"the tool returned a value that is not JSON: {exc}"
+                return error_result(action, "tool_error", message, max_chars)
     result = ActionResult(
         tag=action.tag,
         name=action.name,
@@ -390,8 +541,7 @@ def _success(action: Action, value: Any, max_chars: int) -> ActionResult:
     )
     content = result.content
     if len(content) > max_chars:
-        cut = len(content) - max_chars
-        truncated = f"{content[:max_chars]}\n…[truncated {cut} characters]"
+        truncated = truncate(content, max_chars)
         result = ActionResult(
             tag=action.tag,
             name=action.name,

@@ -142,32 +142,85 @@ def _strip_titles(node: Any) -> Any:
     return node
 
 
+MAX_ARGUMENT_DEPTH = 64  # levels of objects and arrays in a tool's arguments
+
+
+def nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` (decoded JSON) nests objects and arrays more than ``limit`` deep.
+    Iterative: deep input cannot exhaust the stack. Flat arguments cost one pass."""
+    if isinstance(value, dict):
+        children = [v for v in value.values() if isinstance(v, (dict, list))]
+    elif isinstance(value, list):
+        children = [v for v in value if isinstance(v, (dict, list))]
+    else:
+        return False
+    if limit < 1:
+        return True
+    stack = [(child, 2) for child in children]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        items = node.values() if isinstance(node, dict) else node
+        stack.extend((v, depth + 1) for v in items if isinstance(v, (dict, list)))
+    return False
+
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+
+
+def text_nesting_exceeds(text: str, limit: int) -> bool:
+    """Whether JSON-ish ``text`` opens more than ``limit`` brackets at once (strings skipped)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for match in _JSON_TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in "]}":
+            depth -= 1
+    return False
+
+
 def strip_nones(value: Any, schema: Mapping[str, Any]) -> Any:
     """Drop ``None`` from object fields the schema does not allow to be null.
 
     Models often send ``null`` for optional fields they mean to leave out. Lists are never
-    touched, and a field that accepts ``null`` keeps it.
+    touched, and a field that accepts ``null`` keeps it. A ``null`` for a key the schema does
+    not declare is dropped too (at any depth whose schema is known), unless the object admits
+    other keys (``additionalProperties`` true or a schema). Cleaning stops
+    ``MAX_ARGUMENT_DEPTH`` levels down.
     """
-    return _strip(value, schema, schema.get("$defs", {}))
+    return _strip(value, schema, schema.get("$defs", {}), 0)
 
 
-def _strip(value: Any, schema: Mapping[str, Any], defs: Mapping[str, Any]) -> Any:
+def _strip(value: Any, schema: Mapping[str, Any], defs: Mapping[str, Any], depth: int) -> Any:
     schema = _resolve(schema, defs)
-    if not isinstance(value, dict):
+    if not isinstance(value, dict) or depth > MAX_ARGUMENT_DEPTH:
         return value
     props = schema.get("properties")
     if not isinstance(props, dict):
         return value
+    extra = schema.get("additionalProperties")
+    open_ = extra is True or isinstance(extra, Mapping)
     out: dict[str, Any] = {}
     for key, item in value.items():
         sub = props.get(key)
         if sub is None:
-            out[key] = item
+            if item is not None or open_:
+                out[key] = item
             continue
         sub = _resolve(sub, defs)
         if item is None and not _nullable(sub, defs):
             continue
-        out[key] = _strip(item, _object_branch(sub, defs), defs) if isinstance(item, dict) else item
+        out[key] = (
+            _strip(item, _object_branch(sub, defs), defs, depth + 1)
+            if isinstance(item, dict)
+            else item
+        )
     return out
 
 

@@ -213,3 +213,22 @@ def test_importing_agentloop_and_agentloop_mcp_does_not_import_the_sdk() -> None
 async def test_listing_without_a_connection_says_how_to_connect() -> None:
     with pytest.raises(UserError, match="not connected: enter it"):
         await MCPStdioServer("server").list_tools()
+
+
+async def test_an_is_error_text_is_truncated_like_an_output() -> None:
+    """A server's 5,000-character isError text reaches the model cut to max_output_chars."""
+    from agentloop import ToolLimits
+
+    async def failing_call(name: str, arguments: dict[str, Any]) -> Any:
+        return output(
+            "s", name, CallToolResult(content=[TextContent(text="x" * 5000)], is_error=True)
+        )
+
+    options: dict[str, Any] = {"prefix": None, "allow": None, "deny": None, "tool_timeout": 5.0}
+    tools = build_tools(server="s", listed=[_listed("t")], call=failing_call, **options)
+    model = ScriptedModel([Reply(calls=[call("t", {})]), "done"])
+    agent = Agent(model, tools=list(tools), tool_limits=ToolLimits(max_output_chars=100))
+    result = await agent.run("go")
+    action = result.steps[0].actions[0]
+    assert action.error_kind == "tool_error"
+    assert action.error == "x" * 100 + "\n…[truncated 4900 characters]"
