@@ -9,11 +9,22 @@ re-scanned and no regex runs over accumulated text (``chars_examined`` counts th
 
 Decisions (each is tested):
 
-* **Headers** are recognised only at a line start (after optional whitespace), outside JSON strings
+* **Headers** are recognised at a line start (after optional whitespace), outside JSON strings
   and, in text sections, outside code fences. They are case-insensitive and lenient: ``Thought:``
   or ``Thoughts:``; ``Actions:`` or ``Action:``; ``Answer:`` or ``Final Answer:``. Cut markers
   (``<|Response|>``, ``Observation:`` by default) are matched case-sensitively at the same places;
   they cut the stream (``StreamCut``) and everything after them is ignored.
+* **Mid-line headers.** Models that drift write ``Thought: I will add. Actions: [...]`` on one
+  line; Griptape's ``Actions:[^\[]*(\[.*\])`` search would run it, so we do too, but more
+  narrowly, since prose says "actions:" and "answer:" too. In a text section outside fences
+  (and not on a fence line), after a space or a tab: ``Actions:`` / ``Action:`` opens the actions
+  only if a ``[`` or ``{`` follows after at most 64 characters of whitespace (newlines included)
+  and one fence opener (backticks and an info string); ``Answer:`` / ``Final Answer:`` opens an answer only outside
+  an answer section (a second answer would replace the first) and only when the line's text
+  before it ends a sentence (``.``, ``!``, ``?``): ``Thought: done. Answer: 42`` is an answer,
+  ``the answer: 42`` and ``Thought: Answer: 42`` are thought text. ``Thought:`` and cut markers
+  are never recognised mid-line. A candidate is held back while it may still match (at most the
+  header plus that bounded gap) and replayed as text otherwise.
 * **Fences.** In a ``Thought``/``Answer``/plain-text section a line opening with three or more
   backticks (or a header followed by them) opens a code fence, with any info string; a line of at
   least as many backticks and nothing else closes it. Inside, headers and markers are text.
@@ -46,8 +57,9 @@ Decisions (each is tested):
   When a section starts and text of the same kind was already emitted in this reply, its text
   begins with ``"\\n"`` so the pieces stay apart.
   The merged events do not depend on how the reply is split into deltas.
-* **Hold-back.** Besides whitespace, only a possible header or marker prefix at a line start is
-  held back (at most the longest header or marker).
+* **Hold-back.** Besides whitespace, only a possible header or marker prefix at a line start
+  (at most the longest header or marker), and a possible mid-line header (see above) are held
+  back.
 * ``close()`` flushes and ends the reply; later ``close()`` calls and ``feed()`` after
   ``close()`` or after a cut return ``[]``.
 """
@@ -170,11 +182,19 @@ _M_ISTR: Final = 7  # inside a JSON string of an item
 _M_IESC: Final = 8  # after a backslash in a JSON string
 _M_POST: Final = 9  # after the array (or a bare object)
 _M_DONE: Final = 10  # cut or closed
+_M_MID: Final = 11  # holding a possible mid-line header (and what leads to its JSON) in _pend
 
 _WS_CAP: Final = 512  # most whitespace of one run held back (it may be trailing)
 _ITEM_SPECIAL: Final = re.compile(r'["{}\[\],\n`]')
 _STR_SPECIAL: Final = re.compile(r'["\\]')
 _CLOSER: Final = {"}": "{", "]": "["}
+# Mid-line headers: only these, only after a space or tab (see the module docstring).
+_MID_ACTIONS: Final = {"action:": _ACTIONS, "actions:": _ACTIONS}
+_MID_ANSWERS: Final = {"answer:": _ANSWER, "final answer:": _ANSWER}
+_MID_STOP: Final = re.compile(r"\n|(?<=[ \t])[aAfF]")  # a newline or a mid-line candidate
+_MID_LOOK: Final = 64  # most characters held between a mid-line "Actions:" and its JSON
+_SENTENCE_END: Final = ".!?"
+_INFO_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+-.")
 
 
 def _prefix_table(words: Mapping[str, int]) -> dict[str, int]:
@@ -188,6 +208,8 @@ def _prefix_table(words: Mapping[str, int]) -> dict[str, int]:
 
 
 _HEADER_TABLE: Final = _prefix_table(_HEADERS)
+_MID_ACTIONS_TABLE: Final = _prefix_table(_MID_ACTIONS)
+_MID_ALL_TABLE: Final = _prefix_table(_MID_ACTIONS | _MID_ANSWERS)
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -255,13 +277,19 @@ class ReactParser:
         "_lf_blank",
         "_marker_table",
         "_markers",
+        "_mid",
+        "_mid_look",
+        "_mid_table",
+        "_mid_ticks",
         "_mode",
         "_out",
         "_pend",
+        "_prev_ws",
         "_raw",
         "_raw_sent",
         "_ret",
         "_seen",
+        "_sent",
         "_stack",
         "_starts",
         "_tparts",
@@ -300,6 +328,13 @@ class ReactParser:
         # header/marker prefix hold-back
         self._pend = ""
         self._ret = _M_TEXT
+        # mid-line headers
+        self._prev_ws = False  # the last character consumed was a space or a tab
+        self._sent = False  # the line's text so far ends a sentence (an answer may follow)
+        self._mid = 0  # phase of a held mid-line header: word, gap, ticks, info, after fence
+        self._mid_look = 0  # characters held after a mid-line actions header
+        self._mid_ticks = 0
+        self._mid_table: dict[str, int] = _MID_ACTIONS_TABLE
         # actions state
         self._jline = False  # at a line start (only whitespace so far) in JSON modes
         self._afence = False  # the actions JSON was opened with a fence
@@ -319,13 +354,25 @@ class ReactParser:
         # Fast paths for the common deltas: mid-line section text, and the inside of a JSON
         # string. Each does exactly what the general path below would.
         if mode == _M_TEXT:
-            if not self._lead and not self._lf and "\n" not in delta:
+            if (
+                not self._lead
+                and not self._lf
+                and delta
+                and (
+                    "\n" not in delta
+                    if self._fence
+                    else _MID_STOP.search(delta) is None
+                    and not (self._prev_ws and delta[0] in "aAfF")
+                )
+            ):
                 body = delta.rstrip()
                 if body and len(delta) - len(body) <= 2 * _WS_CAP:
                     self.chars_examined += len(delta)
                     text = self._ws + body if self._ws else body
                     self._ws = delta[len(body) :] if len(body) < len(delta) else ""
-                    return [_TEXT_EVENT[self._kind](text=text)]
+                    self._sent = body[-1] in _SENTENCE_END
+                    self._prev_ws = delta[-1] in " \t"
+                    return [self._chunk(text)]
         elif mode == _M_ISTR:
             if delta and '"' not in delta and "\\" not in delta:
                 self.chars_examined += len(delta)
@@ -346,8 +393,11 @@ class ReactParser:
         if self._mode == _M_DONE:
             return []
         out = self._out = []
-        if self._mode == _M_PEND:
-            self._replay()
+        while self._mode in (_M_PEND, _M_MID):
+            if self._mode == _M_PEND:
+                self._replay()
+            else:
+                self._replay_mid()
         if self._kind != _ACTIONS:
             self._end_text()
         elif self._item_open:
@@ -366,14 +416,31 @@ class ReactParser:
         while i < n:
             mode = self._mode
             if mode == _M_TEXT:
-                j = s.find("\n", i)
-                if j < 0:
-                    j = n
+                if self._fence or self._lf:
+                    j = s.find("\n", i)
+                    if j < 0:
+                        j = n
+                elif i == 0 and self._prev_ws and s[0] in "aAfF":
+                    j = 0
+                else:
+                    m = _MID_STOP.search(s, i)
+                    j = m.start() if m else n
                 if j > i:
                     self._text_seg(s[i:j])
                     self.chars_examined += j - i
                     i = j
-                if i < n:  # a newline
+                if i < n and s[i] != "\n":  # a possible mid-line header
+                    self.chars_examined += 1
+                    answer = self._kind != _ANSWER and self._sent
+                    if answer or s[i] in "aA":
+                        self._mid_table = _MID_ALL_TABLE if answer else _MID_ACTIONS_TABLE
+                        self._pend = s[i]
+                        self._mid = self._mid_look = 0
+                        self._mode = _M_MID
+                    else:
+                        self._text_seg(s[i])
+                    i += 1
+                elif i < n:  # a newline
                     self.chars_examined += 1
                     if self._lf:
                         if not self._fence:
@@ -383,8 +450,10 @@ class ReactParser:
                         self._lf = 0
                     self._add_ws("\n")
                     self._mode = _M_LINE
-                    self._hline = False
+                    self._hline = self._sent = False
                     i += 1
+            elif mode == _M_MID:
+                i = self._mid_pending(s[i], i)
             elif mode == _M_ISTR:
                 m = _STR_SPECIAL.search(s, i)
                 j = m.start() if m else n
@@ -490,6 +559,7 @@ class ReactParser:
                 i += 1
             else:  # _M_DONE
                 return
+        self._prev_ws = s[-1] in " \t"
 
     def _item(self, s: str, i: int, n: int) -> int:
         """Scan an action item outside JSON strings from ``s[i]``; returns the next index."""
@@ -595,8 +665,64 @@ class ReactParser:
         pend = self._pend
         self._pend = ""
         self._mode = self._ret
-        self._jline = False
-        self._consume(pend)  # mid-line and free of newlines, so this never holds again
+        self._jline = self._prev_ws = False  # its first character starts no header
+        self._consume(pend)  # free of newlines; may hold a mid-line header again, further on
+
+    def _mid_pending(self, c: str, i: int) -> int:
+        """Extend a held mid-line header with ``c``; after ``Actions:`` only whitespace and one
+        fence opener may come before the ``[`` or ``{`` that confirms it."""
+        self.chars_examined += 1
+        phase = self._mid
+        if phase == 0:
+            word = self._pend + c
+            found = self._mid_table.get(word.lower())
+            if found == _PARTIAL:
+                self._pend = word
+                return i + 1
+            if found == _ANSWER:
+                self._pend = ""
+                self._end_text()
+                self._start_text(_ANSWER)
+                return i + 1
+            if found == _ACTIONS:
+                self._pend = word
+                self._mid = 1
+                return i + 1
+        elif c in "[{" and (phase != 2 or self._mid_ticks >= 3):
+            self._pend = ""
+            self._end_text()
+            self._flush()
+            self._kind = _ACTIONS
+            self._mode = _M_APRE
+            self._afence = phase >= 2
+            self._bare = self._jline = False
+            return i  # the bracket is looked at again in _M_APRE
+        elif self._mid_look < _MID_LOOK:
+            ok = False
+            if c.isspace():
+                ok = phase != 2 or self._mid_ticks >= 3
+                self._mid = 1 if phase == 1 else 4
+            elif c == "`" and phase in (1, 2):
+                ok = True
+                self._mid_ticks = self._mid_ticks + 1 if phase == 2 else 1
+                self._mid = 2
+            elif c in _INFO_CHARS and phase in (2, 3):
+                ok = phase == 3 or self._mid_ticks >= 3
+                self._mid = 3
+            if ok:
+                self._pend += c
+                self._mid_look += 1
+                return i + 1
+        self._replay_mid()
+        return i  # c is looked at again in the mode we returned to
+
+    def _replay_mid(self) -> None:
+        """The held mid-line text is no header: process it as text (it may hold again later)."""
+        pend = self._pend
+        self._pend = ""
+        self._mode = _M_TEXT
+        self._prev_ws = False  # its first character starts no header
+        self._consume(pend)
 
     # ---------------------------------------------------------------- sections
 
@@ -609,6 +735,7 @@ class ReactParser:
         self._lead_nl = False
         self._ws = ""
         self._fence = self._lf = 0
+        self._sent = False
 
     def _end_section(self, why: str) -> None:
         if self._kind != _ACTIONS:
@@ -631,6 +758,7 @@ class ReactParser:
             return
         if self._lf:
             self._lf_blank = False
+        self._sent = body[-1] in _SENTENCE_END
         if self._lead:
             core = body.lstrip()
             if len(core) < len(body):
@@ -706,6 +834,9 @@ class ReactParser:
                 event = _check(index, raw, obj)
         self._out.append(event)
 
+    def _chunk(self, text: str) -> TextChunk | ThoughtChunk | AnswerChunk:
+        return _TEXT_EVENT[self._kind](text=text)
+
     def _flush(self) -> None:
         """Turn the text and raw JSON gathered so far into chunk events."""
         parts = self._tparts
@@ -713,7 +844,7 @@ class ReactParser:
             text = parts[0] if len(parts) == 1 else "".join(parts)
             parts.clear()
             if text:
-                self._out.append(_TEXT_EVENT[self._kind](text=text))
+                self._out.append(self._chunk(text))
         raw = self._raw
         if len(raw) > self._raw_sent:
             text = "".join(raw[self._raw_sent :])

@@ -17,6 +17,12 @@ async def lookup(key: str) -> str:
     return key.upper()
 
 
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
 def raw(text: str, chunk_size: int = 7) -> Reply:
     """A reply streamed exactly as written (no ReAct framing added by the scripted model)."""
     return Reply(
@@ -144,3 +150,18 @@ async def test_native_mode_sends_schemas_and_no_stop_sequence() -> None:
     await Agent(model, tools=[lookup], tool_mode="native").run("x")
     assert model.requests[0].tool_mode == "native" and model.requests[0].stop == ()
     assert [t.name for t in model.requests[0].tools] == ["lookup"]
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 1000])
+async def test_actions_mid_line_run(chunk_size: int) -> None:
+    """``Thought: ... Actions: [...]`` on one line runs the action (issue 13, point 1)."""
+    reply = (
+        'Thought: I will add. Actions: [{"tag":"a","name":"add","path":"","input":{"a":1,"b":2}}]'
+    )
+    model = react_model(reply, "Thought: done. Answer: 3", chunk_size=chunk_size)
+    result = await Agent(model, tools=[add]).run("1+2?")
+    first = result.steps[0]
+    assert [(a.name, a.output) for a in first.actions] == [("add", 3)]
+    assert first.thought == "I will add."
+    assert result.output == "3"
+    assert result.steps[-1].thought == "done."
