@@ -15,7 +15,7 @@ Decisions (each is tested):
   (``<|Response|>``, ``Observation:`` by default) are matched case-sensitively at the same places;
   they cut the stream (``StreamCut``) and everything after them is ignored.
 * **Mid-line headers.** Models that drift write ``Thought: I will add. Actions: [...]`` on one
-  line; Griptape's ``Actions:[^\[]*(\[.*\])`` search would run it, so we do too, but more
+  line; Griptape's ``Actions:[^\\[]*(\\[.*\\])`` search would run it, so we do too, but more
   narrowly, since prose says "actions:" and "answer:" too. In a text section outside fences
   (and not on a fence line), after a space or a tab: ``Actions:`` / ``Action:`` opens the actions
   only if a ``[`` or ``{`` follows after at most 64 characters of whitespace (newlines included)
@@ -31,6 +31,17 @@ Decisions (each is tested):
   Around the actions JSON a fence is only syntax: it is skipped, and since a line-start header is
   never valid JSON, headers and markers outside JSON strings still end the array, so an unclosed
   fence or array cannot swallow the rest of the reply.
+* **A reply wrapped in a fence.** Models often fence their whole reply. When the reply's first
+  non-blank line opens a fence whose info string is empty or names a text format (``text``,
+  ``txt``, ``plaintext``, ``markdown``, ``md``, ``json``, ``react``), that line is dropped and the
+  reply is parsed as if unfenced: headers inside are headers, actions run. ```python`` and other
+  languages start a code block as before (a plain answer that opens with code keeps it). Inside
+  the wrapper, fences opened with an info string hide headers as usual; the first line of at
+  least as many backticks and nothing else while no such fence is open closes the wrapper (as in
+  CommonMark) and is dropped, with its newline; what follows is parsed as usual. Those backticks
+  (and the whitespace after them, up to 64 characters) are held until their line ends. A fenced
+  JSON array with no ``Actions:`` header is not an action (Griptape requires the header too): it
+  is text, without its fence lines.
 * **Actions.** Text between ``Actions:`` and the first ``[`` is skipped (a fence opener, prose).
   A bare object (``Action: {...}``, no array) is accepted, as are several bare objects in a row.
   Each array item gets the next ``index`` (from 0, over the whole reply): objects and non-objects
@@ -58,8 +69,9 @@ Decisions (each is tested):
   begins with ``"\\n"`` so the pieces stay apart.
   The merged events do not depend on how the reply is split into deltas.
 * **Hold-back.** Besides whitespace, only a possible header or marker prefix at a line start
-  (at most the longest header or marker), and a possible mid-line header (see above) are held
-  back.
+  (at most the longest header or marker), a possible mid-line header, the reply's first line
+  while it may open a wrapping fence (at most 40 characters) and a line of backticks that may
+  close it (see above) are held back.
 * ``close()`` flushes and ends the reply; later ``close()`` calls and ``feed()`` after
   ``close()`` or after a cut return ``[]``.
 """
@@ -183,6 +195,7 @@ _M_IESC: Final = 8  # after a backslash in a JSON string
 _M_POST: Final = 9  # after the array (or a bare object)
 _M_DONE: Final = 10  # cut or closed
 _M_MID: Final = 11  # holding a possible mid-line header (and what leads to its JSON) in _pend
+_M_WOPEN: Final = 12  # holding the reply's first non-blank line, a fence opener, in _pend
 
 _WS_CAP: Final = 512  # most whitespace of one run held back (it may be trailing)
 _ITEM_SPECIAL: Final = re.compile(r'["{}\[\],\n`]')
@@ -194,6 +207,10 @@ _MID_ANSWERS: Final = {"answer:": _ANSWER, "final answer:": _ANSWER}
 _MID_STOP: Final = re.compile(r"\n|(?<=[ \t])[aAfF]")  # a newline or a mid-line candidate
 _MID_LOOK: Final = 64  # most characters held between a mid-line "Actions:" and its JSON
 _SENTENCE_END: Final = ".!?"
+# A reply whose first non-blank line opens a fence with one of these info strings is wrapped.
+_WRAP_OPENER: Final = re.compile(r"(`{3,})[ \t]*([A-Za-z]*)[ \t]*\r?")
+_WRAP_INFO: Final = frozenset(["", "text", "txt", "plaintext", "markdown", "md", "json", "react"])
+_WRAP_LINE_MAX: Final = 40  # longest opener line held
 _INFO_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+-.")
 
 
@@ -265,6 +282,7 @@ class ReactParser:
         "_afence",
         "_bare",
         "_fence",
+        "_fresh",
         "_hline",
         "_index",
         "_item_obj",
@@ -293,7 +311,10 @@ class ReactParser:
         "_stack",
         "_starts",
         "_tparts",
+        "_wmark",
+        "_wrap",
         "_ws",
+        "_wtick",
         "chars_examined",
         "cut",
     )
@@ -335,6 +356,11 @@ class ReactParser:
         self._mid_look = 0  # characters held after a mid-line actions header
         self._mid_ticks = 0
         self._mid_table: dict[str, int] = _MID_ACTIONS_TABLE
+        # a reply wrapped in a fence
+        self._fresh = True  # nothing but whitespace so far: a fence line here may wrap the reply
+        self._wrap = 0  # backticks of the wrapping fence, 0 when none (or closed)
+        self._wtick = False  # holding a line-start run of backticks: it may close the wrapper
+        self._wmark = 0  # length of _ws when that run started (whitespace after it is held too)
         # actions state
         self._jline = False  # at a line start (only whitespace so far) in JSON modes
         self._afence = False  # the actions JSON was opened with a fence
@@ -393,11 +419,19 @@ class ReactParser:
         if self._mode == _M_DONE:
             return []
         out = self._out = []
-        while self._mode in (_M_PEND, _M_MID):
+        while self._mode in (_M_PEND, _M_MID, _M_WOPEN):
             if self._mode == _M_PEND:
                 self._replay()
-            else:
+            elif self._mode == _M_MID:
                 self._replay_mid()
+            else:
+                self._replay_opener()
+        if self._wtick:  # the reply ends on a bare fence line
+            if self._lf >= self._wrap:
+                self._ws = self._ws[: self._wmark]  # the wrapper's closing fence: dropped
+                self._wtick = False
+            else:
+                self._release_ticks()
         if self._kind != _ACTIONS:
             self._end_text()
         elif self._item_open:
@@ -442,6 +476,14 @@ class ReactParser:
                     i += 1
                 elif i < n:  # a newline
                     self.chars_examined += 1
+                    if self._wtick:  # a bare line of enough backticks closes the wrapper
+                        self._ws = self._ws[: self._wmark]
+                        self._wtick = False
+                        self._wrap = self._lf = 0
+                        self._mode = _M_LINE
+                        self._hline = self._sent = False
+                        i += 1
+                        continue
                     if self._lf:
                         if not self._fence:
                             self._fence = self._lf
@@ -480,7 +522,15 @@ class ReactParser:
                     if c == "\n":
                         self._hline = False
                 elif c == "`":
-                    self._mode = _M_TICKS
+                    if self._fresh:
+                        self._fresh = False
+                        self._pend = ""
+                        self._mode = _M_WOPEN
+                    else:
+                        if self._wrap and not self._fence and not self._hline:
+                            self._wtick = True
+                            self._wmark = len(self._ws)
+                        self._mode = _M_TICKS
                     continue
                 elif not self._fence and not self._hline and c in self._starts:
                     self._pend = c
@@ -500,13 +550,32 @@ class ReactParser:
                     j += 1
                 self.chars_examined += j - i + (j < n)
                 if j > i:
-                    self._put(s[i:j])
+                    if not self._wtick:
+                        self._put(s[i:j])
                     self._lf += j - i
                     i = j
                 if i < n:
+                    if self._wtick and self._lf < self._wrap:
+                        self._release_ticks()
                     self._lf = self._lf if self._lf >= 3 else 0
                     self._lf_blank = True
                     self._mode = _M_TEXT
+            elif mode == _M_WOPEN:
+                c = s[i]
+                self.chars_examined += 1
+                if c == "\n":
+                    m = _WRAP_OPENER.fullmatch(self._pend)
+                    if m and m.group(2).lower() in _WRAP_INFO:
+                        self._wrap = len(m.group(1))
+                        self._pend = ""
+                        self._mode = _M_LINE
+                        i += 1
+                        continue
+                elif len(self._pend) < _WRAP_LINE_MAX:
+                    self._pend += c
+                    i += 1
+                    continue
+                self._replay_opener()  # c is looked at again below
             elif mode == _M_ARRAY:
                 c = s[i]
                 self.chars_examined += 1
@@ -542,6 +611,7 @@ class ReactParser:
             elif mode == _M_POST:
                 c = s[i]
                 self.chars_examined += 1
+                line = self._jline
                 if c.isspace():
                     self._jline = self._jline or c == "\n"
                 elif (
@@ -555,6 +625,7 @@ class ReactParser:
                     continue
                 else:
                     self._start_text(_TEXT)
+                    self._hline = not line  # a fence line after the array is a line of its own
                     continue
                 i += 1
             else:  # _M_DONE
@@ -716,6 +787,21 @@ class ReactParser:
         self._replay_mid()
         return i  # c is looked at again in the mode we returned to
 
+    def _replay_opener(self) -> None:
+        """The reply's first line is not a wrapping fence: process it as it would have been."""
+        pend = self._pend
+        self._pend = ""
+        self._mode = _M_LINE
+        self._consume(pend)
+
+    def _release_ticks(self) -> None:
+        """Held line-start backticks are not the wrapper's closing fence: emit them in place."""
+        after = self._ws[self._wmark :]
+        self._ws = self._ws[: self._wmark]
+        self._wtick = False
+        self._put("`" * self._lf)
+        self._ws = after
+
     def _replay_mid(self) -> None:
         """The held mid-line text is no header: process it as text (it may hold again later)."""
         pend = self._pend
@@ -738,6 +824,7 @@ class ReactParser:
         self._sent = False
 
     def _end_section(self, why: str) -> None:
+        self._fresh = False
         if self._kind != _ACTIONS:
             self._end_text()
         elif self._item_open:
@@ -756,6 +843,8 @@ class ReactParser:
         if not body:
             self._add_ws(seg)
             return
+        if self._wtick:
+            self._release_ticks()
         if self._lf:
             self._lf_blank = False
         self._sent = body[-1] in _SENTENCE_END
@@ -775,6 +864,8 @@ class ReactParser:
             self._lead_nl = True
             self._ws = ""
             return
+        if self._wtick and len(self._ws) + len(ws) - self._wmark > _MID_LOOK:
+            self._release_ticks()  # too much whitespace after the backticks to hold it apart
         held = self._ws + ws
         if len(held) > 2 * _WS_CAP:
             self._ws = ""
@@ -784,6 +875,7 @@ class ReactParser:
 
     def _put(self, text: str) -> None:
         """Emit section text, preceded by the held whitespace that is not leading."""
+        self._fresh = False
         if self._lead:
             if self._lead_nl:
                 text = self._ws + text

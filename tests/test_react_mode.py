@@ -165,3 +165,16 @@ async def test_actions_mid_line_run(chunk_size: int) -> None:
     assert first.thought == "I will add."
     assert result.output == "3"
     assert result.steps[-1].thought == "done."
+
+
+async def test_a_reply_wrapped_in_a_fence_runs_its_actions() -> None:
+    """A whole reply in a code fence is parsed as if unfenced (issue 13, point 2)."""
+    reply = (
+        "```text\nThought: I will add.\nActions:\n"
+        '[{"tag": "a", "name": "add", "path": "add", "input": {"a": 2, "b": 2}}]\n```\n'
+    )
+    model = react_model(reply, "```\nAnswer: 4\n```")
+    result = await Agent(model, tools=[add]).run("2+2?")
+    assert [(a.name, a.output) for a in result.steps[0].actions] == [("add", 4)]
+    assert result.steps[0].thought == "I will add."
+    assert result.output == "4"

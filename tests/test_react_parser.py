@@ -618,3 +618,49 @@ def test_mid_line_answer_after_a_sentence() -> None:
         events = parse(reply)
         assert len(events) == 1, reply
         assert isinstance(events[0], _CHUNKS) and events[0].text == reply.split(": ", 1)[1]
+
+
+# issue 13: a reply wrapped in a code fence -----------------------------------------------------
+
+
+@pytest.mark.parametrize("opener", ["```", "```text", "```json", "````JSON ", "\n  \n```markdown"])
+def test_reply_wrapped_in_a_fence_is_parsed_as_if_unfenced(opener: str) -> None:
+    """A reply whose first non-blank line opens a fence: the fence lines are dropped, headers
+    inside are headers and actions run."""
+    ticks = "````" if "````" in opener else "```"
+    reply = f"{opener}\nThought: t\nActions: [{act('a')}]\n{ticks}  \n"
+    events = parse(reply)
+    assert [e for e in events if not isinstance(e, ActionChunk)] == [
+        ThoughtChunk(text="t"),
+        ActionParsed(index=0, tag="a", name="tool", path="run", input={}, raw=act("a")),
+    ]
+    events = parse(f"{opener}\nThought: t\nAnswer: 42\n{ticks}")
+    assert events == [ThoughtChunk(text="t"), AnswerChunk(text="42")]
+
+
+def test_fences_inside_a_wrapped_reply() -> None:
+    """Inside the wrapper a fence with an info string still hides headers; the first bare fence
+    line with no inner fence open closes the wrapper, and what follows is parsed as usual."""
+    reply = "```\nAnswer: see\n```python\nThought: no\n```\nmore\n```\nThought: after"
+    events = parse(reply)
+    assert events == [
+        AnswerChunk(text="see\n```python\nThought: no\n```\nmore"),
+        ThoughtChunk(text="after"),
+    ]
+    events = parse("```\nThought: a\n`` x\n  ``\nAnswer: b\n```")  # too few: text
+    assert events == [ThoughtChunk(text="a\n`` x\n  ``"), AnswerChunk(text="b")]
+    events = parse("```\nThought: a\n``` x\nAnswer: b\n```")  # an inner fence opens
+    assert events == [ThoughtChunk(text="a\n``` x\nAnswer: b\n```")]
+
+
+def test_a_leading_fence_that_does_not_wrap() -> None:
+    """A leading fence with a programming language is a code block, as before; a fenced JSON
+    array without an ``Actions:`` header is text (Griptape requires the header too)."""
+    reply = "```python\nAnswer: x\n```\nThat is the code."
+    assert parse(reply) == [TextChunk(text=reply)]
+    events = parse(f"```json\n[{act('a')}]\n```")
+    assert events == [TextChunk(text=f"[{act('a')}]")]
+    assert parse("``` json and more words than an info string\nx") == [
+        TextChunk(text="``` json and more words than an info string\nx")
+    ]
+    assert parse("```") == [TextChunk(text="```")]
