@@ -65,8 +65,11 @@ Decisions (each is tested):
   its indentation (the reply's start counts as a header line). Its trailing whitespace (before
   the next header, marker or the end) is not emitted. Only whitespace is held back for this, at
   most ``_WS_CAP`` (512) characters of one run; past that the oldest part of the run is emitted.
-  When a section starts and text of the same kind was already emitted in this reply, its text
-  begins with ``"\\n"`` so the pieces stay apart.
+  When a ``Thought`` section or text outside sections starts and text of the same kind was
+  already emitted in this reply, its text begins with ``"\\n"`` so the pieces stay apart.
+* **Several answers.** Griptape takes the last ``Answer:`` match. Each answer section that has
+  text gets the next ``AnswerChunk.section`` (from 0; empty sections are not counted) and no
+  ``"\\n"`` prefix: the number tells the sections apart, and the caller keeps the last.
   The merged events do not depend on how the reply is split into deltas.
 * **Hold-back.** Besides whitespace, only a possible header or marker prefix at a line start
   (at most the longest header or marker), a possible mid-line header, the reply's first line
@@ -116,9 +119,13 @@ class ThoughtChunk:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AnswerChunk:
-    """Text of an ``Answer:`` section, without the header."""
+    """Text of an ``Answer:`` section, without the header.
+
+    ``section`` numbers the reply's answer sections that have text, from 0: the last one is the
+    answer, so a caller must be able to tell them apart."""
 
     text: str
+    section: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -306,6 +313,7 @@ class ReactParser:
         "_raw",
         "_raw_sent",
         "_ret",
+        "_section",
         "_seen",
         "_sent",
         "_stack",
@@ -342,6 +350,7 @@ class ReactParser:
         self._lead = True  # nothing emitted in this section yet
         self._lead_nl = False  # a newline was seen in the section's leading whitespace
         self._seen = [False, False, False]  # text of this kind was emitted in this reply
+        self._section = -1  # number of the current (or last) answer section with text
         self._fence = 0  # backticks of the open code fence, 0 when none
         self._hline = False  # on a header's line: a fence may open here, a header may not
         self._lf = 0  # backticks opening the current line (>= 3), else 0
@@ -880,7 +889,9 @@ class ReactParser:
             if self._lead_nl:
                 text = self._ws + text
             self._lead = False
-            if self._seen[self._kind]:
+            if self._kind == _ANSWER:  # numbered, not separated
+                self._section += 1
+            elif self._seen[self._kind]:
                 text = "\n" + text
             self._seen[self._kind] = True
         elif self._ws:
@@ -927,6 +938,8 @@ class ReactParser:
         self._out.append(event)
 
     def _chunk(self, text: str) -> TextChunk | ThoughtChunk | AnswerChunk:
+        if self._kind == _ANSWER:
+            return AnswerChunk(text=text, section=self._section)
         return _TEXT_EVENT[self._kind](text=text)
 
     def _flush(self) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentloop import Agent, RunFinished, UserError, tool
+from agentloop import Agent, AnswerDelta, RunFinished, UserError, event_from_json, tool
 from agentloop.testing import Reply, ScriptedModel
 
 
@@ -178,3 +178,48 @@ async def test_a_reply_wrapped_in_a_fence_runs_its_actions() -> None:
     assert [(a.name, a.output) for a in result.steps[0].actions] == [("add", 4)]
     assert result.steps[0].thought == "I will add."
     assert result.output == "4"
+
+
+async def test_the_last_answer_section_is_the_output() -> None:
+    """Several ``Answer:`` sections: the last is the output, the earlier ones go to the thought
+    in reply order; ``AnswerDelta.section`` tells them apart and survives JSON (point 4)."""
+    reply = "Thought: a\nAnswer: first\nThought: b\nAnswer: second\nsecond line"
+    agent = Agent(react_model(reply, chunk_size=4), tools=[add])
+    async with agent.stream("x") as run:
+        events = [e async for e in run]
+    answers = [e for e in events if isinstance(e, AnswerDelta)]
+    by_section: dict[int, str] = {}
+    for e in answers:
+        by_section[e.section] = by_section.get(e.section, "") + e.text
+        assert event_from_json(e.to_json()) == e
+    assert by_section == {0: "first", 1: "second\nsecond line"}
+    assert isinstance(events[-1], RunFinished)
+    result = events[-1].result
+    assert result.output == "second\nsecond line"
+    assert result.steps[0].thought == "a\nfirst\nb"
+
+
+@pytest.mark.parametrize(
+    ("reply", "thought"),
+    [
+        ("Let me think.\nThought: x\nAnswer: y", "Let me think.\nx"),
+        ("Let me think.\n\nThought: x\nThought: z\nAnswer: y", "Let me think.\nx\nz"),
+        ("Thought: t\nActions: [ADD] note\nThought: u", "t\nnote\nu"),
+        # With actions, the loop adds the answer to the thought and asks again.
+        (
+            "pre\nThought: a\nActions: [ADD] post\nmore post\nAnswer: y",
+            "pre\na\npost\nmore post\ny",
+        ),
+        ("pre\nActions: [ADD]\nThought: a\nActions: [] post", "pre\na\npost"),
+    ],
+)
+async def test_thought_pieces_are_joined_in_reply_order(reply: str, thought: str) -> None:
+    """Text before the first header, thoughts and text after an array form the thought in reply
+    order, one newline between pieces (point 5)."""
+    action = '[{"tag": "a", "name": "add", "path": "add", "input": {"a": 1, "b": 1}}]'
+    replies = [reply.replace("[ADD]", action)]
+    if "ADD" in reply:  # actions run, so the model is asked again
+        replies.append("Answer: done")
+    result = await Agent(react_model(*replies), tools=[add]).run("x")
+    assert result.steps[0].thought == thought
+    assert result.output == ("done" if "ADD" in reply else "y")

@@ -30,7 +30,12 @@ def merge(events: Iterable[ReactEvent]) -> list[ReactEvent]:
     out: list[ReactEvent] = []
     for event in events:
         last = out[-1] if out else None
-        if isinstance(event, _CHUNKS) and type(last) is type(event):
+        if isinstance(event, AnswerChunk) and isinstance(last, AnswerChunk):
+            if last.section == event.section:
+                out[-1] = AnswerChunk(text=last.text + event.text, section=event.section)
+            else:
+                out.append(event)
+        elif isinstance(event, _CHUNKS) and type(last) is type(event):
             assert isinstance(last, _CHUNKS)
             out[-1] = type(event)(text=last.text + event.text)
         elif (
@@ -664,3 +669,23 @@ def test_a_leading_fence_that_does_not_wrap() -> None:
         TextChunk(text="``` json and more words than an info string\nx")
     ]
     assert parse("```") == [TextChunk(text="```")]
+
+
+# issue 13: several answers ----------------------------------------------------------------------
+
+
+def test_answer_sections_are_numbered() -> None:
+    """Each Answer section with text gets the next ``section`` (from 0); its text is exact, with
+    no separator (the number tells the sections apart)."""
+    reply = "Answer: x\nThought: t\nAnswer: y\nAnswer:\n\nFinal Answer: z\n  z2\nThought: done. Answer: w"
+    assert parse(reply) == [
+        AnswerChunk(text="x", section=0),
+        ThoughtChunk(text="t"),
+        AnswerChunk(text="y", section=1),
+        AnswerChunk(text="z\n  z2", section=2),
+        ThoughtChunk(text="\ndone."),
+        AnswerChunk(text="w", section=3),
+    ]
+    parser = ReactParser()
+    assert parser.feed("Answer: a\nAns") == [AnswerChunk(text="a")]
+    assert parser.feed("wer: b") == [AnswerChunk(text="b", section=1)]

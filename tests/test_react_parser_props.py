@@ -34,8 +34,13 @@ def merge(events: Iterable[ReactEvent]) -> list[ReactEvent]:
     out: list[ReactEvent] = []
     for event in events:
         last = out[-1] if out else None
-        if isinstance(event, (TextChunk, ThoughtChunk, AnswerChunk)) and type(last) is type(event):
-            assert isinstance(last, (TextChunk, ThoughtChunk, AnswerChunk))
+        if isinstance(event, AnswerChunk) and isinstance(last, AnswerChunk):
+            if last.section == event.section:
+                out[-1] = AnswerChunk(text=last.text + event.text, section=event.section)
+            else:
+                out.append(event)
+        elif isinstance(event, (TextChunk, ThoughtChunk)) and type(last) is type(event):
+            assert isinstance(last, (TextChunk, ThoughtChunk))
             out[-1] = type(event)(text=last.text + event.text)
         elif isinstance(event, ActionChunk) and isinstance(last, ActionChunk):
             assert last.index == event.index
