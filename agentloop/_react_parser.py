@@ -211,7 +211,11 @@ _CLOSER: Final = {"}": "{", "]": "["}
 # Mid-line headers: only these, only after a space or tab (see the module docstring).
 _MID_ACTIONS: Final = {"action:": _ACTIONS, "actions:": _ACTIONS}
 _MID_ANSWERS: Final = {"answer:": _ANSWER, "final answer:": _ANSWER}
-_MID_STOP: Final = re.compile(r"\n|(?<=[ \t])[aAfF]")  # a newline or a mid-line candidate
+_MID_ALL: Final = _MID_ACTIONS | _MID_ANSWERS
+_MID_LONGEST_FIRST: Final = sorted(_MID_ALL, key=len, reverse=True)
+# Proper prefixes of the mid-line headers, lower-cased: a candidate at the end of the text.
+_MID_ACTIONS_PREFIXES: Final = frozenset(w[:k] for w in _MID_ACTIONS for k in range(1, len(w)))
+_MID_ANSWERS_PREFIXES: Final = frozenset(w[:k] for w in _MID_ANSWERS for k in range(1, len(w)))
 _MID_LOOK: Final = 64  # most characters held between a mid-line "Actions:" and its JSON
 _SENTENCE_END: Final = ".!?"
 # A reply whose first non-blank line opens a fence with one of these info strings is wrapped.
@@ -233,7 +237,7 @@ def _prefix_table(words: Mapping[str, int]) -> dict[str, int]:
 
 _HEADER_TABLE: Final = _prefix_table(_HEADERS)
 _MID_ACTIONS_TABLE: Final = _prefix_table(_MID_ACTIONS)
-_MID_ALL_TABLE: Final = _prefix_table(_MID_ACTIONS | _MID_ANSWERS)
+_MID_ALL_TABLE: Final = _prefix_table(_MID_ALL)
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -393,12 +397,8 @@ class ReactParser:
                 not self._lead
                 and not self._lf
                 and delta
-                and (
-                    "\n" not in delta
-                    if self._fence
-                    else _MID_STOP.search(delta) is None
-                    and not (self._prev_ws and delta[0] in "aAfF")
-                )
+                and "\n" not in delta
+                and (self._fence or self._plain(delta))
             ):
                 body = delta.rstrip()
                 if body and len(delta) - len(body) <= 2 * _WS_CAP:
@@ -407,7 +407,10 @@ class ReactParser:
                     self._ws = delta[len(body) :] if len(body) < len(delta) else ""
                     self._sent = body[-1] in _SENTENCE_END
                     self._prev_ws = delta[-1] in " \t"
-                    return [self._chunk(text)]
+                    kind = self._kind
+                    if kind == _ANSWER:
+                        return [AnswerChunk(text=text, section=self._section)]
+                    return [_TEXT_EVENT[kind](text=text)]
         elif mode == _M_ISTR:
             if delta and '"' not in delta and "\\" not in delta:
                 self.chars_examined += len(delta)
@@ -463,25 +466,17 @@ class ReactParser:
                     j = s.find("\n", i)
                     if j < 0:
                         j = n
-                elif i == 0 and self._prev_ws and s[0] in "aAfF":
-                    j = 0
                 else:
-                    m = _MID_STOP.search(s, i)
-                    j = m.start() if m else n
+                    j = self._text_stop(s, i)
                 if j > i:
                     self._text_seg(s[i:j])
                     self.chars_examined += j - i
                     i = j
-                if i < n and s[i] != "\n":  # a possible mid-line header
+                if i < n and s[i] != "\n":  # a possible mid-line header (_text_stop chose it)
                     self.chars_examined += 1
-                    answer = self._kind != _ANSWER and self._sent
-                    if answer or s[i] in "aA":
-                        self._mid_table = _MID_ALL_TABLE if answer else _MID_ACTIONS_TABLE
-                        self._pend = s[i]
-                        self._mid = self._mid_look = 0
-                        self._mode = _M_MID
-                    else:
-                        self._text_seg(s[i])
+                    self._pend = s[i]
+                    self._mid = self._mid_look = 0
+                    self._mode = _M_MID
                     i += 1
                 elif i < n:  # a newline
                     self.chars_examined += 1
@@ -561,6 +556,7 @@ class ReactParser:
                 if j > i:
                     if not self._wtick:
                         self._put(s[i:j])
+                        self._sent = False
                     self._lf += j - i
                     i = j
                 if i < n:
@@ -748,6 +744,76 @@ class ReactParser:
         self._jline = self._prev_ws = False  # its first character starts no header
         self._consume(pend)  # free of newlines; may hold a mid-line header again, further on
 
+    def _plain(self, s: str) -> bool:
+        """Cheap test that a newline-free delta holds no possible mid-line header: no colon, and
+        its last word does not start like one (else ``_text_stop`` decides)."""
+        if ":" in s:
+            return False
+        b = max(s.rfind(" "), s.rfind("\t")) + 1
+        if b == len(s) or s[b] not in "aAfF":
+            return True
+        return (b == 0 and not self._prev_ws) or self._text_stop(s, 0) == len(s)
+
+    def _text_stop(self, s: str, i: int) -> int:
+        """Index of the next newline or possible mid-line header in ``s`` from ``i`` (else
+        ``len(s)``), outside fences. Every header ends with a colon, rare in prose, so only
+        colons are looked for, and a header prefix only at the end of ``s``: ordinary prose is
+        neither held back nor replayed, and stays on the ``str.find`` fast path."""
+        n = len(s)
+        end = s.find("\n", i)
+        if end < 0:
+            end = n
+        k = i
+        while (c := s.find(":", k, end)) >= 0:
+            for header in _MID_LONGEST_FIRST:
+                j = c + 1 - len(header)
+                if (
+                    j >= i
+                    and s[j : c + 1].lower() == header
+                    and self._mid_ok(s, i, j, _MID_ALL[header] == _ANSWER)
+                ):
+                    return j
+            k = c + 1
+        if end < n:
+            return end
+        # A header may be starting in the last word (or two: "final answer" has a space).
+        b = max(s.rfind(" ", i), s.rfind("\t", i))
+        j = b + 1 if b >= 0 else i
+        if j < n and s[j] in "aAfF" and n - j <= 12:
+            if b > i and s[j] in "aA":
+                b2 = max(s.rfind(" ", i, b), s.rfind("\t", i, b))
+                j2 = b2 + 1 if b2 >= 0 else i
+                if s[j2] in "fF" and n - j2 <= 12 and self._tail_header(s, i, j2):
+                    return j2
+            if self._tail_header(s, i, j):
+                return j
+        return n
+
+    def _tail_header(self, s: str, i: int, j: int) -> bool:
+        word = s[j:].lower()
+        if word in _MID_ACTIONS_PREFIXES:
+            return self._mid_ok(s, i, j, False)
+        return word in _MID_ANSWERS_PREFIXES and self._mid_ok(s, i, j, True)
+
+    def _mid_ok(self, s: str, i: int, j: int, is_answer: bool) -> bool:
+        """Whether a header (an answer if ``is_answer``) may start at ``s[j]`` mid-line; chooses
+        the table to hold it with."""
+        if not (s[j - 1] in " \t" if j > 0 else self._prev_ws):
+            return False
+        answer = self._kind != _ANSWER and self._ends_sentence(s, i, j)
+        if is_answer and not answer:
+            return False
+        self._mid_table = _MID_ALL_TABLE if answer else _MID_ACTIONS_TABLE
+        return True
+
+    def _ends_sentence(self, s: str, i: int, j: int) -> bool:
+        """Whether the text before ``s[j]`` (from ``s[i]`` on, else what came before) ends a
+        sentence, spaces aside; each space is stepped over once, as one candidate follows it."""
+        k = j - 1
+        while k >= i and s[k] in " \t":
+            k -= 1
+        return s[k] in _SENTENCE_END if k >= i else self._sent
+
     def _mid_pending(self, c: str, i: int) -> int:
         """Extend a held mid-line header with ``c``; after ``Actions:`` only whitespace and one
         fence opener may come before the ``[`` or ``{`` that confirms it."""
@@ -817,7 +883,11 @@ class ReactParser:
         self._pend = ""
         self._mode = _M_TEXT
         self._prev_ws = False  # its first character starts no header
-        self._consume(pend)
+        if self._mid == 0 and " " not in pend:  # one word: plain text (the common case)
+            self.chars_examined += len(pend)
+            self._text_seg(pend)
+        else:
+            self._consume(pend)
 
     # ---------------------------------------------------------------- sections
 
