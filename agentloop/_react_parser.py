@@ -17,14 +17,16 @@ Decisions (each is tested):
 * **Mid-line headers.** Models that drift write ``Thought: I will add. Actions: [...]`` on one
   line; Griptape's ``Actions:[^\\[]*(\\[.*\\])`` search would run it, so we do too, but more
   narrowly, since prose says "actions:" and "answer:" too. In a text section outside fences
-  (and not on a fence line), after a space or a tab: ``Actions:`` / ``Action:`` opens the actions
-  only if a ``[`` or ``{`` follows after at most 64 characters of whitespace (newlines included)
-  and one fence opener (backticks and an info string); ``Answer:`` / ``Final Answer:`` opens an answer only outside
-  an answer section (a second answer would replace the first) and only when the line's text
-  before it ends a sentence (``.``, ``!``, ``?``): ``Thought: done. Answer: 42`` is an answer,
-  ``the answer: 42`` and ``Thought: Answer: 42`` are thought text. ``Thought:`` and cut markers
-  are never recognised mid-line. A candidate is held back while it may still match (at most the
-  header plus that bounded gap) and replayed as text otherwise.
+  (and not on a fence line), after a space or a tab: ``Actions:`` / ``Action:`` opens the
+  actions only if a ``[`` or ``{`` follows after at most 64 characters of whitespace (newlines
+  included) and one fence opener (backticks and an info string); ``Answer:`` / ``Final Answer:``
+  opens an answer only outside an answer section (a second answer would replace the first) and
+  only when the line's text before it ends a sentence (``.``, ``!``, ``?``): ``Thought: done.
+  Answer: 42`` is an answer, ``the answer: 42`` and ``Thought: Answer: 42`` are thought text.
+  ``Thought:`` and cut markers are never recognised mid-line. Candidates are found by their
+  colon (rare in prose), and a header prefix only at the end of a delta, where it is held back
+  while it may still match (at most the header plus that bounded gap) and replayed as text
+  otherwise.
 * **Fences.** In a ``Thought``/``Answer``/plain-text section a line opening with three or more
   backticks (or a header followed by them) opens a code fence, with any info string; a line of at
   least as many backticks and nothing else closes it. Inside, headers and markers are text.
