@@ -76,8 +76,13 @@ class ThoughtDelta(_Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AnswerDelta(_Event):
+    """Text of ReAct answer section ``section`` (from 0 within the attempt). A reply may write
+    several answers; the last is the run's answer, the earlier ones become part of the thought,
+    so a UI should show a new section in place of the previous one."""
+
     attempt: int
     text: str
+    section: int = 0
     type: Literal["answer_delta"] = "answer_delta"
 
 

@@ -4,7 +4,7 @@ the moment it is sealed; retry failed attempts below all middleware."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -17,6 +17,10 @@ from ._tracing import attempt_failed
 from .models import _types as mt
 from .models._assemble import ResponseBuilder
 from .tools._executor import PendingAction, action_of
+
+# Keys of ReAct text pieces other than answers (an answer's key is its section, from 0).
+_TEXT = -2
+_THOUGHT = -1
 
 if TYPE_CHECKING:
     from ._run import AttemptRecord, _Run
@@ -89,9 +93,8 @@ class _Attempt:
         self.parser = rp.ReactParser() if request.tool_mode == "react" else None
         self.calls: dict[str, tuple[int, str]] = {}  # native call id -> (index, tool name)
         self.tags: set[str] | None = None  # the sealed calls' ids, made with the first
-        self.react_thought: list[str] = []
-        self.pre_text: list[str] = []
-        self.answer: list[str] | None = None
+        # ReAct text in reply order: (key, chunks) with key _TEXT, _THOUGHT or an answer section
+        self.pieces: list[tuple[int, list[str]]] = []
         self.chars = 0
         self.cut = False
 
@@ -193,22 +196,17 @@ class _Attempt:
         for event in events:
             match event:
                 case rp.TextChunk(text=text):
-                    self.pre_text.append(text)
-                    self.record.streamed = True
+                    self._piece(_TEXT, text)
                     if run.emitting:
                         await run.emit(ev.TextDelta, attempt=n, text=text)
                 case rp.ThoughtChunk(text=text):
-                    self.react_thought.append(text)
-                    self.record.streamed = True
+                    self._piece(_THOUGHT, text)
                     if run.emitting:
                         await run.emit(ev.ThoughtDelta, attempt=n, text=text)
-                case rp.AnswerChunk(text=text):
-                    if self.answer is None:
-                        self.answer = []
-                    self.answer.append(text)
-                    self.record.streamed = True
+                case rp.AnswerChunk(text=text, section=section):
+                    self._piece(section, text)
                     if run.emitting:
-                        await run.emit(ev.AnswerDelta, attempt=n, text=text)
+                        await run.emit(ev.AnswerDelta, attempt=n, text=text, section=section)
                 case rp.ActionChunk(index=index, text=text):
                     self.record.streamed = True
                     if run.emitting:
@@ -237,6 +235,14 @@ class _Attempt:
                     )
                 case rp.StreamCut():
                     self.cut = True
+
+    def _piece(self, key: int, text: str) -> None:
+        self.record.streamed = True
+        pieces = self.pieces
+        if pieces and pieces[-1][0] == key:
+            pieces[-1][1].append(text)
+        else:
+            pieces.append((key, [text]))
 
     async def _seal(self, part: mt.ToolCallPart) -> None:
         """An action is complete in the stream: start it now unless it must wait."""
@@ -278,16 +284,17 @@ class _Attempt:
             return response
         # ReAct: the reply's text was parsed into thought, answer and actions.
         parts: list[mt.Part] = [p for p in response.parts if isinstance(p, mt.ThoughtPart)]
-        thought = "".join(self.react_thought)
-        pre_text = "".join(self.pre_text)
+        # The last answer section is the answer (as Griptape's ``answer_matches[-1]``); all other
+        # text, earlier answers included, is the thought, in reply order so nothing is lost.
+        pieces = self.pieces
+        last = next((i for i in range(len(pieces) - 1, -1, -1) if pieces[i][0] >= 0), None)
         has_actions = bool(self.record.actions)
-        if self.answer is not None or has_actions or thought.strip():
-            # Text before the first header is part of the thought, unless it is all there is
-            # (a reply in plain text is its answer).
-            thought = f"{pre_text}\n{thought}" if pre_text.strip() else thought
-            text = "".join(self.answer or ())
-        else:
-            text = pre_text
+        has_thought = any(kind == _THOUGHT and "".join(c).strip() for kind, c in pieces)
+        if last is not None or has_actions or has_thought:
+            thought = _join(p for i, p in enumerate(pieces) if i != last)
+            text = "".join(pieces[last][1]) if last is not None else ""
+        else:  # plain text, no header: the reply's text (its answer)
+            thought, text = "", _join(pieces)
         if thought:
             parts.append(mt.ThoughtPart(text=thought))
         if text:
@@ -324,6 +331,22 @@ class _Attempt:
                 finish_reason=response.finish_reason if response is not None else "error",
                 usage=usage,
             )
+
+
+def _join(pieces: Iterable[tuple[int, list[str]]]) -> str:
+    """Join ReAct text pieces with one newline. The parser already starts a thought (or outside
+    text) piece with one when an earlier piece of its kind was emitted: it is not doubled."""
+    out: list[str] = []
+    for _, chunks in pieces:
+        text = "".join(chunks)
+        if not text.strip():
+            continue
+        if not out:
+            text = text.removeprefix("\n")
+        elif not text.startswith("\n"):
+            out.append("\n")
+        out.append(text)
+    return "".join(out)
 
 
 def _one_request(usage: mt.Usage) -> mt.Usage:

@@ -47,6 +47,7 @@ def _sample(cls: type[Any]) -> Any:
         "finish_reason": "stop",
         "usage": Usage(requests=1, input_tokens=1),
         "text": "x",
+        "section": 1,
         "index": 0,
         "tag": "a",
         "name": "double",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentloop import Agent, RunFinished, UserError, tool
+from agentloop import Agent, AnswerDelta, RunFinished, UserError, event_from_json, tool
 from agentloop.testing import Reply, ScriptedModel
 
 
@@ -15,6 +15,12 @@ from agentloop.testing import Reply, ScriptedModel
 async def lookup(key: str) -> str:
     """Look a key up."""
     return key.upper()
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
 
 
 def raw(text: str, chunk_size: int = 7) -> Reply:
@@ -144,3 +150,76 @@ async def test_native_mode_sends_schemas_and_no_stop_sequence() -> None:
     await Agent(model, tools=[lookup], tool_mode="native").run("x")
     assert model.requests[0].tool_mode == "native" and model.requests[0].stop == ()
     assert [t.name for t in model.requests[0].tools] == ["lookup"]
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 1000])
+async def test_actions_mid_line_run(chunk_size: int) -> None:
+    """``Thought: ... Actions: [...]`` on one line runs the action (issue 13, point 1)."""
+    reply = (
+        'Thought: I will add. Actions: [{"tag":"a","name":"add","path":"","input":{"a":1,"b":2}}]'
+    )
+    model = react_model(reply, "Thought: done. Answer: 3", chunk_size=chunk_size)
+    result = await Agent(model, tools=[add]).run("1+2?")
+    first = result.steps[0]
+    assert [(a.name, a.output) for a in first.actions] == [("add", 3)]
+    assert first.thought == "I will add."
+    assert result.output == "3"
+    assert result.steps[-1].thought == "done."
+
+
+async def test_a_reply_wrapped_in_a_fence_runs_its_actions() -> None:
+    """A whole reply in a code fence is parsed as if unfenced (issue 13, point 2)."""
+    reply = (
+        "```text\nThought: I will add.\nActions:\n"
+        '[{"tag": "a", "name": "add", "path": "add", "input": {"a": 2, "b": 2}}]\n```\n'
+    )
+    model = react_model(reply, "```\nAnswer: 4\n```")
+    result = await Agent(model, tools=[add]).run("2+2?")
+    assert [(a.name, a.output) for a in result.steps[0].actions] == [("add", 4)]
+    assert result.steps[0].thought == "I will add."
+    assert result.output == "4"
+
+
+async def test_the_last_answer_section_is_the_output() -> None:
+    """Several ``Answer:`` sections: the last is the output, the earlier ones go to the thought
+    in reply order; ``AnswerDelta.section`` tells them apart and survives JSON (point 4)."""
+    reply = "Thought: a\nAnswer: first\nThought: b\nAnswer: second\nsecond line"
+    agent = Agent(react_model(reply, chunk_size=4), tools=[add])
+    async with agent.stream("x") as run:
+        events = [e async for e in run]
+    answers = [e for e in events if isinstance(e, AnswerDelta)]
+    by_section: dict[int, str] = {}
+    for e in answers:
+        by_section[e.section] = by_section.get(e.section, "") + e.text
+        assert event_from_json(e.to_json()) == e
+    assert by_section == {0: "first", 1: "second\nsecond line"}
+    assert isinstance(events[-1], RunFinished)
+    result = events[-1].result
+    assert result.output == "second\nsecond line"
+    assert result.steps[0].thought == "a\nfirst\nb"
+
+
+@pytest.mark.parametrize(
+    ("reply", "thought"),
+    [
+        ("Let me think.\nThought: x\nAnswer: y", "Let me think.\nx"),
+        ("Let me think.\n\nThought: x\nThought: z\nAnswer: y", "Let me think.\nx\nz"),
+        ("Thought: t\nActions: [ADD] note\nThought: u", "t\nnote\nu"),
+        # With actions, the loop adds the answer to the thought and asks again.
+        (
+            "pre\nThought: a\nActions: [ADD] post\nmore post\nAnswer: y",
+            "pre\na\npost\nmore post\ny",
+        ),
+        ("pre\nActions: [ADD]\nThought: a\nActions: [] post", "pre\na\npost"),
+    ],
+)
+async def test_thought_pieces_are_joined_in_reply_order(reply: str, thought: str) -> None:
+    """Text before the first header, thoughts and text after an array form the thought in reply
+    order, one newline between pieces (point 5)."""
+    action = '[{"tag": "a", "name": "add", "path": "add", "input": {"a": 1, "b": 1}}]'
+    replies = [reply.replace("[ADD]", action)]
+    if "ADD" in reply:  # actions run, so the model is asked again
+        replies.append("Answer: done")
+    result = await Agent(react_model(*replies), tools=[add]).run("x")
+    assert result.steps[0].thought == thought
+    assert result.output == ("done" if "ADD" in reply else "y")

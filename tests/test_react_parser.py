@@ -30,7 +30,12 @@ def merge(events: Iterable[ReactEvent]) -> list[ReactEvent]:
     out: list[ReactEvent] = []
     for event in events:
         last = out[-1] if out else None
-        if isinstance(event, _CHUNKS) and type(last) is type(event):
+        if isinstance(event, AnswerChunk) and isinstance(last, AnswerChunk):
+            if last.section == event.section:
+                out[-1] = AnswerChunk(text=last.text + event.text, section=event.section)
+            else:
+                out.append(event)
+        elif isinstance(event, _CHUNKS) and type(last) is type(event):
             assert isinstance(last, _CHUNKS)
             out[-1] = type(event)(text=last.text + event.text)
         elif (
@@ -412,7 +417,7 @@ def test_whitespace_rule_is_independent_of_splitting() -> None:
 def test_whitespace_hold_back_is_bounded() -> None:
     """Of a whitespace run longer than the cap, all but the last 512 characters are emitted."""
     parser = ReactParser()
-    assert parser.feed("Thought: a") == [ThoughtChunk(text="a")]
+    assert parser.feed("Thought: b") == [ThoughtChunk(text="b")]  # "a" might start "Actions:"
     assert parser.feed(" " * 1500) == [ThoughtChunk(text=" " * (1500 - 512))]
     assert parser.feed("\nAnswer: b") == [ThoughtChunk(text=" "), AnswerChunk(text="b")]
     reply = "Thought: a" + " " * 1500 + "\nAnswer: b"
@@ -542,3 +547,145 @@ def test_render_actions_round_trips() -> None:
         (a["tag"], a["name"], a["path"], a.get("input", {})) for a in actions
     ]
     assert render_actions([]) == "[]"
+
+
+# issue 13: mid-line headers --------------------------------------------------------------------
+
+
+def test_actions_header_mid_line_before_json() -> None:
+    """A mid-line ``Actions:`` / ``Action:`` followed by ``[`` or ``{`` opens the actions."""
+    events = parse(f"Thought: I will add. Actions: [{act('a', x=1)}]")
+    assert texts(events, ThoughtChunk) == "I will add."
+    assert parsed(events) == [("a", "tool", "run", {"x": 1})]
+    events = parse(f"Let me call it: Action: {act('b')} Done. Answer: ok")
+    assert texts(events, TextChunk) == "Let me call it:\nDone."
+    assert parsed(events) == [("b", "tool", "run", {})]
+    assert texts(events, AnswerChunk) == "ok"
+    for gap in (" ", "\n", " ```json\n", "```\n  ", "\t"):  # spaces, a newline or a fence
+        closer = "\n```" if "`" in gap else ""
+        events = parse(f"Thought: go. Actions:{gap}[{act('c')}]{closer}\nAnswer: done")
+        assert parsed(events) == [("c", "tool", "run", {})], gap
+        assert (texts(events, ThoughtChunk), texts(events, AnswerChunk)) == ("go.", "done")
+    events = parse(f"Thought: Actions: [{act('d')}]")  # right after a header, too
+    assert parsed(events) == [("d", "tool", "run", {})]
+    assert texts(events, ThoughtChunk) == ""
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Thought: the actions: are many",
+        "Thought: Actions: none yet, maybe [later]",
+        "Thought: see `Actions: [1]` in the docs",
+        "Thought: reActions: [1]",
+        "Thought: Actions:" + " " * 100 + "[1]",
+        "Answer:\n```\nthen Actions: [1]\n```",
+        "Thought: actions: ``` x [1]",
+    ],
+)
+def test_mid_line_actions_without_json_is_text(reply: str) -> None:
+    """Not followed by ``[`` / ``{`` (spaces and a fence aside), after a non-space, in inline
+    code or in a fence, a mid-line ``Actions:`` is ordinary text."""
+    events = parse(reply)
+    assert not any(isinstance(e, (ActionChunk, ActionParsed, ActionInvalid)) for e in events)
+    body = reply.split(":", 1)[1].strip()
+    assert "".join(e.text for e in events if isinstance(e, _CHUNKS)) == body
+
+
+def test_mid_line_header_hold_back_is_bounded() -> None:
+    """Only a possible mid-line header (and what may lead to its ``[``) is held back."""
+    parser = ReactParser()
+    assert parser.feed("Thought: I will. Act") == [ThoughtChunk(text="I will.")]
+    assert parser.feed("ually no") == [ThoughtChunk(text=" Actually no")]
+    assert parser.feed(". Actions: ") == [ThoughtChunk(text=".")]
+    assert parser.feed("x") == [ThoughtChunk(text=" Actions: x")]
+    assert parser.feed(" Actions:") == []
+    assert parser.close() == [ThoughtChunk(text=" Actions:")]
+
+
+def test_mid_line_answer_after_a_sentence() -> None:
+    """``Answer:`` / ``Final Answer:`` mid-line in a thought or outside sections opens the
+    answer when the text before it on the line ends a sentence; never inside an answer."""
+    assert parse("Thought: done. Answer: 42") == [
+        ThoughtChunk(text="done."),
+        AnswerChunk(text="42"),
+    ]
+    assert parse("Let me see! Final Answer: 42") == [
+        TextChunk(text="Let me see!"),
+        AnswerChunk(text="42"),
+    ]
+    for reply in (
+        "Thought: I know the answer: 42",
+        "Thought: Answer: same line",
+        "Thought: done.Answer: 42",
+        "Answer: 42. Answer: still the same section",
+    ):
+        events = parse(reply)
+        assert len(events) == 1, reply
+        assert isinstance(events[0], _CHUNKS) and events[0].text == reply.split(": ", 1)[1]
+
+
+# issue 13: a reply wrapped in a code fence -----------------------------------------------------
+
+
+@pytest.mark.parametrize("opener", ["```", "```text", "```json", "````JSON ", "\n  \n```markdown"])
+def test_reply_wrapped_in_a_fence_is_parsed_as_if_unfenced(opener: str) -> None:
+    """A reply whose first non-blank line opens a fence: the fence lines are dropped, headers
+    inside are headers and actions run."""
+    ticks = "````" if "````" in opener else "```"
+    reply = f"{opener}\nThought: t\nActions: [{act('a')}]\n{ticks}  \n"
+    events = parse(reply)
+    assert [e for e in events if not isinstance(e, ActionChunk)] == [
+        ThoughtChunk(text="t"),
+        ActionParsed(index=0, tag="a", name="tool", path="run", input={}, raw=act("a")),
+    ]
+    events = parse(f"{opener}\nThought: t\nAnswer: 42\n{ticks}")
+    assert events == [ThoughtChunk(text="t"), AnswerChunk(text="42")]
+
+
+def test_fences_inside_a_wrapped_reply() -> None:
+    """Inside the wrapper a fence with an info string still hides headers; the first bare fence
+    line with no inner fence open closes the wrapper, and what follows is parsed as usual."""
+    reply = "```\nAnswer: see\n```python\nThought: no\n```\nmore\n```\nThought: after"
+    events = parse(reply)
+    assert events == [
+        AnswerChunk(text="see\n```python\nThought: no\n```\nmore"),
+        ThoughtChunk(text="after"),
+    ]
+    events = parse("```\nThought: a\n`` x\n  ``\nAnswer: b\n```")  # too few: text
+    assert events == [ThoughtChunk(text="a\n`` x\n  ``"), AnswerChunk(text="b")]
+    events = parse("```\nThought: a\n``` x\nAnswer: b\n```")  # an inner fence opens
+    assert events == [ThoughtChunk(text="a\n``` x\nAnswer: b\n```")]
+
+
+def test_a_leading_fence_that_does_not_wrap() -> None:
+    """A leading fence with a programming language is a code block, as before; a fenced JSON
+    array without an ``Actions:`` header is text (Griptape requires the header too)."""
+    reply = "```python\nAnswer: x\n```\nThat is the code."
+    assert parse(reply) == [TextChunk(text=reply)]
+    events = parse(f"```json\n[{act('a')}]\n```")
+    assert events == [TextChunk(text=f"[{act('a')}]")]
+    assert parse("``` json and more words than an info string\nx") == [
+        TextChunk(text="``` json and more words than an info string\nx")
+    ]
+    assert parse("```") == [TextChunk(text="```")]
+
+
+# issue 13: several answers ----------------------------------------------------------------------
+
+
+def test_answer_sections_are_numbered() -> None:
+    """Each Answer section with text gets the next ``section`` (from 0); its text is exact, with
+    no separator (the number tells the sections apart)."""
+    reply = "Answer: x\nThought: t\nAnswer: y\nAnswer:\n\nFinal Answer: z\n  z2\nThought: done. Answer: w"
+    assert parse(reply) == [
+        AnswerChunk(text="x", section=0),
+        ThoughtChunk(text="t"),
+        AnswerChunk(text="y", section=1),
+        AnswerChunk(text="z\n  z2", section=2),
+        ThoughtChunk(text="\ndone."),
+        AnswerChunk(text="w", section=3),
+    ]
+    parser = ReactParser()
+    assert parser.feed("Answer: a\nAns") == [AnswerChunk(text="a")]
+    assert parser.feed("wer: b") == [AnswerChunk(text="b", section=1)]

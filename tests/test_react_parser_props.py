@@ -34,8 +34,13 @@ def merge(events: Iterable[ReactEvent]) -> list[ReactEvent]:
     out: list[ReactEvent] = []
     for event in events:
         last = out[-1] if out else None
-        if isinstance(event, (TextChunk, ThoughtChunk, AnswerChunk)) and type(last) is type(event):
-            assert isinstance(last, (TextChunk, ThoughtChunk, AnswerChunk))
+        if isinstance(event, AnswerChunk) and isinstance(last, AnswerChunk):
+            if last.section == event.section:
+                out[-1] = AnswerChunk(text=last.text + event.text, section=event.section)
+            else:
+                out.append(event)
+        elif isinstance(event, (TextChunk, ThoughtChunk)) and type(last) is type(event):
+            assert isinstance(last, (TextChunk, ThoughtChunk))
             out[-1] = type(event)(text=last.text + event.text)
         elif isinstance(event, ActionChunk) and isinstance(last, ActionChunk):
             assert last.index == event.index
@@ -62,6 +67,7 @@ def _is_special_line(line: str) -> bool:
         any(lowered.startswith(h) for h in _HEADERS)
         or any(stripped.startswith(m) for m in _MARKERS)
         or stripped.startswith("```")
+        or any(h in lowered for h in ("answer:", "action:", "actions:"))  # mid-line headers
     )
 
 
@@ -235,6 +241,7 @@ def test_valid_replies_parse_the_same_however_split(reply: Reply, data: st.DataO
 _MORE = ["Action:", "final answer:", "Tho", "<|Resp", "\r\n", "true", "1", "null", "``", '"tag"']
 _MORE += ['{"tag": "a", "name": "b", "path": "c", "input": {}}', '\\"', '"input": {']
 _MORE += [" " * 700, "\n \t" * 200]  # whitespace runs past the hold-back cap
+_MORE += [". Answer: ", " Actions: [", " final answer:", " Action: ```json\n{"]  # mid-line
 _garbage_token = st.sampled_from(_TRICKY + _MORE) | st.text(max_size=3)
 _garbage = st.lists(_garbage_token, max_size=40).map("".join) | st.text(max_size=80)
 
