@@ -35,6 +35,7 @@ class _TextBlock:
     branch: str | None
     kind: str  # "model" | "think" | "answer"
     at: float
+    section: int = 0  # of an answer: a later section is a new block
     chunks: list[str] = field(default_factory=list)
     state: str = "streaming"  # "streaming" | "kept" | "withdrawn"
     reason: str = ""
@@ -149,9 +150,16 @@ class LiveView:
     ) -> _TextBlock:
         kind = {"text_delta": "model", "thought_delta": "think", "answer_delta": "answer"}
         blocks = self._texts.setdefault((event.run_id, event.attempt), [])
-        if blocks and blocks[-1].kind == kind[event.type] and blocks[-1].state == "streaming":
-            return blocks[-1]
-        block = _TextBlock(event.run_id, event.attempt, branch, kind[event.type], now)
+        section = event.section if isinstance(event, ev.AnswerDelta) else 0
+        last = blocks[-1] if blocks else None
+        if (
+            last is not None
+            and last.kind == kind[event.type]
+            and last.section == section
+            and last.state == "streaming"
+        ):
+            return last
+        block = _TextBlock(event.run_id, event.attempt, branch, kind[event.type], now, section)
         blocks.append(block)
         self._blocks.append(block)
         return block

@@ -34,7 +34,8 @@ class PlainView:
         self.out = out
         self.tracker = tracker
         self.show_input = show_input
-        self._open: tuple[str, int, str] | None = None  # (run_id, attempt, label) mid-line
+        # (run_id, attempt, label, answer section) of the line being written
+        self._open: tuple[str, int, str, int] | None = None
         self._drafts: dict[tuple[str, int], list[str]] = {}  # an attempt's text, to withdraw
         self._said: dict[tuple[str, int, str], list[str]] = {}  # by kind, to spot the answer
 
@@ -79,11 +80,16 @@ class PlainView:
     def _delta(self, event: ev.TextDelta | ev.ThoughtDelta | ev.AnswerDelta) -> None:
         key = (event.run_id, event.attempt, _LABELS[event.type])
         self._drafts.setdefault((event.run_id, event.attempt), []).append(event.text)
-        self._said.setdefault(key, []).append(event.text)
-        if self._open != key:
+        said = self._said.setdefault(key, [])
+        section = event.section if isinstance(event, ev.AnswerDelta) else 0
+        line = (*key, section)
+        if self._open != line:
+            if self._open is not None and self._open[:3] == key:  # a later answer section
+                said.clear()
             self._break()
             self.out.write(f"{self._stamp(event)} {key[2]:<6} ")
-            self._open = key
+            self._open = line
+        said.append(event.text)
         self.out.write(event.text)
         self.out.flush()
 

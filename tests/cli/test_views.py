@@ -124,3 +124,22 @@ async def test_quiet_view_prints_only_the_answer(timescale: float) -> None:
     async with demo_agent(1 / timescale).stream("Paris or Oslo?") as run:
         await follow(run, AnswerView(out), tracker)
     assert out.getvalue().startswith("**Go to Paris.**") and "withdrawn" not in out.getvalue()
+
+
+async def test_plain_view_starts_a_new_line_for_each_answer_section() -> None:
+    """ReAct answer sections are told apart by ``AnswerDelta.section``: a later one gets a line
+    of its own instead of being glued to the first."""
+    from agentloop import Agent
+    from agentloop.testing import Reply, ScriptedModel
+
+    model = ScriptedModel(
+        [Reply(timeline=[(0.0, "Answer: first try\nAnswer: second")])], native_tools=False
+    )
+    out = io.StringIO()
+    tracker = Tracker()
+    async with Agent(model, tools=[], tool_mode="react").stream("q") as run:
+        await follow(run, PlainView(out, tracker), tracker)
+    lines = [line for line in out.getvalue().splitlines() if "answer" in line]
+    assert any(line.endswith("first try") for line in lines), out.getvalue()
+    assert any(line.endswith("second") for line in lines), out.getvalue()
+    assert tracker.result is not None and tracker.result.output == "second"
