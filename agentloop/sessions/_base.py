@@ -21,6 +21,7 @@ import anyio
 
 from agentloop._errors import SessionBusy, SessionConflict, UserError
 
+from ._codec import MAX_ID_LENGTH as MAX_ID_LENGTH  # the one limit, for every back end
 from ._codec import (
     EncodedRecord,
     StateDelta,
@@ -125,6 +126,7 @@ def _check_ttl(ttl: object) -> float:
 def _check_lease(lease: object) -> Lease:
     if not isinstance(lease, Lease):
         raise UserError(f"expected a Lease, not {lease!r}")
+    check_id(lease.session_id)
     return lease
 
 
