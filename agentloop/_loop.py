@@ -72,6 +72,7 @@ async def _execute(run: _Run) -> RunResult:
     bounded and never raises: a cancelled run stays cancelled, a finished run finished."""
     logger.debug("run %s started: agent %s, branch %s", run.run_id, run.agent.name, run.branch)
     binding: SessionBinding | None = None
+    cancelled = False
     try:
         if run.session_spec is not None:
             binding = await _open_session(run, run.session_spec)
@@ -88,12 +89,15 @@ async def _execute(run: _Run) -> RunResult:
         await run.emit(ev.RunFailed, error=info)
         raise
     except BaseException:
+        cancelled = True
         if binding is not None:
             await _record_end(run, binding, "cancelled")
         raise
     finally:
         if binding is not None:
-            await binding.release()
+            # A cancelled run waits for its release at most release_timeout (2 s); another
+            # one (the store may be busy) end_timeout.
+            await binding.release(within=None if cancelled else binding.end_timeout)
     logger.debug(
         "run %s finished: %d steps, %d model calls, %s",
         run.run_id,

@@ -238,12 +238,14 @@ class SessionBinding:
                 self.ttl,
             )
 
-    async def release(self) -> None:
-        """Release the lease (once), shielded, bounded and best effort: a failure is logged,
-        never raised; the lease expires by itself after ``ttl``."""
+    async def release(self, *, within: float | None = None) -> None:
+        """Release the lease (once), shielded, bounded (``release_timeout`` unless ``within``
+        says otherwise) and best effort: a failure is logged, never raised; the lease expires
+        by itself after ``ttl``."""
         if self.released:
             return
-        outcome = await self._finish(self.release_timeout, self._finish_once, busy_ok=True)
+        bound = self.release_timeout if within is None else within
+        outcome = await self._finish(bound, self._finish_once, busy_ok=True)
         if isinstance(outcome, str):
             _logger.warning(
                 "could not release the lease of session %r: %s; it expires by itself within %gs",

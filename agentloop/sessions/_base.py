@@ -42,6 +42,10 @@ Clock = Callable[[], float]
 
 _logger = logging.getLogger("agentloop")
 
+_FINISH_BATCH = 256
+"""The most run finishes written in one transaction: a batch commits (and its waiters go on)
+while the next one is written."""
+
 _FIRST_BACKOFF = 0.005
 _MAX_BACKOFF = 0.25
 
@@ -468,7 +472,8 @@ class BaseStore(ABC):
                     await self._finish_round.wait()
                     continue
                 self._finish_round = anyio.Event()
-                batch, self._finishing = self._finishing, []
+                batch = self._finishing[:_FINISH_BATCH]
+                del self._finishing[:_FINISH_BATCH]
                 answered = False
                 try:
                     await self._do_finish(batch, self._clock())

@@ -8,6 +8,7 @@ and order only on asyncio (durations scaled by ``timescale``)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 from typing import Any
@@ -312,3 +313,53 @@ async def test_a_slow_store_leaves_the_end_for_resume_with_a_warning(
     store.now += 30  # the lease expires by itself
     resumed = await Agent(FunctionModel(lambda request: "resumed")).resume(session="s", store=store)
     assert resumed.text == "resumed"
+
+
+@pytest.mark.postgres
+async def test_cancel_with_a_locked_postgresql_row_stays_cancellation_and_is_bounded(
+    pg_schema_dsn: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Real PostgreSQL that cannot answer: another connection holds the session's row lock
+    (for 10 s at most, or until the run returned). The cancelled run returns, as cancellation,
+    while the lock is still held: its end and release are abandoned after the bound, and left
+    for resume. It used to wait for the lock, then raise instead of the cancellation."""
+    import psycopg
+
+    from agentloop.sessions import PostgresStore
+
+    monkeypatch.setattr(_session_run.SessionBinding, "release_timeout", 0.5, raising=False)
+    events: list[str] = []
+    started, returned = anyio.Event(), anyio.Event()
+    async with PostgresStore(pg_schema_dsn, lock_timeout=30.0) as store:
+        agent = _waiting_agent(store, started)
+        holder: psycopg.Connection[Any] = await anyio.to_thread.run_sync(
+            functools.partial(psycopg.connect, pg_schema_dsn)
+        )
+
+        async def hold_the_lock() -> None:
+            await anyio.to_thread.run_sync(
+                holder.execute, "SELECT id FROM agentloop_sessions WHERE id = 's' FOR UPDATE"
+            )
+            locked.set()
+            with anyio.move_on_after(10):
+                await returned.wait()
+            await anyio.to_thread.run_sync(holder.rollback)
+            events.append("lock released")
+
+        locked = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tg:
+                with anyio.CancelScope() as scope:
+                    async with anyio.create_task_group() as runs:
+                        runs.start_soon(functools.partial(agent.run, "go", session="s"))
+                        await started.wait()
+                        tg.start_soon(hold_the_lock)
+                        await locked.wait()
+                        scope.cancel()
+                events.append("run returned")
+                returned.set()
+        finally:
+            await anyio.to_thread.run_sync(holder.close)
+    assert events == ["run returned", "lock released"]
+    assert scope.cancelled_caught
+    assert "was not recorded" in caplog.text
