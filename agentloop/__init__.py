@@ -43,6 +43,7 @@ from ._errors import SessionBusy as SessionBusy
 from ._errors import SessionConflict as SessionConflict
 from ._errors import SessionError as SessionError
 from ._errors import SessionNotFound as SessionNotFound
+from ._errors import SessionStoreError as SessionStoreError
 from ._errors import ToolError as ToolError
 from ._errors import UserError as UserError
 from ._events import ActionArgsDelta as ActionArgsDelta
@@ -156,6 +157,7 @@ __all__ = [
     "SessionConflict",
     "SessionError",
     "SessionNotFound",
+    "SessionStoreError",
     "StateView",
     "Step",
     "StepFinished",

@@ -28,7 +28,9 @@
     └── SessionError               the session store refused an operation
         ├── SessionNotFound
         ├── SessionConflict        the session changed under us (optimistic concurrency)
-        └── SessionBusy            another run holds the session's lease
+        ├── SessionBusy            another run holds the session's lease
+        └── SessionStoreError      the store's database failed: unreachable, corrupt, read-only,
+                                   full; names the store and gives a hint
 
 Cancellation is never an ``AgentLoopError``: it stays the host's own cancellation exception.
 """
@@ -228,3 +230,14 @@ class SessionConflict(SessionError):
 
 class SessionBusy(SessionError):
     """Another run holds this session's lease."""
+
+
+class SessionStoreError(SessionError):
+    """The store's database failed: unreachable, corrupt, read-only or full. ``store`` names
+    the store (an SQLite path, "PostgreSQL"), ``hint`` says what to check; the driver's own
+    exception is the ``__cause__``."""
+
+    def __init__(self, message: str, *, store: str, hint: str) -> None:
+        super().__init__(f"{store}: {message} (hint: {hint})")
+        self.store = store
+        self.hint = hint

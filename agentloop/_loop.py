@@ -73,8 +73,11 @@ def execute(run: _Run) -> Awaitable[RunResult]:
 
 
 async def _execute(run: _Run) -> RunResult:
+    """The release in ``finally`` (after ``_record_end``, which releases with the end) is
+    bounded and never raises: a cancelled run stays cancelled, a finished run finished."""
     logger.debug("run %s started: agent %s, branch %s", run.run_id, run.agent.name, run.branch)
     binding: SessionBinding | None = None
+    cancelled = False
     try:
         if run.session_spec is not None:
             binding = await _open_session(run, run.session_spec)
@@ -93,6 +96,7 @@ async def _execute(run: _Run) -> RunResult:
         await run.emit(ev.RunFailed, error=info)
         raise
     except BaseException as exc:
+        cancelled = True
         # KeyboardInterrupt and SystemExit end the process, not just the run: like a crash,
         # they leave the run unended (resumable), not recorded as cancelled.
         if binding is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -100,7 +104,9 @@ async def _execute(run: _Run) -> RunResult:
         raise
     finally:
         if binding is not None:
-            await binding.release()
+            # A cancelled run waits for its release at most release_timeout (2 s); another
+            # one (the store may be busy) end_timeout.
+            await binding.release(within=None if cancelled else binding.end_timeout)
     logger.debug(
         "run %s finished: %d steps, %d model calls, %s",
         run.run_id,
@@ -131,16 +137,17 @@ async def _open_session(run: _Run, spec: SessionSpec) -> SessionBinding:
 async def _record_end(
     run: _Run, binding: SessionBinding, status: Literal["failed", "cancelled"], **kw: Any
 ) -> None:
-    """Best effort, shielded and bounded: the run is ending anyway. Nothing is written for a
-    run whose record never reached the history, nor after its end was committed (a cancel that
-    arrives just after the final commit leaves the run finished)."""
+    """Record how the run ended and release its lease, in one store operation batched with the
+    other runs ending at once; shielded, bounded (a cancelled run: ``release_timeout``, 2 s, so
+    cancellation stays fast; a failed one: ``end_timeout``, 10 s) and best effort: transient
+    store errors are retried within the bound, and an end still not recorded is logged as a
+    warning and left for resume (the run stays unfinished in the history). Nothing is written
+    for a run whose record never reached the history, nor after its end was committed (a
+    cancel that arrives just after the final commit leaves the run finished)."""
     if not binding.recorded or binding.ended:
         return
-    with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-        try:
-            await binding.commit([end_record(run.run_id, status, **kw)], run.state)
-        except Exception:
-            logger.warning("could not record the end of run %s", run.run_id, exc_info=True)
+    timeout = binding.release_timeout if status == "cancelled" else binding.end_timeout
+    await binding.end(end_record(run.run_id, status, **kw), run.state, within=timeout)
 
 
 async def _beside(main: Awaitable[T], side: Awaitable[None]) -> T:

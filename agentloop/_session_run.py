@@ -10,22 +10,35 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
 from ._context import StateView
-from ._errors import NothingToResume, SessionBusy, SessionConflict, SessionNotFound, UserError
+from ._errors import (
+    NothingToResume,
+    SessionBusy,
+    SessionConflict,
+    SessionError,
+    SessionNotFound,
+    UserError,
+)
 from ._steps import RunResult, Step
 from .models._types import Message
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from pydantic import TypeAdapter
 
     from ._agent import Agent
     from .sessions import Lease, Record, RunEndRecord, RunRecord, Session, SessionStore
+
+
+_logger = logging.getLogger("agentloop")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -83,9 +96,32 @@ class Loaded:
 
 
 class SessionBinding:
-    """Holds the session's lease for one run and commits through it."""
+    """Holds the session's lease for one run and commits through it.
 
-    def __init__(self, store: SessionStore, lease: Lease, version: int, ttl: float) -> None:
+    The run's end goes out with the release of its lease (``end``; ``release`` alone after an
+    end committed with the last step), batched with the other runs ending at the same time on
+    stores that can (``BaseStore.finish_run``). Both are shielded, bounded and best effort:
+    transient store errors are retried within the bound, and what still fails is logged, never
+    raised, so a cancelled run stays cancelled and a finished run finished. A lease left behind
+    expires by itself after ``ttl``; an end left unrecorded leaves the run unfinished in the
+    history, which a resume picks up."""
+
+    release_timeout = 2.0
+    """Seconds a release, or a cancelled run's end and release, may take."""
+    end_timeout = 10.0
+    """Seconds a failed run's end and release may take (retrying transient errors)."""
+    retry_first = 0.05
+    retry_max = 1.0
+
+    def __init__(
+        self,
+        store: SessionStore,
+        lease: Lease,
+        version: int,
+        ttl: float,
+        *,
+        acquired_at: float | None = None,
+    ) -> None:
         self.store = store
         self.lease = lease
         self.version = version
@@ -95,6 +131,10 @@ class SessionBinding:
         # record was written records nothing, and a recorded end is never followed by another.
         self.recorded = False
         self.ended = False
+        self.released = False
+        # Until when (anyio's clock) the lease is surely valid: from before it was last taken.
+        start = anyio.current_time() if acquired_at is None else acquired_at
+        self.valid_until = start + ttl
 
     @classmethod
     async def open(
@@ -105,6 +145,7 @@ class SessionBinding:
             await store.create(spec.session_id)
         except SessionConflict:
             pass  # it exists
+        acquired_at = anyio.current_time()
         lease = await store.acquire_lease(
             spec.session_id,
             owner=owner,
@@ -112,6 +153,7 @@ class SessionBinding:
             wait=spec.wait is not None,
             timeout=spec.wait,
         )
+        binding = cls(store, lease, 0, ttl, acquired_at=acquired_at)
         try:
             # One more run than memory needs: the unfinished run a resume picks up. A run key
             # may name any earlier run: then the whole history is read.
@@ -120,10 +162,10 @@ class SessionBinding:
             if session is None:
                 raise SessionNotFound(f"session {spec.session_id!r} was deleted")
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                await store.release_lease(lease)
+            await binding.release()
             raise
-        return cls(store, lease, session.version, ttl), session
+        binding.version = session.version
+        return binding, session
 
     async def commit(self, records: Sequence[Record], state: StateView) -> None:
         changed, deleted = state.take_changes()
@@ -136,18 +178,160 @@ class SessionBinding:
             lease=self.lease,
         )
 
+    @staticmethod
+    def transient(exc: Exception) -> bool:
+        """Whether a store error may pass if tried again: not a lost lease, a missing session,
+        a moved version or a misuse (a database busy past its timeout is transient)."""
+        from .sessions._base import DatabaseBusy
+
+        if isinstance(exc, DatabaseBusy):
+            return True
+        return not isinstance(exc, SessionBusy | SessionNotFound | SessionConflict | UserError)
+
     async def keep_alive(self) -> None:
-        """Renew the lease until cancelled; a lost lease ends the run."""
+        """Renew the lease until cancelled. A transient store error is retried with backoff
+        while the lease is still valid; a lost lease (``SessionBusy``), or a store still failing
+        as the lease is about to expire, ends the run with that error."""
+        margin = self.ttl / 10  # stop retrying this long before the lease could expire
         while True:
             await anyio.sleep(self.ttl / 3)
-            self.lease = await self.store.renew_lease(self.lease, self.ttl)
+            delay = min(self.retry_first, self.ttl / 30)
+            while True:
+                started = anyio.current_time()
+                try:
+                    self.lease = await self.store.renew_lease(self.lease, self.ttl)
+                except Exception as exc:
+                    now = anyio.current_time()
+                    if not self.transient(exc) or now + delay >= self.valid_until - margin:
+                        raise
+                    _logger.warning(
+                        "renewing the lease of session %r failed (%s: %s); retrying in %.3gs,"
+                        " %.3gs before it expires",
+                        self.session_id,
+                        type(exc).__name__,
+                        exc,
+                        delay,
+                        self.valid_until - now,
+                    )
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, self.retry_max, self.ttl / 6)
+                    continue
+                self.valid_until = started + self.ttl
+                break
 
-    async def release(self) -> None:
-        with anyio.CancelScope(shield=True):
-            try:
-                await self.store.release_lease(self.lease)
-            except SessionBusy:
-                pass  # taken over already: nothing of ours to release
+    async def end(self, record: Record, state: StateView, *, within: float) -> None:
+        """Record the run's end and release the lease, in one store operation (batched with
+        other runs ending at once), shielded and bounded by ``within`` seconds; transient errors are
+        retried within it. An end not recorded is logged as a warning: the run stays unfinished
+        in the history, for a resume."""
+        changed, deleted = state.take_changes()
+        outcome = await self._finish(
+            within,
+            lambda: self._finish_once(
+                expected_version=self.version,
+                records=[record],
+                set_state=changed,
+                delete_state=deleted,
+            ),
+        )
+        run_id = getattr(record, "run_id", "?")
+        status = getattr(record, "status", "?")
+        if isinstance(outcome, int):
+            self.version = outcome
+            self.ended = True
+        else:
+            _logger.warning(
+                "the end of run %s (%s) was not recorded in session %r: %s; the run stays"
+                " unfinished in the history, to resume (its lease expires by itself within"
+                " %gs)",
+                run_id,
+                status,
+                self.session_id,
+                outcome,
+                self.ttl,
+            )
+
+    async def release(self, *, within: float | None = None) -> None:
+        """Release the lease (once), shielded, bounded (``release_timeout`` unless ``within``
+        says otherwise) and best effort: a failure is logged, never raised; the lease expires
+        by itself after ``ttl``."""
+        if self.released:
+            return
+        bound = self.release_timeout if within is None else within
+        outcome = await self._finish(bound, self._finish_once, busy_ok=True)
+        if isinstance(outcome, str):
+            _logger.warning(
+                "could not release the lease of session %r: %s; it expires by itself within %gs",
+                self.session_id,
+                outcome,
+                self.ttl,
+            )
+
+    async def _finish_once(
+        self,
+        *,
+        expected_version: int | None = None,
+        records: Sequence[Record] = (),
+        set_state: Any = None,
+        delete_state: Iterable[str] = (),
+    ) -> int | None:
+        from .sessions._base import BaseStore
+
+        store = self.store
+        if isinstance(store, BaseStore):
+            return await store.finish_run(
+                self.lease,
+                expected_version=expected_version,
+                records=records,
+                set_state=set_state,
+                delete_state=delete_state,
+            )
+        version = None  # another SessionStore: its commit, then its release
+        if expected_version is not None:
+            version = await store.commit(
+                self.session_id,
+                expected_version=expected_version,
+                records=records,
+                set_state=set_state,
+                delete_state=delete_state,
+                lease=self.lease,
+            )
+        await store.release_lease(self.lease)
+        return version
+
+    async def _finish(
+        self,
+        within: float,
+        attempt: Callable[[], Awaitable[int | None]],
+        *,
+        busy_ok: bool = False,
+    ) -> int | str | None:
+        """``attempt()`` until it succeeds, shielded, retrying transient errors within
+        ``within`` seconds: its answer, or why it failed (a message). The lease counts as released
+        either way: what is left of it expires by itself."""
+        self.released = True
+        failure = f"the store did not answer within {within:g}s"
+        delay = self.retry_first
+        with anyio.CancelScope(shield=True), anyio.move_on_after(within):
+            while True:
+                try:
+                    return await attempt()
+                except SessionBusy:
+                    # Taken over already: nothing of ours to release, nor to end.
+                    return None if busy_ok else "the lease was lost (taken over)"
+                except Exception as exc:
+                    failure = f"{type(exc).__name__}: {exc}"
+                    if not self.transient(exc) or (isinstance(exc, SessionError) and _gave_up(exc)):
+                        return failure
+                await anyio.sleep(delay)
+                delay = min(delay * 2, self.retry_max)
+        return failure
+
+
+def _gave_up(exc: SessionError) -> bool:
+    from .sessions._base import GaveUp
+
+    return isinstance(exc, GaveUp)
 
 
 def load(session: Session, *, memory: Memory, resume: bool, run_key: str | None = None) -> Loaded:

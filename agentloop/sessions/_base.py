@@ -8,6 +8,7 @@ so the in-memory and SQL back ends decide exactly alike.
 from __future__ import annotations
 
 import builtins
+import logging
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -19,8 +20,9 @@ from typing import Self
 
 import anyio
 
-from agentloop._errors import SessionBusy, SessionConflict, UserError
+from agentloop._errors import SessionBusy, SessionConflict, SessionError, UserError
 
+from ._codec import MAX_ID_LENGTH as MAX_ID_LENGTH  # the one limit, for every back end
 from ._codec import (
     EncodedRecord,
     StateDelta,
@@ -37,6 +39,12 @@ from ._types import JSON, Lease, Session, SessionInfo, StoreStats
 
 Clock = Callable[[], float]
 """Wall-clock time in unix seconds (``time.time``); injectable so tests can expire leases."""
+
+_logger = logging.getLogger("agentloop")
+
+_FINISH_BATCH = 256
+"""The most run finishes written in one transaction: a batch commits (and its waiters go on)
+while the next one is written."""
 
 _FIRST_BACKOFF = 0.005
 _MAX_BACKOFF = 0.25
@@ -63,6 +71,73 @@ class Held:
 
     owner: str
     expires_at: float
+
+
+class GaveUp(SessionError):
+    """A finish was still in a batch the store had not confirmed when its waiter's time ran
+    out: it may or may not have been written (the batch goes on in its worker thread)."""
+
+
+@dataclass(slots=True, eq=False)
+class Finish:
+    """One run's finish in a batch: commit ``records`` and ``delta`` at ``expected_version``
+    (none when ``expected_version`` is None), then release ``lease``."""
+
+    lease: Lease
+    expected_version: int | None
+    records: builtins.list[EncodedRecord]
+    delta: StateDelta
+    version: int | None = None
+    error: Exception | None = None
+    done: bool = False
+
+
+def finish_one(commit: Callable[[], int] | None, release: Callable[[], None]) -> int | None:
+    """A finish's commit (if any), then its release. After a commit refused for a moved
+    version the lease is still released; after any other failure (a lost lease, a store
+    error that a retry may pass) nothing is."""
+    version = None
+    if commit is not None:
+        try:
+            version = commit()
+        except SessionConflict as exc:
+            if not isinstance(exc, DatabaseBusy):
+                release()  # the version moved: the end is refused, the lease still ours
+            raise
+    release()
+    return version
+
+
+async def finish_one_async(store: BaseStore, item: Finish, now: float) -> None:
+    """``finish_one`` over a back end's separate ``_do_commit`` and ``_do_release`` (no
+    transaction spans both): the version is set as soon as the commit is, and a release that
+    fails after it is logged, not raised (the lease expires by itself)."""
+    if item.expected_version is not None:
+        try:
+            item.version = await store._do_commit(
+                item.lease.session_id,
+                item.expected_version,
+                item.records,
+                item.delta,
+                item.lease,
+                now,
+            )
+        except SessionConflict as exc:
+            if not isinstance(exc, DatabaseBusy):
+                await store._do_release(item.lease)  # the version moved; the lease is ours
+            raise
+    try:
+        await store._do_release(item.lease)
+    except Exception as exc:
+        if item.version is None:
+            raise
+        _logger.warning(
+            "could not release the lease of session %r after recording the end of its run:"
+            " %s: %s; it expires by itself",
+            item.lease.session_id,
+            type(exc).__name__,
+            exc,
+        )
 
 
 def check_commit(
@@ -125,6 +200,7 @@ def _check_ttl(ttl: object) -> float:
 def _check_lease(lease: object) -> Lease:
     if not isinstance(lease, Lease):
         raise UserError(f"expected a Lease, not {lease!r}")
+    check_id(lease.session_id)
     return lease
 
 
@@ -135,6 +211,8 @@ class BaseStore(ABC):
         self._clock: Clock = clock or time.time
         self.stats = StoreStats()
         self._closed = False
+        self._finishing: builtins.list[Finish] = []
+        self._finish_round: anyio.Event | None = None
 
     # -- what a back end implements ---------------------------------------------------------
 
@@ -182,6 +260,16 @@ class BaseStore(ABC):
 
     @abstractmethod
     async def _do_release(self, lease: Lease) -> None: ...
+
+    async def _do_finish(self, batch: builtins.list[Finish], now: float) -> None:
+        """Each finish's commit and release, setting its ``version`` or ``error``. A back end
+        with transactions does the whole batch in one (see ``ThreadedSQLStore``)."""
+        for item in batch:
+            try:
+                await finish_one_async(self, item, now)
+            except Exception as exc:  # this run's failure, not the batch's
+                item.error = exc
+            item.done = True
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -354,3 +442,62 @@ class BaseStore(ABC):
         _check_lease(lease)
         await self._ready()
         await self._do_release(lease)
+
+    async def finish_run(
+        self,
+        lease: Lease,
+        *,
+        expected_version: int | None = None,
+        records: Sequence[Record] = (),
+        set_state: Mapping[str, JSON] | None = None,
+        delete_state: Iterable[str] = (),
+    ) -> int | None:
+        """Commit a run's last records (when ``expected_version`` is given) and release its
+        lease, batched with the other finishes in flight: the first caller writes every finish
+        queued so far in one back-end call (one transaction on SQL back ends) while the others
+        wait for it, and whoever is still queued after that writes the next batch. Cancelling
+        many runs at once so costs a few transactions, not two per run. Returns the new
+        version (None without a commit); raises what the commit (or the batch) raised."""
+        _check_lease(lease)
+        encoded = encode_records(records)
+        delta = encode_delta(set_state, delete_state)
+        if expected_version is not None:
+            check_int(expected_version, "expected_version")
+        await self._ready()
+        item = Finish(lease=lease, expected_version=expected_version, records=encoded, delta=delta)
+        self._finishing.append(item)
+        try:
+            while not item.done:
+                if self._finish_round is not None:
+                    await self._finish_round.wait()
+                    continue
+                self._finish_round = anyio.Event()
+                batch = self._finishing[:_FINISH_BATCH]
+                del self._finishing[:_FINISH_BATCH]
+                answered = False
+                try:
+                    await self._do_finish(batch, self._clock())
+                    answered = True
+                except Exception as exc:  # the batch failed as a whole: nothing was written
+                    answered = True
+                    for other in batch:
+                        if not other.done:
+                            other.error = exc
+                finally:
+                    for other in batch:
+                        if not other.done and not answered and other.version is None:
+                            other.error = GaveUp(
+                                "the store did not confirm this finish in time; it may or may"
+                                " not have been written"
+                            )
+                        other.done = True
+                    round_over, self._finish_round = self._finish_round, None
+                    round_over.set()
+        finally:
+            if not item.done and item in self._finishing:
+                self._finishing.remove(item)  # gave up before its turn: nothing was written
+        if item.error is not None:
+            raise item.error
+        if item.expected_version is not None:
+            self.stats.commits += 1
+        return item.version

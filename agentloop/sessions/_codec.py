@@ -54,8 +54,20 @@ def check_text(value: object, what: str, *, allow_empty: bool = True) -> str:
     return value
 
 
+MAX_ID_LENGTH = 512
+"""The longest session id (and lease owner) every store accepts, in characters. At 4 UTF-8
+bytes a character that is 2 KB, under PostgreSQL's limit for an index entry (about 2.7 KB)."""
+
+
 def check_id(value: object, what: str = "session id") -> str:
-    return check_text(value, what, allow_empty=False)
+    """A non-empty id of at most ``MAX_ID_LENGTH`` characters that a database can store."""
+    text = check_text(value, what, allow_empty=False)
+    if len(text) > MAX_ID_LENGTH:
+        raise UserError(
+            f"{what} {text[:40]!r}... is {len(text)} characters long; the limit is"
+            f" {MAX_ID_LENGTH} characters in every store"
+        )
+    return text
 
 
 def encode_value(key: str, value: object) -> str:

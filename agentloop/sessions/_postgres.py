@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 
-from agentloop._errors import SessionError, UserError
+from agentloop._errors import SessionStoreError, UserError
 
 from ._base import Clock, DatabaseBusy
 from ._sql import SCHEMA_VERSION, SQLOps, check_schema_version
@@ -142,7 +142,17 @@ class PostgresStore(ThreadedSQLStore):
                 " nothing was written"
             ) from exc
         except (self._psycopg.OperationalError, self._pool_module.PoolTimeout) as exc:
-            raise SessionError(f"PostgreSQL is unavailable: {exc}") from exc
+            raise SessionStoreError(
+                f"PostgreSQL is unavailable: {exc}",
+                store="PostgreSQL",
+                hint="check that the server is up and reachable, and its logs",
+            ) from exc
+        except self._psycopg.Error as exc:
+            raise SessionStoreError(
+                f"PostgreSQL refused the operation: {exc}",
+                store="PostgreSQL",
+                hint="check the server's logs, the schema and the database user's privileges",
+            ) from exc
 
     def _write(self, fn: Callable[..., T], *args: Any) -> T:
         return self._transaction(fn, args, read=False)
@@ -183,8 +193,10 @@ class PostgresStore(ThreadedSQLStore):
         try:
             pool.open(wait=True, timeout=self._connect_timeout)
         except self._pool_module.PoolTimeout as exc:
-            raise SessionError(
-                f"could not connect to PostgreSQL within {self._connect_timeout}s"
+            raise SessionStoreError(
+                f"could not connect to PostgreSQL within {self._connect_timeout}s",
+                store="PostgreSQL",
+                hint="check the DSN, that the server is up, and connect_timeout",
             ) from exc
         self._write(self._migrate_in)
 

@@ -18,13 +18,23 @@ Schema (version 1; both dialects, types differ)::
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from agentloop._errors import SessionConflict, SessionNotFound, UserError
+from agentloop._errors import SessionBusy, SessionConflict, SessionNotFound, UserError
 
-from ._base import Held, SessionRow, check_commit, check_renew, decide_acquire, row_lease
+from ._base import (
+    Finish,
+    Held,
+    SessionRow,
+    check_commit,
+    check_renew,
+    decide_acquire,
+    finish_one,
+    row_lease,
+)
 from ._codec import EncodedRecord, StateDelta, decode_state
 from ._records import records_from_bodies
 from ._types import Lease, Session, SessionInfo
@@ -240,6 +250,38 @@ class SQLOps:
 
     def release_lease(self, cur: Cursor, lease: Lease) -> None:
         cur.execute(self.release, (lease.session_id, lease.fence))
+
+    def finish(
+        self, cur: Cursor, batch: Sequence[Finish], now: float
+    ) -> builtins.list[tuple[int | None, Exception | None]]:
+        """Every finish of a batch in this one transaction, in session id order (two batches
+        lock rows in the same order, so they cannot deadlock): each one's new version or the
+        ``SessionError`` its commit raised. A driver error fails the whole batch."""
+        outcome: builtins.list[tuple[int | None, Exception | None]] = [(None, None)] * len(batch)
+        order = sorted(range(len(batch)), key=lambda i: batch[i].lease.session_id)
+        for i in order:
+            item = batch[i]
+            sid = item.lease.session_id
+            commit = (
+                None
+                if item.expected_version is None
+                else functools.partial(
+                    self.commit,
+                    cur,
+                    sid,
+                    item.expected_version,
+                    item.records,
+                    item.delta,
+                    item.lease,
+                    now,
+                )
+            )
+            release = functools.partial(self.release_lease, cur, item.lease)
+            try:
+                outcome[i] = (finish_one(commit, release), None)
+            except (SessionConflict, SessionNotFound, SessionBusy) as exc:
+                outcome[i] = (None, exc)
+        return outcome
 
 
 def check_schema_version(found: int | None, where: str) -> int:

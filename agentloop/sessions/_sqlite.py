@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 
 import anyio.to_thread
 
-from agentloop._errors import UserError
+from agentloop._errors import SessionStoreError, UserError
 
 from ._base import Clock, DatabaseBusy
 from ._sql import SCHEMA_VERSION, SQLOps, check_schema_version
@@ -73,6 +73,51 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     message = str(exc).lower()
     return "locked" in message or "busy" in message
+
+
+# What an SQLite result code (the primary code, the low byte) means, and what to check.
+_PROBLEMS: dict[int, tuple[str, str]] = {
+    sqlite3.SQLITE_CORRUPT: (
+        "the database is not an SQLite database or is corrupt",
+        "restore the file from a backup, or point the store at another file",
+    ),
+    sqlite3.SQLITE_NOTADB: (
+        "the file is not an SQLite database or is corrupt",
+        "restore the file from a backup, or point the store at another file",
+    ),
+    sqlite3.SQLITE_READONLY: (
+        "the database is read-only",
+        "check the permissions (and immutable attribute) of the file and its folder, which"
+        " must be writable for the -wal and -shm files, and that the file system is not"
+        " mounted read-only",
+    ),
+    sqlite3.SQLITE_PERM: (
+        "access to the database was denied",
+        "check the permissions of the file and its folder",
+    ),
+    sqlite3.SQLITE_CANTOPEN: (
+        "the database file cannot be opened",
+        "check that its folder exists and that the file and folder permissions allow it",
+    ),
+    sqlite3.SQLITE_FULL: (
+        "the database or disk is full",
+        "free disk space on the file's file system; nothing was written",
+    ),
+    sqlite3.SQLITE_IOERR: (
+        "a disk I/O error occurred",
+        "check the disk and the file system (and free disk space)",
+    ),
+}
+
+
+def _store_error(path: str, exc: sqlite3.Error) -> SessionStoreError:
+    """A driver error as a ``SessionStoreError`` naming the database file, with a hint."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    message, hint = _PROBLEMS.get(
+        -1 if code is None else code & 0xFF,
+        (f"SQLite failed: {exc}", "see the cause for SQLite's own error"),
+    )
+    return SessionStoreError(f"{message} ({exc})", store=f"SQLite database {path!r}", hint=hint)
 
 
 class SQLiteStore(ThreadedSQLStore):
@@ -132,7 +177,11 @@ class SQLiteStore(ThreadedSQLStore):
             self._idle.append(conn)
 
     def _transaction(self, begin: str, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        conn = self._take()
+        """``fn`` in one transaction; every driver error leaves as a ``SessionError``."""
+        try:
+            conn = self._take()
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc) from exc
         try:
             conn.execute(begin)
             try:
@@ -143,13 +192,13 @@ class SQLiteStore(ThreadedSQLStore):
                     conn.execute("ROLLBACK")
                 raise
             return result
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
+        except sqlite3.Error as exc:
+            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
                 raise DatabaseBusy(
                     f"SQLite database {self.path!r} stayed locked for more than"
                     f" busy_timeout={self._busy_timeout}s; nothing was written"
                 ) from exc
-            raise
+            raise _store_error(self.path, exc) from exc
         finally:
             self._give(conn)
 
@@ -162,14 +211,38 @@ class SQLiteStore(ThreadedSQLStore):
     # -- lifecycle ---------------------------------------------------------------------------
 
     def _migrate(self) -> None:
-        conn = self._take()
+        if not self._memory:
+            self._untransacted(self._wal)
+        # Read first: a current schema needs no write, so a read-only database still reads.
+        if self._read(self._schema_version) != SCHEMA_VERSION:
+            self._write(self._migrate_in)
+
+    def _schema_version(self, cur: sqlite3.Cursor) -> int | None:
+        cur.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agentloop_schema'"
+        )
+        if cur.fetchone() is None:
+            return None
+        found: int | None = cur.execute("SELECT max(version) FROM agentloop_schema").fetchone()[0]
+        return found
+
+    def _untransacted(self, fn: Callable[[sqlite3.Connection], None]) -> None:
+        """``fn(connection)`` outside a transaction, its driver errors as ``SessionError``."""
         try:
-            if not self._memory:
-                # Persistent: the first opener switches the file to WAL, later ones see it set.
-                conn.execute("PRAGMA journal_mode = WAL")
+            conn = self._take()
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc) from exc
+        try:
+            fn(conn)
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc) from exc
         finally:
             self._give(conn)
-        self._write(self._migrate_in)
+
+    @staticmethod
+    def _wal(conn: sqlite3.Connection) -> None:
+        # Persistent: the first opener switches the file to WAL, later ones see it set.
+        conn.execute("PRAGMA journal_mode = WAL")
 
     def _migrate_in(self, cur: sqlite3.Cursor) -> None:
         cur.execute("CREATE TABLE IF NOT EXISTS agentloop_schema (version INTEGER NOT NULL)")

@@ -2,7 +2,10 @@
 
 Working in threads is what lets one implementation serve asyncio and trio alike. A call is not
 abandoned when its task is cancelled: the transaction finishes (committed or rolled back) and the
-cancellation is delivered after, so a connection is never left mid-transaction.
+cancellation is delivered after, so a connection is never left mid-transaction. The one exception
+is a batch of run finishes (``finish_run``), whose waiters have a time bound: a waiter that gives
+up leaves the thread to finish its transaction on its own (it still commits or rolls back, and
+returns its connection), so a halted database cannot hold a cancelled run.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from ._base import BaseStore, Clock, Held
+from ._base import BaseStore, Clock, Finish, Held
 from ._codec import EncodedRecord, StateDelta
 from ._sql import SQLOps
 from ._types import Lease, Session, SessionInfo
@@ -32,8 +35,10 @@ class ThreadedSQLStore(BaseStore):
         super().__init__(clock=clock)
         self._limiter = anyio.CapacityLimiter(max_threads)
 
-    async def _thread(self, fn: Callable[..., T], *args: Any) -> T:
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+    async def _thread(self, fn: Callable[..., T], *args: Any, abandon: bool = False) -> T:
+        return await anyio.to_thread.run_sync(
+            fn, *args, limiter=self._limiter, abandon_on_cancel=abandon
+        )
 
     @abstractmethod
     def _write(self, fn: Callable[..., T], *args: Any) -> T:
@@ -96,3 +101,9 @@ class ThreadedSQLStore(BaseStore):
 
     async def _do_release(self, lease: Lease) -> None:
         await self._thread(self._write, self._ops.release_lease, lease)
+
+    async def _do_finish(self, batch: builtins.list[Finish], now: float) -> None:
+        """The whole batch in one write transaction, in a thread a bounded waiter abandons."""
+        outcome = await self._thread(self._write, self._ops.finish, batch, now, abandon=True)
+        for item, (version, error) in zip(batch, outcome, strict=True):
+            item.version, item.error, item.done = version, error, True

@@ -12,6 +12,10 @@ is a duplicated action. Tasks still running afterwards are leaked tasks.
 
 Used by ``tests/reliability/test_load.py`` (500 sessions in CI) and ``benchmarks/bench_load.py``
 (10,000 sessions).
+
+``run_cancel_load`` starts many session runs that wait in their model call, cancels them all at
+once and measures how long until every run has returned; then checks that each run raised the
+cancellation (not a store error), recorded its end as ``cancelled`` and released its lease.
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ from .._retry import RetryPolicy
 from ..sessions import InMemoryStore, RunEndRecord, RunRecord, SessionStore, StepRecord
 from ..tools._context import ToolContext
 from ..tools._tool import Tool, tool
+from ._models import FunctionModel
 from ._scenarios import _ANSWER
 
-__all__ = ["LOAD_RETRY", "LoadReport", "run_load"]
+__all__ = ["LOAD_RETRY", "CancelReport", "LoadReport", "run_cancel_load", "run_load"]
 
 APIS = ("openai-chat", "openai-responses", "anthropic")
 ANSWER = _ANSWER
@@ -221,3 +226,69 @@ async def _check_session(
 def _actions(step: dict[str, Any]) -> list[dict[str, Any]]:
     """A stored step's own and carried actions."""
     return [*(step.get("actions") or []), *(step.get("carried") or [])]
+
+
+@dataclass
+class CancelReport:
+    """What cancelling ``sessions`` waiting runs at once did. ``seconds`` runs from the cancel
+    to the last run returning; ``cancelled`` runs raised the cancellation; ``errors`` counts
+    what others raised instead; ``no_end`` runs have no ``cancelled`` end record and
+    ``leased`` sessions still hold a lease afterwards."""
+
+    sessions: int
+    seconds: float = 0.0
+    start_seconds: float = 0.0
+    cancelled: int = 0
+    no_end: int = 0
+    leased: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def ok(self) -> bool:
+        return self.cancelled == self.sessions and not self.errors and not self.no_end
+
+
+async def run_cancel_load(
+    store: SessionStore, *, sessions: int, prefix: str = "cancel", lease_ttl: float = 30.0
+) -> CancelReport:
+    """Start ``sessions`` runs that wait in their model call, cancel them all at once."""
+    report = CancelReport(sessions=sessions)
+    waiting = 0
+    all_waiting = anyio.Event()
+
+    async def reply(request: Any) -> str:
+        nonlocal waiting
+        waiting += 1
+        if waiting == sessions:
+            all_waiting.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    agent = Agent(FunctionModel(reply), store=store, lease_ttl=lease_ttl)
+    cancelled = anyio.get_cancelled_exc_class()
+
+    async def one(i: int) -> None:
+        try:
+            await agent.run("wait", session=f"{prefix}-{i}")
+        except cancelled:
+            report.cancelled += 1
+            raise
+        except Exception as exc:
+            report.errors[type(exc).__name__] += 1
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(sessions):
+            tg.start_soon(one, i)
+        await all_waiting.wait()
+        report.start_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        tg.cancel_scope.cancel()
+    report.seconds = time.perf_counter() - start
+    for i in range(sessions):
+        session = await store.get(f"{prefix}-{i}")
+        assert session is not None
+        ends = [r for r in session.history if isinstance(r, RunEndRecord)]
+        report.no_end += [e.status for e in ends] != ["cancelled"]
+        report.leased += session.lease is not None
+    return report

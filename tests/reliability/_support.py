@@ -26,6 +26,7 @@ from agentloop.sessions import (
     SQLiteStore,
     StepRecord,
 )
+from agentloop.sessions._base import Finish
 from agentloop.sessions._codec import EncodedRecord, StateDelta
 
 APIS = ("openai-chat", "openai-responses", "anthropic")
@@ -106,7 +107,8 @@ CommitHook = Callable[[str, int], Awaitable[None]]
 class CountingStore(SQLiteStore):
     """A SQLite store that counts the commits it applied and calls ``hook(phase, n)`` around
     the n-th commit (``phase`` is ``"before"`` or ``"after"`` the write), where a test can
-    cancel the run that is committing."""
+    cancel the run that is committing. The end of a failed or cancelled run, committed with
+    the release of its lease (``finish_run``), is counted without a hook."""
 
     def __init__(self, path: str, hook: CommitHook | None = None) -> None:
         super().__init__(path)
@@ -132,6 +134,12 @@ class CountingStore(SQLiteStore):
         if self.hook is not None:
             await self.hook("after", n)
         return version
+
+    async def _do_finish(self, batch: builtins.list[Finish], now: float) -> None:
+        """A run's end is committed with its lease's release, in a batch: counted, no hook."""
+        self.attempted += sum(item.expected_version is not None for item in batch)
+        await super()._do_finish(batch, now)
+        self.applied += sum(item.version is not None for item in batch)
 
 
 # -- sessions --------------------------------------------------------------------------------------

@@ -1,0 +1,365 @@
+"""A run's hold on its session when the store misbehaves: cancellation stays cancellation and
+is fast, a finished run is reported finished, a lease renewal survives a blip, and an end record
+is retried or left for resume with a warning, never dropped silently.
+
+The faulty store is the in-memory store with faults injected at its back-end operations; the
+batching test uses a real SQLite file. Fake-clock tests assert exact times on trio's MockClock
+and order only on asyncio (durations scaled by ``timescale``)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import Agent, ModelRequest, SessionBusy, SessionStoreError, _session_run
+from agentloop import _events as ev
+from agentloop.sessions import InMemoryStore, Lease, RunEndRecord, SQLiteStore
+from agentloop.sessions._codec import EncodedRecord, StateDelta
+from agentloop.testing import FunctionModel
+
+
+def _blip() -> SessionStoreError:
+    return SessionStoreError("connection reset", store="test store", hint="it comes back")
+
+
+class FaultyStore(InMemoryStore):
+    """The in-memory store with faults: releases that hang for ``hang`` seconds or raise,
+    renewals that fail, commits of an end record that fail or hang. ``events`` says what
+    happened, in order. Its wall clock moves only when a test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+        super().__init__(clock=lambda: self.now)
+        self.hang = 0.0
+        self.release_error: Exception | None = None
+        self.renew_errors: list[Exception] = []
+        self.end_errors: list[Exception] = []
+        self.end_hang = 0.0
+        self.events: list[str] = []
+
+    async def _do_release(self, lease: Lease) -> None:
+        self.events.append("release started")
+        if self.hang:
+            await anyio.sleep(self.hang)
+        if self.release_error is not None:
+            raise self.release_error
+        await super()._do_release(lease)
+        self.events.append("released")
+
+    async def _do_renew(self, lease: Lease, ttl: float, now: float) -> Lease:
+        if self.renew_errors:
+            self.events.append("renew failed")
+            raise self.renew_errors.pop(0)
+        self.events.append("renewed")
+        return await super()._do_renew(lease, ttl, now)
+
+    async def _do_commit(
+        self,
+        session_id: str,
+        expected_version: int,
+        records: list[EncodedRecord],
+        delta: StateDelta,
+        lease: Lease | None,
+        now: float,
+    ) -> int:
+        if any(r.type == "run_end" for r in records):
+            if self.end_hang:
+                self.events.append("end hangs")
+                await anyio.sleep(self.end_hang)
+            if self.end_errors:
+                self.events.append("end failed")
+                raise self.end_errors.pop(0)
+        return await super()._do_commit(session_id, expected_version, records, delta, lease, now)
+
+
+@pytest.fixture
+def bounds(monkeypatch: pytest.MonkeyPatch, timescale: float) -> float:
+    """The release and end-record bounds (2 s and 10 s), scaled to the test's time."""
+    binding = _session_run.SessionBinding
+    monkeypatch.setattr(binding, "release_timeout", 2.0 * timescale, raising=False)
+    monkeypatch.setattr(binding, "end_timeout", 10.0 * timescale, raising=False)
+    monkeypatch.setattr(binding, "retry_first", 0.05 * timescale, raising=False)
+    monkeypatch.setattr(binding, "retry_max", 1.0 * timescale, raising=False)
+    return timescale
+
+
+def _waiting_agent(store: Any, started: anyio.Event | None = None, **kw: Any) -> Agent:
+    async def reply(request: ModelRequest) -> str:
+        if started is not None:
+            started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return Agent(FunctionModel(reply), store=store, **kw)
+
+
+async def _ends(store: Any, session: str) -> list[str]:
+    got = await store.get(session)
+    return [r.status for r in got.history if isinstance(r, RunEndRecord)]
+
+
+# -- 11: cancellation stays cancellation, and fast --------------------------------------------
+
+
+@pytest.mark.fake_clock
+async def test_a_timeout_with_a_halted_store_raises_timeout_within_the_bound(
+    bounds: float, fake_time: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store stops answering (recording the end and releasing each hang for 30 s):
+    ``fail_after(1.5)`` raises ``TimeoutError`` 2 s after it fires, without waiting for the
+    store, and a warning says the end was left for resume. (It used to wait the store out.)"""
+    store = FaultyStore()
+    agent = _waiting_agent(store)
+    store.hang = store.end_hang = 30 * bounds
+    start = anyio.current_time()
+    with pytest.raises(TimeoutError), anyio.fail_after(1.5 * bounds):
+        await agent.run("go", session="s")
+    took = anyio.current_time() - start
+    assert "released" not in store.events  # abandoned, not waited out
+    if fake_time:
+        assert 1.5 + 2.0 <= took <= 1.5 + 2.0 + 1e-6
+    assert "was not recorded" in caplog.text and "resume" in caplog.text
+    assert await _ends(store, "s") == []
+
+
+async def test_a_store_error_on_release_does_not_replace_the_cancellation(
+    bounds: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The release fails: the cancellation goes on (it used to become a ``SessionError``)."""
+    store = FaultyStore()
+    store.release_error = _blip()
+    agent = _waiting_agent(store)
+    with anyio.move_on_after(1.5 * bounds) as scope:
+        await agent.run("go", session="s")
+    assert scope.cancelled_caught
+    assert "could not release the lease" in caplog.text
+    assert await _ends(store, "s") == ["cancelled"]
+
+
+class _CountingSQLiteStore(SQLiteStore):
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.writes = 0
+
+    def _write(self, fn: Any, *args: Any) -> Any:
+        self.writes += 1
+        return super()._write(fn, *args)
+
+
+async def test_cancelling_many_runs_batches_their_ends_and_releases(tmp_path: Path) -> None:
+    """100 runs cancelled at once on SQLite: each raises the cancellation, records its end and
+    releases its lease, in a few write transactions rather than two per run."""
+    runs = 100
+    cancelled = 0
+    waiting = 0
+    all_waiting = anyio.Event()
+
+    async def reply(request: ModelRequest) -> str:
+        nonlocal waiting
+        waiting += 1
+        if waiting == runs:
+            all_waiting.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with _CountingSQLiteStore(tmp_path / "s.db") as store:
+        agent = Agent(FunctionModel(reply), store=store)
+
+        async def one(i: int) -> None:
+            nonlocal cancelled
+            try:
+                await agent.run("go", session=f"s{i}")
+            except anyio.get_cancelled_exc_class():
+                cancelled += 1
+                raise
+
+        async with anyio.create_task_group() as tg:
+            for i in range(runs):
+                tg.start_soon(one, i)
+            await all_waiting.wait()
+            before = store.writes
+            tg.cancel_scope.cancel()
+        writes = store.writes - before
+        assert cancelled == runs
+        for i in range(runs):
+            session = await store.get(f"s{i}")
+            assert session is not None and session.lease is None
+            assert [r.status for r in session.history if isinstance(r, RunEndRecord)] == [
+                "cancelled"
+            ]
+    assert writes <= runs // 10, writes
+
+
+# -- 12: a run committed as finished is reported finished ---------------------------------------
+
+
+async def test_a_finished_run_whose_release_fails_is_reported_finished(
+    bounds: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The end was committed; releasing the lease fails: the stream still ends with
+    ``RunFinished``, the result is returned, and the failure is logged (the lease expires by
+    itself). It used to raise ``SessionError`` with no terminal event."""
+    store = FaultyStore()
+    store.release_error = _blip()
+    agent = Agent(FunctionModel(lambda request: "the answer"), store=store)
+    async with agent.stream("go", session="s") as run:
+        events = [event async for event in run]
+    assert isinstance(events[-1], ev.RunFinished)
+    assert run.result.text == "the answer"
+    assert await _ends(store, "s") == ["finished"]
+    assert "could not release the lease" in caplog.text
+    assert (await agent.run("again", session="t")).text == "the answer"
+
+
+# -- 13: lease renewal survives a blip ------------------------------------------------------------
+
+
+def _slow_agent(store: Any, ttl: float) -> Agent:
+    async def reply(request: ModelRequest) -> str:
+        await anyio.sleep(2 * ttl)  # needs a few renewals
+        return "done"
+
+    return Agent(FunctionModel(reply), store=store, lease_ttl=ttl)
+
+
+@pytest.mark.fake_clock
+async def test_a_renewal_that_fails_once_is_retried(timescale: float) -> None:
+    """One transient store error at a renewal, with two thirds of the TTL left, no longer kills
+    a healthy run: the renewal is retried with backoff and the run finishes."""
+    store = FaultyStore()
+    store.renew_errors = [_blip(), _blip()]
+    result = await _slow_agent(store, 30 * timescale).run("go", session="s")
+    assert result.text == "done"
+    assert store.events[:3] == ["renew failed", "renew failed", "renewed"]
+    assert await _ends(store, "s") == ["finished"]
+
+
+@pytest.mark.fake_clock
+async def test_a_renewal_still_failing_ends_the_run_before_the_lease_expires(
+    timescale: float, fake_time: bool
+) -> None:
+    """A store that stays down: the run ends with the store's error while its lease is still
+    valid, never running on without one."""
+    store = FaultyStore()
+    store.renew_errors = [_blip() for _ in range(1000)]
+    ttl = 30 * timescale
+    start = anyio.current_time()
+    with pytest.raises(SessionStoreError):
+        await _slow_agent(store, ttl).run("go", session="s")
+    if fake_time:
+        assert ttl / 3 < anyio.current_time() - start < ttl
+    assert store.events.count("renew failed") > 1
+
+
+@pytest.mark.fake_clock
+async def test_a_lost_lease_still_ends_the_run_at_once(timescale: float) -> None:
+    """``SessionBusy`` (the lease was taken over) is not retried."""
+    store = FaultyStore()
+    store.renew_errors = [SessionBusy("lease lost"), _blip()]
+    with pytest.raises(SessionBusy):
+        await _slow_agent(store, 30 * timescale).run("go", session="s")
+    assert store.events.count("renew failed") == 1
+
+
+# -- 14: end records are never dropped silently ---------------------------------------------------
+
+
+def _failing_agent(store: Any) -> Agent:
+    async def reply(request: ModelRequest) -> str:
+        raise RuntimeError("the model function broke")
+
+    return Agent(FunctionModel(reply), store=store)
+
+
+@pytest.mark.parametrize("status", ["cancelled", "failed"])
+async def test_an_end_record_that_fails_once_is_retried(bounds: float, status: str) -> None:
+    """A transient store error when recording the end: retried, so the end is recorded."""
+    store = FaultyStore()
+    store.end_errors = [_blip()]
+    if status == "cancelled":
+        with anyio.move_on_after(1.5 * bounds):
+            await _waiting_agent(store).run("go", session="s")
+    else:
+        with pytest.raises(RuntimeError):
+            await _failing_agent(store).run("go", session="s")
+    assert store.events.count("end failed") == 1
+    assert await _ends(store, "s") == [status]
+    assert (await store.get("s")).lease is None  # type: ignore[union-attr]
+
+
+@pytest.mark.fake_clock
+async def test_a_slow_store_leaves_the_end_for_resume_with_a_warning(
+    bounds: float, caplog: pytest.LogCaptureFixture, fake_time: bool
+) -> None:
+    """The store takes 30 s to record the end of a cancelled run: after the 2 s bound the run
+    returns, a warning names the run and says it is left for resume. (It used to wait up to
+    10 s and then drop the record without a word.)"""
+    store = FaultyStore()
+    store.end_hang = 30 * bounds
+    agent = _waiting_agent(store)
+    start = anyio.current_time()
+    with anyio.move_on_after(1.5 * bounds):
+        await agent.run("go", session="s")
+    if fake_time:
+        assert anyio.current_time() - start <= 1.5 + 2.0 + 1e-6
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("not recorded" in r.getMessage() and "resume" in r.getMessage() for r in warnings)
+    assert await _ends(store, "s") == []
+    store.now += 30  # the lease expires by itself
+    resumed = await Agent(FunctionModel(lambda request: "resumed")).resume(session="s", store=store)
+    assert resumed.text == "resumed"
+
+
+@pytest.mark.postgres
+async def test_cancel_with_a_locked_postgresql_row_stays_cancellation_and_is_bounded(
+    pg_schema_dsn: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Real PostgreSQL that cannot answer: another connection holds the session's row lock
+    (for 10 s at most, or until the run returned). The cancelled run returns, as cancellation,
+    while the lock is still held: its end and release are abandoned after the bound, and left
+    for resume. It used to wait for the lock, then raise instead of the cancellation."""
+    import psycopg
+
+    from agentloop.sessions import PostgresStore
+
+    monkeypatch.setattr(_session_run.SessionBinding, "release_timeout", 0.5, raising=False)
+    events: list[str] = []
+    started, returned = anyio.Event(), anyio.Event()
+    async with PostgresStore(pg_schema_dsn, lock_timeout=30.0) as store:
+        agent = _waiting_agent(store, started)
+        holder: psycopg.Connection[Any] = await anyio.to_thread.run_sync(
+            functools.partial(psycopg.connect, pg_schema_dsn)
+        )
+
+        async def hold_the_lock() -> None:
+            await anyio.to_thread.run_sync(
+                holder.execute, "SELECT id FROM agentloop_sessions WHERE id = 's' FOR UPDATE"
+            )
+            locked.set()
+            with anyio.move_on_after(10):
+                await returned.wait()
+            await anyio.to_thread.run_sync(holder.rollback)
+            events.append("lock released")
+
+        locked = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tg:
+                with anyio.CancelScope() as scope:
+                    async with anyio.create_task_group() as runs:
+                        runs.start_soon(functools.partial(agent.run, "go", session="s"))
+                        await started.wait()
+                        tg.start_soon(hold_the_lock)
+                        await locked.wait()
+                        scope.cancel()
+                events.append("run returned")
+                returned.set()
+        finally:
+            await anyio.to_thread.run_sync(holder.close)
+    assert events == ["run returned", "lock released"]
+    assert scope.cancelled_caught
+    assert "was not recorded" in caplog.text
