@@ -204,15 +204,17 @@ async def run_traced(
             assert (await Agent(model).run("warm up")).error is None
             if heartbeat is None:
                 tracemalloc.start()
+            outcome: Any = None
             try:
                 async with anyio.create_task_group() as tg:
                     if heartbeat is not None:
                         tg.start_soon(heartbeat.run)
-                    with anyio.fail_after(60):
-                        outcome: Any = await agent.run("go")
+                    try:
+                        with anyio.fail_after(60):
+                            outcome = await agent.run("go")
+                    except ModelError as exc:
+                        outcome = exc
                     tg.cancel_scope.cancel()
-            except ModelError as exc:
-                outcome = exc
             finally:
                 peak = tracemalloc.get_traced_memory()[1]
                 tracemalloc.stop()
