@@ -22,8 +22,10 @@ class RetryPolicy:
     Retried: connection errors, timeouts, 408, 409, 429, 5xx, Anthropic 529 and retryable stream
     errors; never 400, 401, 403, 404, 422. Waits back off exponentially with jitter, or follow
     the provider's ``retry-after`` (capped at ``max_retry_after``). ``deadline`` bounds all
-    attempts and waits of one model call together; ``attempt_timeout`` one attempt;
-    ``idle_timeout`` the silence between two chunks of a stream.
+    attempts and waits of one model call together; ``attempt_timeout`` one attempt, however
+    its bytes trickle in (600 s by default: keep-alives cannot hold an attempt forever);
+    ``idle_timeout`` the silence between two deltas of a stream (off by default: it costs a
+    timer per delta; the drivers' HTTP read timeout already bounds the silence between bytes).
     """
 
     max_attempts: int = 4
@@ -32,7 +34,7 @@ class RetryPolicy:
     max_retry_after: float = 60.0
     jitter: float = 0.5
     deadline: float | None = None
-    attempt_timeout: float | None = None
+    attempt_timeout: float | None = 600.0
     idle_timeout: float | None = None
 
     def __post_init__(self) -> None:

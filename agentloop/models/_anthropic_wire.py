@@ -18,6 +18,7 @@ from typing import Any
 
 from agentloop._errors import ModelConnectionError
 
+from ._bounds import STRUCTURE_CHARS, Meter
 from ._encode import FragmentCache, assemble, dumps, join_items, parse_arguments
 from ._errors_map import stream_error
 from ._sse import SSEEvent
@@ -184,9 +185,11 @@ class AnthropicDecoder:
         "_reasoning",
         "_stopped",
         "_text",
+        "meter",
     )
 
     def __init__(self) -> None:
+        self.meter = Meter()
         self._blocks: dict[int, _Block] = {}
         self._text: list[str] = []
         self._input = self._output = self._cache_read = self._cache_write = self._reasoning = 0
@@ -203,25 +206,30 @@ class AnthropicDecoder:
                 if text:
                     self._text.append(text)
                     out.append(TextDelta(text))
+                    self.meter.used += len(text)
             elif dtype == "input_json_delta":
                 block = self._blocks.get(data.get("index", -1))
                 partial = delta.get("partial_json")
                 if block is not None and partial:
+                    block.json.append(partial)
+                    self.meter.used += len(partial)
                     if block.kind == "tool_use":
-                        block.json.append(partial)
                         out.append(ToolCallArgsDelta(id=block.id, text=partial))
-                    else:
-                        block.json.append(partial)
             elif dtype == "thinking_delta":
                 if delta.get("thinking"):
                     out.append(ThoughtDelta(delta["thinking"]))
+                    self.meter.used += len(delta["thinking"])
             elif dtype == "signature_delta":
                 block = self._blocks.get(data.get("index", -1))
                 if block is not None:
-                    block.signature.append(delta.get("signature") or "")
+                    signature = delta.get("signature") or ""
+                    block.signature.append(signature)
+                    self.meter.used += len(signature)
             elif dtype == "citations_delta" and delta.get("citation") is not None:
                 out.append(CitationDelta(delta["citation"]))
+                self.meter.used += STRUCTURE_CHARS + len(event.data)
         elif kind == "content_block_start":
+            self.meter.used += STRUCTURE_CHARS + len(event.data)
             self._start(data.get("index", len(self._blocks)), data["content_block"], out)
         elif kind == "content_block_stop":
             block = self._blocks.pop(data.get("index", -1), None)
@@ -295,7 +303,8 @@ class AnthropicDecoder:
             )
 
     def _whole_block(self, block: dict[str, Any], out: list[ModelDelta], index: int) -> None:
-        """A complete content block (non-streamed replies)."""
+        """A complete content block (non-streamed replies): it counts as its JSON's size."""
+        self.meter.used += STRUCTURE_CHARS + len(dumps(block))
         btype = block.get("type")
         if btype == "text":
             if block.get("text"):

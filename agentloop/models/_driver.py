@@ -31,6 +31,13 @@ from ._types import Message, ModelRequest, ModelSettings, ModelStream, ToolSpec
 __all__ = ["SDKModel", "Transport"]
 
 Transport = Literal["auto", "aiohttp", "aiohttp-sdk", "httpx"]
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds to connect, when the driver makes the client and no ``timeout`` was given."""
+STREAM_IDLE_TIMEOUT = 120.0
+"""Seconds a streamed reply may send no byte at all (the HTTP read timeout), by default."""
+DOCUMENT_TIMEOUT = 600.0
+"""The read timeout of a non-streamed reply (``stream=False``), which arrives all at once."""
 _TRANSPORTS = ("auto", "aiohttp", "aiohttp-sdk", "httpx")
 
 _AIOHTTP: bool | None = None
@@ -65,7 +72,10 @@ class SDKModel(Model):
     same deltas). ``transport`` picks the HTTP path when the driver makes its own client:
     ``"auto"``, ``"aiohttp"``, ``"aiohttp-sdk"`` or ``"httpx"`` (see the module docstring).
     ``max_connections`` caps the connection pool of a client the driver makes; ``timeout``
-    (seconds, or an ``httpx2.Timeout``) replaces the SDK's default (600 s, connect 5 s) there.
+    (seconds, or an ``httpx2.Timeout``) replaces our default there: connect within
+    ``CONNECT_TIMEOUT`` (10 s), then at most ``STREAM_IDLE_TIMEOUT`` (120 s) without a byte of a
+    streamed reply (``DOCUMENT_TIMEOUT``, 600 s, for ``stream=False``). A client passed in keeps
+    its own timeouts. ``RetryPolicy.attempt_timeout`` caps each attempt as a whole.
     """
 
     _endpoint: ClassVar[str]
@@ -142,7 +152,13 @@ class SDKModel(Model):
             model=self._model_name,
             request_id_header=self._request_id_header,
             max_reply_chars=request.max_reply_chars,
+            secrets=self._secrets,
         )
+
+    def _secrets(self) -> tuple[str, ...]:
+        """The credentials requests carry (redacted from whatever errors quote)."""
+        sender = self._sender
+        return sender.secrets() if sender is not None else ()
 
     async def _open(self, request: ModelRequest) -> RawResponse:
         sender = self._sender_for_loop()
@@ -208,7 +224,7 @@ class SDKModel(Model):
                     max_connections=self._max_connections,
                 )
             else:
-                sender = SDKSender(client, self._endpoint, kind)
+                sender = SDKSender(client, self._endpoint, kind, bound_errors=True)
         self._sender, self._token = sender, token
         return sender
 
@@ -253,7 +269,12 @@ class SDKModel(Model):
 
     def _client_options(self) -> dict[str, Any]:
         """Constructor options for an SDK client the driver makes."""
-        return {} if self._timeout is None else {"timeout": self._timeout}
+        if self._timeout is not None:
+            return {"timeout": self._timeout}
+        import httpx2
+
+        read = STREAM_IDLE_TIMEOUT if self._streaming else DOCUMENT_TIMEOUT
+        return {"timeout": httpx2.Timeout(read, connect=CONNECT_TIMEOUT)}
 
     def _resolved_key(self, env: str | tuple[str, ...]) -> str | None:
         import os

@@ -16,6 +16,7 @@ The request's own credentials (its auth headers) and anything shaped like a key 
 from __future__ import annotations
 
 import email.utils
+import math
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,8 +34,10 @@ from agentloop._errors import (
 __all__ = [
     "error_from_exception",
     "error_from_status",
+    "is_secret_header",
     "parse_retry_after",
     "redact",
+    "scrub_error",
     "secrets_of",
     "stream_error",
 ]
@@ -47,6 +50,13 @@ _KEY_LIKE = re.compile(
     re.IGNORECASE,
 )
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
+# Any other header whose name looks like a credential (a proxy's key, a gateway token).
+_SECRET_NAME = re.compile(r"auth|key|token|secret|passw|cookie|credential|signature", re.I)
+
+
+def is_secret_header(name: str) -> bool:
+    name = name.lower()
+    return name in _SECRET_HEADERS or _SECRET_NAME.search(name) is not None
 
 
 def secrets_of(headers: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -54,12 +64,13 @@ def secrets_of(headers: Mapping[str, Any] | None) -> tuple[str, ...]:
     found: list[str] = []
     for name, raw in (headers or {}).items():
         value = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)
-        if value and str(name).lower() in _SECRET_HEADERS:
+        if value and is_secret_header(str(name)):
             found.append(value)
             token = value.partition(" ")[2].strip()
             if token:
                 found.append(token)
-    return tuple(s for s in found if len(s) >= 6)
+    # Longest first: a bearer header is redacted whole, not around its token.
+    return tuple(sorted({s for s in found if len(s) >= 6}, key=len, reverse=True))
 
 
 def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
@@ -77,7 +88,9 @@ def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
 
 
 def _scrub(exc: BaseException, secrets: Sequence[str]) -> None:
-    """Redact an SDK exception in place: it stays chained as our error's ``__cause__``."""
+    """Redact an exception in place (an SDK exception stays chained as our error's
+    ``__cause__``): its arguments, message and body, and the credential headers of the request
+    it keeps (``.request.headers``, ``.response.request.headers``)."""
     exc.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in exc.args)
     for attr in ("message", "body"):
         if hasattr(exc, attr):
@@ -85,6 +98,29 @@ def _scrub(exc: BaseException, secrets: Sequence[str]) -> None:
                 setattr(exc, attr, redact(getattr(exc, attr), secrets))
             except (AttributeError, TypeError):  # pragma: no cover - a read-only attribute
                 pass
+    for holder in (exc, getattr(exc, "response", None)):
+        try:
+            request = getattr(holder, "request", None)
+        except RuntimeError:  # httpx: a response built without its request
+            request = None
+        headers = getattr(request, "headers", None)
+        if headers is None:
+            continue
+        try:
+            for name in [n for n in headers if is_secret_header(str(n))]:
+                headers[name] = REDACTED
+        except (TypeError, AttributeError):  # pragma: no cover - immutable headers
+            pass
+
+
+def scrub_error(error: ModelError, cause: BaseException | None, secrets: Sequence[str]) -> None:
+    """Redact ``error`` (message, body) and every exception in its cause chain in place."""
+    secrets = tuple(sorted(set(secrets), key=len, reverse=True))
+    _scrub(error, secrets)
+    for exc in (cause, error.__cause__, error.__context__):
+        for link in _chain(exc) if exc is not None else ():
+            if link is not error:
+                _scrub(link, secrets)
 
 
 def _request_headers(response: Any) -> Mapping[str, str] | None:
@@ -113,29 +149,39 @@ _RETRYABLE_STREAM_ERRORS = frozenset(
 _NOT_RETRYABLE_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 
 
-def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to wait before retrying, from ``retry-after-ms`` or ``retry-after``."""
-    if not headers:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
+def _seconds(value: str | None, scale: float = 1.0) -> float | None:
+    """A finite, non-negative number of seconds, or None (absent, garbage, nan, inf, < 0)."""
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value) / scale
     except ValueError:
-        pass
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait before retrying, from ``retry-after-ms``, else ``retry-after`` (seconds
+    or an HTTP date). A value that is not a finite, non-negative number, or a date in the past,
+    is ignored: None means "back off as usual"."""
+    if not headers:
+        return None
+    ms = _seconds(headers.get("retry-after-ms"), 1000.0)
+    if ms is not None:
+        return ms
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = _seconds(value)
+    if seconds is not None or value.strip().lstrip("+-").replace(".", "", 1).isdigit():
+        return seconds
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     # An HTTP date is wall-clock time by definition; this converts it, it does not measure time.
-    return max(0.0, when.timestamp() - time.time())
+    wait = when.timestamp() - time.time()
+    return wait if wait > 0 else None
 
 
 def _names(exc: BaseException) -> set[str]:
@@ -196,6 +242,12 @@ def error_from_status(
             or (body.get("request_id") if isinstance(body, Mapping) else None)
         )
     message = _provider_message(body) or f"HTTP {status}"
+    if 300 <= status < 400:
+        where = (headers.get("location") or "elsewhere").partition("?")[0]
+        message = (
+            f"HTTP {status}: the provider redirected the request to {redact(where, secrets)}; "
+            f"agentloop does not follow redirects of a model call (set base_url to the final URL)"
+        )
     err = cls(
         message,
         provider=provider,

@@ -16,12 +16,19 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.lowlevel
 
-from agentloop._errors import ModelConnectionError, ModelStreamError, UserError
+from agentloop._errors import (
+    ModelConnectionError,
+    ModelStreamError,
+    ReplyTooLarge,
+    UserError,
+)
 
-from ._errors_map import error_from_exception
+from ._bounds import CHECKPOINT_BYTES, Chunks, Meter, event_cap, wire_budget
+from ._errors_map import error_from_exception, scrub_error
 from ._sse import SSEDecoder, SSEEvent, SSEEventTooLarge
-from ._transport import Chunks, RawResponse
+from ._transport import RawResponse
 from ._types import (
     CitationDelta,
     ModelDelta,
@@ -39,15 +46,8 @@ __all__ = ["DeltaStream", "WireDecoder", "check_remote_allowed", "is_loopback"]
 BLOCK_ENV = "AGENTLOOP_BLOCK_REMOTE_MODELS"
 # What a decoder raises on JSON of the wrong shape (a list for an object, nesting too deep).
 _SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, RecursionError)
-_NO_CAP = 64 << 20  # one stream event, when the runtime set no reply limit
-
-
-def _event_cap(max_reply_chars: int | None) -> int:
-    """How large one SSE event may grow: a few bytes per allowed character of the reply (one
-    Responses event repeats the whole reply), never unbounded."""
-    if max_reply_chars is None:
-        return _NO_CAP
-    return 8 * max_reply_chars + (1 << 20)
+# Content types a reply may have: a stream, JSON, or none said (some compatible servers).
+_STREAM_TYPES = ("event-stream", "json")
 
 
 def _well_typed(delta: ModelDelta) -> bool:
@@ -103,7 +103,10 @@ def check_remote_allowed(base_url: str, provider: str) -> None:
 
 
 class WireDecoder(Protocol):
-    """Turns one provider's stream events (or whole JSON reply) into deltas."""
+    """Turns one provider's stream events (or whole JSON reply) into deltas. It adds the
+    characters of every text-ish field it keeps or delivers to ``meter.used`` (see ``_bounds``)."""
+
+    meter: Meter
 
     def event(self, event: SSEEvent, out: list[ModelDelta]) -> None: ...
 
@@ -118,15 +121,20 @@ class DeltaStream:
     """The async context manager ``Model.stream()`` returns; it is also the delta iterator.
 
     Entering sends the request (HTTP errors raise here); iterating reads the reply; leaving closes
-    the HTTP response at once, even mid-reply, shielded from cancellation.
+    the HTTP response at once, even mid-reply, shielded from cancellation. The reply is bounded
+    (``_bounds``): characters kept, bytes read, one event's size; a chunk is decoded at most
+    ``CHECKPOINT_BYTES`` at a time, with a checkpoint after each such share of bytes.
+    Whatever an error quotes of the reply has the request's credentials redacted.
     """
 
     __slots__ = (
+        "_budget",
         "_closed",
         "_decoder",
         "_done",
         "_error",
         "_json",
+        "_meter",
         "_model",
         "_open",
         "_pending",
@@ -134,8 +142,12 @@ class DeltaStream:
         "_raw",
         "_request_id_header",
         "_response",
+        "_rest",
+        "_secrets",
+        "_since_checkpoint",
         "_sse",
         "_streaming",
+        "_wire",
     )
 
     def __init__(
@@ -148,16 +160,23 @@ class DeltaStream:
         model: str,
         request_id_header: str,
         max_reply_chars: int | None = None,
+        secrets: Callable[[], tuple[str, ...]] | None = None,
     ) -> None:
         self._open = open_response
         self._decoder = decoder
+        self._meter = decoder.meter = Meter(max_reply_chars)
+        self._budget = wire_budget(max_reply_chars)
+        self._wire = 0
+        self._since_checkpoint = 0
+        self._rest = b""
+        self._secrets = secrets
         self._streaming = streaming
         self._provider = provider
         self._model = model
         self._request_id_header = request_id_header
         self._response: RawResponse | None = None
         self._raw: Chunks | None = None
-        self._sse = SSEDecoder(max_event_bytes=_event_cap(max_reply_chars))
+        self._sse = SSEDecoder(max_event_bytes=event_cap(max_reply_chars))
         self._pending: deque[ModelDelta] = deque()
         self._done = False
         self._error: BaseException | None = None
@@ -173,7 +192,16 @@ class DeltaStream:
                 raise
             raise error from exc
         response = self._response
-        content_type = response.headers.get("content-type", "")
+        content_type = response.headers.get("content-type", "").lower()
+        if content_type and not any(t in content_type for t in _STREAM_TYPES):
+            await self.aclose()
+            raise self._wrap(
+                ModelStreamError(
+                    f"{self._provider} answered HTTP {response.status} with content type "
+                    f"{content_type!r}, not a model reply (a proxy or captive portal page?)",
+                    status=response.status,
+                )
+            )
         self._json = not self._streaming or "json" in content_type
         self._raw = response.chunks()
         return self
@@ -214,6 +242,32 @@ class DeltaStream:
             await self._pull()
         return pending.popleft()
 
+    async def _chunk(self, raw: Chunks) -> bytes:
+        """The next piece of the body, at most ``CHECKPOINT_BYTES``, counted against the wire
+        budget; b"" at its end. A checkpoint follows each ``CHECKPOINT_BYTES`` read."""
+        if self._since_checkpoint >= CHECKPOINT_BYTES:
+            self._since_checkpoint = 0
+            await anyio.lowlevel.checkpoint()
+        chunk = self._rest
+        if not chunk:
+            try:
+                chunk = await raw.__anext__()
+            except StopAsyncIteration:
+                return b""
+        if len(chunk) > CHECKPOINT_BYTES:
+            chunk, self._rest = chunk[:CHECKPOINT_BYTES], chunk[CHECKPOINT_BYTES:]
+        else:
+            self._rest = b""
+        size = len(chunk)
+        self._since_checkpoint += size
+        self._wire += size
+        if self._wire > self._budget:
+            raise ReplyTooLarge(
+                f"the reply exceeded its budget of {self._budget} bytes read from the wire "
+                f"(max_reply_chars={self._meter.limit})"
+            )
+        return chunk
+
     async def _pull(self) -> None:
         raw = self._raw
         if raw is None:
@@ -223,9 +277,8 @@ class DeltaStream:
             if self._json:
                 await self._read_document(raw, out)
             else:
-                try:
-                    chunk = await raw.__anext__()
-                except StopAsyncIteration:
+                chunk = await self._chunk(raw)
+                if not chunk:
                     self._done = True
                     self._events(self._sse.close(), out, final=True)
                     self._decoder.end(out)
@@ -233,11 +286,12 @@ class DeltaStream:
                     try:
                         events = self._sse.feed(chunk)
                     except SSEEventTooLarge as exc:
-                        raise ModelStreamError(
+                        raise ReplyTooLarge(
                             f"{self._provider} sent a stream event too large for the reply "
                             f"limit ({exc})"
                         ) from None
                     self._events(events, out, final=False)
+            self._meter.check()
         except Exception as exc:  # every failure is wrapped, then raised after the deltas
             # The deltas decoded before the failure are delivered first, then the error.
             error = self._wrap(exc)
@@ -247,21 +301,28 @@ class DeltaStream:
         for delta in out:
             if not _well_typed(delta):
                 out = out[: out.index(delta)]
-                self._error = ModelStreamError(
-                    f"{self._provider} sent a value of the wrong type in {delta!r:.200}",
-                    provider=self._provider,
-                    model=self._model,
+                self._error = self._wrap(
+                    ModelStreamError(
+                        f"{self._provider} sent a value of the wrong type in {delta!r:.200}",
+                        provider=self._provider,
+                        model=self._model,
+                    )
                 )
                 break
         self._pending.extend(out)
 
     async def _read_document(self, raw: Chunks, out: list[ModelDelta]) -> None:
         chunks: list[bytes] = []
-        while True:
-            try:
-                chunks.append(await raw.__anext__())
-            except StopAsyncIteration:
-                break
+        cap = self._sse.max_event_bytes or event_cap(None)
+        size = 0
+        while chunk := await self._chunk(raw):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > cap:
+                raise ReplyTooLarge(
+                    f"{self._provider} sent a reply document larger than {cap} bytes, too "
+                    f"large for the reply limit"
+                )
         self._done = True
         body = b"".join(chunks)
         try:
@@ -311,4 +372,6 @@ class DeltaStream:
             and isinstance(error, ModelStreamError)
         ):
             error.status = self._response.status
+        # Whatever the error quotes of the reply loses the request's credentials.
+        scrub_error(error, exc, self._secrets() if self._secrets is not None else ())
         return error

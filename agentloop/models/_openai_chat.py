@@ -18,6 +18,7 @@ from typing import Any
 
 from agentloop._errors import ModelConnectionError, ModelStreamError
 
+from ._bounds import STRUCTURE_CHARS, Meter
 from ._encode import FragmentCache, assemble, dumps, is_strict_schema, join_items
 from ._errors_map import stream_error
 from ._sse import SSEEvent
@@ -166,9 +167,10 @@ class ChatDecoder:
     the choice finishes; a stream that ends without ``[DONE]`` and without a finish reason was
     cut and raises ``ModelConnectionError``."""
 
-    __slots__ = ("_calls", "_done", "_finish", "_open", "_refusal")
+    __slots__ = ("_calls", "_done", "_finish", "_open", "_refusal", "meter")
 
     def __init__(self) -> None:
+        self.meter = Meter()
         self._calls: dict[int, _Call] = {}
         self._open: _Call | None = None
         self._refusal: list[str] = []
@@ -202,12 +204,15 @@ class ChatDecoder:
             content = delta.get("content")
             if content:
                 out.append(TextDelta(content))
+                self.meter.used += len(content)
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning and isinstance(reasoning, str):
                 out.append(ThoughtDelta(reasoning))
+                self.meter.used += len(reasoning)
             refusal = delta.get("refusal")
             if refusal:
                 self._refusal.append(refusal)
+                self.meter.used += len(refusal)
             tool_calls = delta.get("tool_calls")
             if tool_calls:
                 for fragment in tool_calls:
@@ -228,7 +233,9 @@ class ChatDecoder:
             call = _Call(new_id or f"call_{index}")
             self._calls[index] = call
             self._open = call
-            out.append(ToolCallStart(id=call.id, name=function.get("name") or ""))
+            name = function.get("name") or ""
+            out.append(ToolCallStart(id=call.id, name=name))
+            self.meter.used += STRUCTURE_CHARS + len(call.id) + len(name)
         elif call is not self._open:
             # The call was sealed when the next index began (so the runtime could start it):
             # a server that interleaves parallel calls cannot be streamed eagerly.
@@ -238,6 +245,7 @@ class ChatDecoder:
         arguments = (fragment.get("function") or {}).get("arguments")
         if arguments:
             out.append(ToolCallArgsDelta(id=call.id, text=arguments))
+            self.meter.used += len(arguments)
 
     def _seal(self, out: list[ModelDelta]) -> None:
         call = self._open
@@ -266,6 +274,7 @@ class ChatDecoder:
 
     def document(self, value: Any, out: list[ModelDelta]) -> None:
         """A whole ``chat.completion`` object."""
+        meter = self.meter
         choices = value.get("choices") or []
         choice = next((c for c in choices if c.get("index", 0) == 0), None)
         if choice is not None:
@@ -273,16 +282,21 @@ class ChatDecoder:
             reasoning = message.get("reasoning_content") or message.get("reasoning")
             if reasoning and isinstance(reasoning, str):
                 out.append(ThoughtDelta(reasoning))
+                meter.used += len(reasoning)
             if message.get("content"):
                 out.append(TextDelta(message["content"]))
+                meter.used += len(message["content"])
             if message.get("refusal"):
                 self._refusal.append(message["refusal"])
+                meter.used += len(message["refusal"])
             for index, call in enumerate(message.get("tool_calls") or []):
                 function = call.get("function") or {}
                 call_id = call.get("id") or f"call_{index}"
                 self._calls[index] = _Call(call_id)
-                out.append(ToolCallStart(id=call_id, name=function.get("name") or ""))
-                out.append(ToolCallEnd(id=call_id, arguments=function.get("arguments") or "{}"))
+                name, arguments = function.get("name") or "", function.get("arguments") or "{}"
+                out.append(ToolCallStart(id=call_id, name=name))
+                out.append(ToolCallEnd(id=call_id, arguments=arguments))
+                meter.used += STRUCTURE_CHARS + len(call_id) + len(name) + len(arguments)
         usage = value.get("usage")
         if usage:
             out.append(UsageDelta(chat_usage(usage)))

@@ -19,6 +19,7 @@ from typing import Any
 
 from agentloop._errors import ModelConnectionError
 
+from ._bounds import STRUCTURE_CHARS, Meter
 from ._encode import FragmentCache, assemble, dumps, is_strict_schema, join_items
 from ._errors_map import stream_error
 from ._sse import SSEEvent
@@ -187,9 +188,18 @@ class ResponsesDecoder:
     """Responses events to deltas. A call is sealed at ``function_call_arguments.done`` (or its
     ``output_item.done``); a stream without a terminal event was cut (``ModelConnectionError``)."""
 
-    __slots__ = ("_calls", "_finished", "_has_calls", "_refusal", "_sealed", "_thought_items")
+    __slots__ = (
+        "_calls",
+        "_finished",
+        "_has_calls",
+        "_refusal",
+        "_sealed",
+        "_thought_items",
+        "meter",
+    )
 
     def __init__(self) -> None:
+        self.meter = Meter()
         self._calls: dict[str, str] = {}  # item id -> call id
         self._sealed: set[str] = set()
         self._thought_items: set[str] = set()  # reasoning items whose text was streamed
@@ -204,35 +214,46 @@ class ResponsesDecoder:
             delta = data.get("delta")
             if delta:
                 out.append(TextDelta(delta))
+                self.meter.used += len(delta)
         elif kind == "response.function_call_arguments.delta":
             call_id = self._calls.get(data.get("item_id", ""))
             if call_id is not None and data.get("delta"):
                 out.append(ToolCallArgsDelta(id=call_id, text=data["delta"]))
+                self.meter.used += len(data["delta"])
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             if data.get("delta"):
                 self._thought_items.add(data.get("item_id", ""))
                 out.append(ThoughtDelta(data["delta"]))
+                self.meter.used += len(data["delta"])
         elif kind == "response.reasoning_summary_part.added":
             if data.get("summary_index", 0) > 0:
                 out.append(ThoughtDelta("\n\n"))
+                self.meter.used += 2
         elif kind == "response.function_call_arguments.done":
             call_id = self._calls.get(data.get("item_id", ""))
             if call_id is not None and call_id not in self._sealed:
                 self._sealed.add(call_id)
-                out.append(ToolCallEnd(id=call_id, arguments=data.get("arguments") or "{}"))
+                arguments = data.get("arguments") or "{}"
+                out.append(ToolCallEnd(id=call_id, arguments=arguments))
+                self.meter.used += len(arguments)
         elif kind == "response.output_item.added":
             item = data.get("item") or {}
             if item.get("type") in _CALL_TYPES:
                 self._start_call(item, out)
         elif kind == "response.output_item.done":
+            # A finished item (a provider block, a reasoning item, a call's whole arguments)
+            # counts as its size.
+            self.meter.used += STRUCTURE_CHARS + len(event.data)
             self._item_done(data.get("item") or {}, out, streamed=True)
         elif kind == "response.output_text.annotation.added":
             annotation = data.get("annotation")
             if annotation is not None:
                 out.append(CitationDelta(annotation))
+                self.meter.used += STRUCTURE_CHARS + len(event.data)
         elif kind == "response.refusal.delta":
             if data.get("delta"):
                 self._refusal.append(data["delta"])
+                self.meter.used += len(data["delta"])
         elif kind in ("response.completed", "response.incomplete"):
             self._terminal(data.get("response") or {}, out)
         elif kind == "response.failed":
@@ -257,7 +278,9 @@ class ResponsesDecoder:
         if item_id not in self._calls:
             self._calls[item_id] = call_id
             self._has_calls = True
-            out.append(ToolCallStart(id=call_id, name=item.get("name") or ""))
+            name = item.get("name") or ""
+            out.append(ToolCallStart(id=call_id, name=name))
+            self.meter.used += STRUCTURE_CHARS + len(item_id) + len(call_id) + len(name)
         return call_id
 
     def _item_done(self, item: dict[str, Any], out: list[ModelDelta], *, streamed: bool) -> None:
@@ -324,6 +347,7 @@ class ResponsesDecoder:
                 body=value,
             )
         for item in value.get("output") or []:
+            self.meter.used += STRUCTURE_CHARS + len(dumps(item))
             if item.get("type") == "function_call":
                 self._start_call(item, out)
             self._item_done(item, out, streamed=False)

@@ -9,9 +9,12 @@ to, never rescanned.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = ["SSEDecoder", "SSEEvent"]
+
+_BLANK_RUN = re.compile(rb"\n{3,}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,10 @@ class SSEDecoder:
         self._retry: int | None = None
 
     @property
+    def max_event_bytes(self) -> int | None:
+        return self._max_event
+
+    @property
     def last_event_id(self) -> str | None:
         return self._last_id
 
@@ -69,6 +76,10 @@ class SSEDecoder:
         if b"\r" in chunk:
             self._skip_lf = chunk[-1:] == b"\r"
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n\n\n" in chunk:
+            # A blank line after a blank line dispatches nothing: a run of them (padding, a
+            # decompression bomb of newlines) costs one line, not one call each.
+            chunk = _BLANK_RUN.sub(b"\n\n", chunk)
         lines = chunk.split(b"\n")
         if len(lines) == 1:
             self._partial += chunk

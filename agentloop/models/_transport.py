@@ -21,19 +21,23 @@ collector when a stream is closed early (trio reports that as a ResourceWarning)
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
+from agentloop._errors import ModelStreamError
+
+from ._bounds import Chunks, Inflating, read_prefix
 from ._errors_map import error_from_status, secrets_of
 
 __all__ = ["DirectSender", "RawResponse", "SDKSender", "Sender", "direct_eligible"]
 
-
-class Chunks(Protocol):
-    def __anext__(self) -> Awaitable[bytes]: ...
-
-    async def aclose(self) -> None: ...
+# We inflate these ourselves, in bounded steps (see ``_bounds``); the direct path asks for them
+# only. Other encodings (which we never ask for) are left to the SDK's client.
+_INFLATABLE = frozenset({"gzip", "x-gzip", "deflate"})
+ACCEPT_ENCODING = "gzip, deflate"
+_LARGE_BODY = 1 << 20
 
 
 class RawResponse(Protocol):
@@ -57,6 +61,10 @@ class Sender(Protocol):
     async def post(self, body: bytes) -> RawResponse: ...
 
     async def aclose(self) -> None: ...
+
+    def secrets(self) -> tuple[str, ...]:
+        """The credentials this sender puts on a request (redacted from quoted replies)."""
+        ...
 
 
 class _GeneratorChunks:
@@ -94,10 +102,21 @@ class _AiohttpChunks:
         pass  # closing the response releases or closes the connection
 
 
+def _content_encoding(headers: Mapping[str, str]) -> str:
+    return (headers.get("content-encoding") or "").strip().lower()
+
+
 def _httpx_chunks(response: Any) -> Chunks:
-    encoding = response.headers.get("content-encoding")
-    if encoding not in (None, "", "identity"):
-        return _GeneratorChunks(response.aiter_bytes())
+    encoding = _content_encoding(response.headers)
+    if encoding in ("", "identity"):
+        return _raw_httpx_chunks(response)
+    if encoding in _INFLATABLE:
+        return Inflating(_raw_httpx_chunks(response), encoding)
+    return _GeneratorChunks(response.aiter_bytes())
+
+
+def _raw_httpx_chunks(response: Any) -> Chunks:
+    """The body's bytes as they came (still encoded), read as directly as the client allows."""
     inner = getattr(getattr(response, "stream", None), "_stream", None)
     aiohttp_response = getattr(inner, "_aiohttp_response", None)
     if aiohttp_response is not None and hasattr(aiohttp_response, "content"):
@@ -130,11 +149,20 @@ class _HttpxRaw:
 
 
 class _AiohttpRaw:
-    __slots__ = ("_chunks", "_response")
+    __slots__ = ("_body", "_chunks", "_response")
 
     def __init__(self, response: Any) -> None:
         self._response = response
         self._chunks = _AiohttpChunks(response.content)
+        encoding = _content_encoding(response.headers)
+        self._body: Chunks = self._chunks
+        if encoding in _INFLATABLE:
+            self._body = Inflating(self._chunks, encoding)
+        elif encoding not in ("", "identity"):
+            response.close()
+            raise ModelStreamError(
+                f"the provider sent a body encoded as {encoding!r}, which was not asked for"
+            )
 
     @property
     def status(self) -> int:
@@ -145,7 +173,7 @@ class _AiohttpRaw:
         return self._response.headers  # type: ignore[no-any-return]
 
     def chunks(self) -> Chunks:
-        return self._chunks
+        return self._body
 
     async def aclose(self) -> None:
         if self._chunks.eof:
@@ -155,11 +183,16 @@ class _AiohttpRaw:
 
 
 class SDKSender:
-    """Posts through the SDK client (``client.post``), retries off."""
+    """Posts through the SDK client (``client.post``), retries off, redirects not followed.
+
+    ``bound_errors``: install an httpx response hook on the SDK's HTTP client that reads an
+    error response's body only up to ``ERROR_BODY_BYTES`` (the SDK would read it whole); done
+    for clients the driver made, not for one passed in.
+    """
 
     __slots__ = ("_client", "_path", "_response_type", "base_url", "kind")
 
-    def __init__(self, client: Any, path: str, kind: str) -> None:
+    def __init__(self, client: Any, path: str, kind: str, *, bound_errors: bool = False) -> None:
         import httpx2
 
         self._client = client
@@ -167,19 +200,63 @@ class SDKSender:
         self._response_type = httpx2.Response
         self.base_url = str(client.base_url)
         self.kind = kind
+        http: Any = getattr(client, "_client", None)
+        if bound_errors and isinstance(getattr(http, "event_hooks", None), dict):
+            hooks = http.event_hooks
+            if _bound_error_body not in hooks.get("response", []):
+                hooks["response"] = [*hooks.get("response", []), _bound_error_body]
+                http.event_hooks = hooks
 
     async def post(self, body: bytes) -> RawResponse:
         response = await self._client.post(
             self._path,
             cast_to=self._response_type,
             content=body,
-            options={"max_retries": 0},
+            options={"max_retries": 0, "follow_redirects": False},
             stream=True,
         )
         return _HttpxRaw(response)
 
+    def secrets(self) -> tuple[str, ...]:
+        return _client_secrets(self._client)
+
     async def aclose(self) -> None:
         pass  # the driver closes the SDK client
+
+
+def _client_secrets(client: Any) -> tuple[str, ...]:
+    headers: dict[str, Any] = {}
+    for attr in ("default_headers", "auth_headers"):
+        try:
+            value = getattr(client, attr, None)
+        except Exception:  # pragma: no cover - a client whose credentials failed to load
+            value = None
+        if isinstance(value, Mapping):
+            headers.update(value)
+    found = list(secrets_of(headers))
+    key = getattr(client, "api_key", None)
+    if isinstance(key, str) and len(key) >= 6:
+        found.append(key)
+    return tuple(dict.fromkeys(found))
+
+
+async def _bound_error_body(response: Any) -> None:
+    """An httpx response hook: an error response keeps only a prefix of its body, read now;
+    the response is closed (so the SDK reads no more of it)."""
+    if response.status_code < 300 or response.is_closed:
+        return
+    chunks = _httpx_chunks(response)
+    try:
+        body, _ = await read_prefix(chunks)
+    except Exception:  # the body is only for the message: a broken one is an empty one
+        body = b""
+    finally:
+        try:
+            await chunks.aclose()
+        finally:
+            await response.aclose()
+    response._content = body
+    response.is_stream_consumed = True  # read (in part): the SDK takes the body from _content
 
 
 def direct_eligible(client: Any) -> bool:
@@ -201,6 +278,7 @@ class DirectSender:
         "_max_connections",
         "_model",
         "_provider",
+        "_secrets",
         "_session",
         "_timeout",
         "_url",
@@ -218,7 +296,9 @@ class DirectSender:
             if isinstance(value, str):
                 headers[name] = value
         headers["x-stainless-retry-count"] = "0"
+        headers["Accept-Encoding"] = ACCEPT_ENCODING  # inflated by us, in bounded steps
         self._headers = headers
+        self._secrets = _client_secrets(client)
         timeout = getattr(client, "timeout", None)
         self._timeout = (
             getattr(timeout, "connect", None),
@@ -237,6 +317,7 @@ class DirectSender:
         connector = aiohttp.TCPConnector(limit=self._max_connections or 1000)
         return aiohttp.ClientSession(
             connector=connector,
+            auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read),
         )
 
@@ -244,21 +325,31 @@ class DirectSender:
         session = self._session
         if session is None:
             session = self._session = self._new_session()
-        response = await session.post(self._url, data=body, headers=self._headers)
-        if response.status >= 400:
+        # aiohttp warns (a ResourceWarning) about a body over 1 MiB given as bytes: a long
+        # conversation is sent from a buffer instead, in pieces.
+        data: Any = body if len(body) <= _LARGE_BODY else io.BytesIO(body)
+        response = await session.post(
+            self._url, data=data, headers=self._headers, allow_redirects=False
+        )
+        if response.status >= 300:
             try:
-                data = await response.read()
+                data = (await read_prefix(_AiohttpRaw(response).chunks()))[0]
+            except Exception:  # the body is only for the message: a broken one is an empty one
+                data = b""
             finally:
-                response.release()
+                response.close()
             raise error_from_status(
                 response.status,
                 body=_error_body(data),
                 headers=response.headers,
                 provider=self._provider,
                 model=self._model,
-                secrets=secrets_of(self._headers),
+                secrets=self._secrets,
             )
         return _AiohttpRaw(response)
+
+    def secrets(self) -> tuple[str, ...]:
+        return self._secrets
 
     async def aclose(self) -> None:
         session, self._session = self._session, None

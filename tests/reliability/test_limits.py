@@ -20,6 +20,10 @@ timeouts, retry attempts (RetryPolicy)      test_the_model_call_deadline_bounds_
                                             test_retries_are_bounded
 maximum reply size (max_reply_chars)        tests/test_loop.py::test_reply_too_large_is_a_result_error;
                                             test_malformed_wire.py::test_a_huge_reply_is_cut_off_early
+every field, wire bytes, documents, error   test_stream_bounds.py (tracemalloc peaks; a gzip bomb
+bodies, loop stalls (bounds of one reply)   with a heartbeat task)
+default attempt cap, read and connect       test_provider_responses.py::
+timeouts                                    test_a_dripping_provider_times_out_with_the_default_policy
 maximum tool output (max_output_chars)      tests/test_tools.py::
                                             test_oversized_tool_output_is_truncated_with_a_marker;
                                             here through a real driver

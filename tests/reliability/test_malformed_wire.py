@@ -245,12 +245,14 @@ async def test_a_huge_reply_is_cut_off_early(wire: tuple[ProviderServer, Wire], 
 async def test_an_endless_line_is_not_buffered_to_its_end(
     wire: tuple[ProviderServer, Wire],
 ) -> None:
-    """A stream that is one 8 MB line with no newline is given up early, not buffered whole."""
+    """A stream that is one 8 MB line with no newline is given up early, not buffered whole:
+    the event outgrew what the reply limit allows (reply_too_large)."""
     server, handler = wire
     blob = [Chunk(b"data: " + b"x" * 40_000, 0.0005) for _ in range(200)]
     handler.use(EmulatedProvider(), lambda r: ScriptedResponse.sse(blob), 0)
     before = server.stats.client_closed
-    assert await run_outcome("openai-chat", server.url, max_reply_chars=50_000) == "model_error"
+    outcome = await run_outcome("openai-chat", server.url, max_reply_chars=50_000)
+    assert outcome == "error:reply_too_large"
     left = await anyio.to_thread.run_sync(
         server.wait_until, lambda s: s.client_closed > before, 5.0
     )
