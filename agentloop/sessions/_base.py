@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Self
 
 import anyio
+import anyio.lowlevel
 
 from agentloop._errors import SessionBusy, SessionConflict, SessionError, UserError
 
@@ -42,9 +43,12 @@ Clock = Callable[[], float]
 
 _logger = logging.getLogger("agentloop")
 
-_FINISH_BATCH = 256
-"""The most run finishes written in one transaction: a batch commits (and its waiters go on)
-while the next one is written."""
+_FINISH_BATCH = 10_000
+"""The most run finishes written in one transaction (a batch is a few set-based statements,
+milliseconds per thousand finishes); those queued beyond it make the next batch."""
+_GATHER_SECONDS = 0.1
+"""How long a batch's writer may keep waiting for more finishes to queue, while they still
+arrive (one event-loop round at a time), before it writes them."""
 
 _FIRST_BACKOFF = 0.005
 _MAX_BACKOFF = 0.25
@@ -443,6 +447,16 @@ class BaseStore(ABC):
         await self._ready()
         await self._do_release(lease)
 
+    async def _gather(self) -> None:
+        """Let the finishes on their way join the batch: pass event-loop rounds while each one
+        queues more (many runs cancelled at once reach their end over a few rounds), for at
+        most ``_GATHER_SECONDS``. A lone finish costs one round."""
+        deadline = anyio.current_time() + _GATHER_SECONDS
+        queued = 0
+        while len(self._finishing) != queued and anyio.current_time() < deadline:
+            queued = len(self._finishing)
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+
     async def finish_run(
         self,
         lease: Lease,
@@ -453,10 +467,11 @@ class BaseStore(ABC):
         delete_state: Iterable[str] = (),
     ) -> int | None:
         """Commit a run's last records (when ``expected_version`` is given) and release its
-        lease, batched with the other finishes in flight: the first caller writes every finish
-        queued so far in one back-end call (one transaction on SQL back ends) while the others
-        wait for it, and whoever is still queued after that writes the next batch. Cancelling
-        many runs at once so costs a few transactions, not two per run. Returns the new
+        lease, batched with the other finishes in flight: the first caller lets the finishes on
+        their way queue (``_gather``), then writes every finish queued in one back-end call (one
+        transaction of set-based statements on SQL back ends) while the others wait for it on
+        one event, and whoever is still queued after that writes the next batch. Cancelling
+        many runs at once so costs one or a few transactions, not two per run. Returns the new
         version (None without a commit); raises what the commit (or the batch) raised."""
         _check_lease(lease)
         encoded = encode_records(records)
@@ -472,6 +487,7 @@ class BaseStore(ABC):
                     await self._finish_round.wait()
                     continue
                 self._finish_round = anyio.Event()
+                await self._gather()
                 batch = self._finishing[:_FINISH_BATCH]
                 del self._finishing[:_FINISH_BATCH]
                 answered = False

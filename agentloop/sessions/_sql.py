@@ -18,7 +18,6 @@ Schema (version 1; both dialects, types differ)::
 from __future__ import annotations
 
 import builtins
-import functools
 from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -59,6 +58,8 @@ class Cursor(Protocol):
 
 _ROW = "version, last_seq, lease_owner, lease_fence, lease_expires_at"
 _INFO = "id, app, user_id, version, created_at, updated_at"
+_CHUNK = 500
+"""Session ids per ``IN (...)`` of a batch's row read (SQLite allows 32,766 parameters)."""
 
 
 class SQLOps:
@@ -69,6 +70,9 @@ class SQLOps:
             return sql.replace("?", "%s") if pg else sql
 
         lock = " FOR UPDATE" if pg else ""
+        self.q = q
+        self.lock = lock
+        self.select_rows: dict[int, str] = {}
         self.select_row = q(f"SELECT {_ROW} FROM agentloop_sessions WHERE id = ?{lock}")
         self.select_full = q(
             f"SELECT {_ROW}, app, user_id, created_at, updated_at FROM agentloop_sessions"
@@ -251,36 +255,89 @@ class SQLOps:
     def release_lease(self, cur: Cursor, lease: Lease) -> None:
         cur.execute(self.release, (lease.session_id, lease.fence))
 
+    def _rows(self, cur: Cursor, sids: Sequence[str]) -> dict[str, SessionRow]:
+        """The rows of ``sids`` (sorted: PostgreSQL locks them in that order, so two batches
+        cannot deadlock), read a chunk of ids per statement."""
+        rows: dict[str, SessionRow] = {}
+        for at in range(0, len(sids), _CHUNK):
+            chunk = sids[at : at + _CHUNK]
+            statement = self.select_rows.get(len(chunk))
+            if statement is None:
+                marks = ", ".join(["?"] * len(chunk))
+                statement = self.q(
+                    f"SELECT id, {_ROW} FROM agentloop_sessions WHERE id IN ({marks})"
+                    f" ORDER BY id{self.lock}"
+                )
+                self.select_rows[len(chunk)] = statement
+            cur.execute(statement, chunk)
+            for sid, *row in cur.fetchall():
+                rows[sid] = SessionRow(*row)
+        return rows
+
     def finish(
         self, cur: Cursor, batch: Sequence[Finish], now: float
     ) -> builtins.list[tuple[int | None, Exception | None]]:
-        """Every finish of a batch in this one transaction, in session id order (two batches
-        lock rows in the same order, so they cannot deadlock): each one's new version or the
-        ``SessionError`` its commit raised. A driver error fails the whole batch."""
+        """Every finish of a batch in this one transaction, set-based: the batch's rows are read
+        (and locked, on PostgreSQL) a chunk at a time; each finish is decided in order against
+        them by the rules of ``finish_one`` (a version check for its end, a fence check for its
+        release); then all the records, state changes, versions and releases are written with
+        one ``executemany`` each. Returns each finish's new version or the ``SessionError``
+        its commit raised. A driver error fails the whole batch (nothing is written)."""
         outcome: builtins.list[tuple[int | None, Exception | None]] = [(None, None)] * len(batch)
-        order = sorted(range(len(batch)), key=lambda i: batch[i].lease.session_id)
-        for i in order:
-            item = batch[i]
-            sid = item.lease.session_id
-            commit = (
-                None
-                if item.expected_version is None
-                else functools.partial(
-                    self.commit,
-                    cur,
-                    sid,
-                    item.expected_version,
-                    item.records,
-                    item.delta,
-                    item.lease,
-                    now,
-                )
-            )
-            release = functools.partial(self.release_lease, cur, item.lease)
+        rows = self._rows(cur, sorted({item.lease.session_id for item in batch}))
+        records: builtins.list[tuple[str, int, str, str | None, float, str]] = []
+        upserts: builtins.list[tuple[str, str, str]] = []
+        deletes: builtins.list[tuple[str, str]] = []
+        committed: dict[str, SessionRow] = {}
+        released: dict[str, SessionRow] = {}
+        for i, item in enumerate(batch):
+            lease = item.lease
+            sid = lease.session_id
+            row = rows.get(sid)
+
+            def release(
+                row: SessionRow | None = row, sid: str = sid, fence: int = lease.fence
+            ) -> None:
+                if row is not None and row.lease_owner is not None and row.lease_fence == fence:
+                    row.lease_owner = row.lease_expires_at = None
+                    released[sid] = row
+
+            def commit(item: Finish = item, row: SessionRow | None = row, sid: str = sid) -> int:
+                if row is None:
+                    raise SessionNotFound(f"no session {sid!r}")
+                assert item.expected_version is not None
+                check_commit(sid, row, item.expected_version, item.lease, now)
+                for record in item.records:
+                    row.last_seq += 1
+                    records.append(
+                        (sid, row.last_seq, record.type, record.run_id, record.at, record.body)
+                    )
+                upserts.extend((sid, k, v) for k, v in item.delta.set.items())
+                deletes.extend((sid, k) for k in item.delta.delete)
+                row.version += 1
+                committed[sid] = row
+                return row.version
+
             try:
-                outcome[i] = (finish_one(commit, release), None)
+                version = finish_one(None if item.expected_version is None else commit, release)
+                outcome[i] = (version, None)
             except (SessionConflict, SessionNotFound, SessionBusy) as exc:
                 outcome[i] = (None, exc)
+        if records:
+            cur.executemany(self.insert_record, records)
+        if upserts:
+            cur.executemany(self.upsert_state, upserts)
+        if deletes:
+            cur.executemany(self.delete_state, deletes)
+        if committed:
+            cur.executemany(
+                self.update_version,
+                [(r.version, r.last_seq, now, sid) for sid, r in sorted(committed.items())],
+            )
+        if released:
+            cur.executemany(
+                self.release, [(sid, r.lease_fence) for sid, r in sorted(released.items())]
+            )
         return outcome
 
 

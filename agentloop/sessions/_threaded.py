@@ -104,6 +104,8 @@ class ThreadedSQLStore(BaseStore):
 
     async def _do_finish(self, batch: builtins.list[Finish], now: float) -> None:
         """The whole batch in one write transaction, in a thread a bounded waiter abandons."""
-        outcome = await self._thread(self._write, self._ops.finish, batch, now, abandon=True)
+        outcome = await self._thread(
+            self._write_batched, self._ops.finish, batch, now, abandon=True
+        )
         for item, (version, error) in zip(batch, outcome, strict=True):
             item.version, item.error, item.done = version, error, True
