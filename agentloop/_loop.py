@@ -278,35 +278,28 @@ async def _loop(
     while True:
         if len(run.steps) >= agent.max_steps:
             return await _checkpoint(run, None, _limit_result(run))
-        committed = run.take_committed_reply()
-        if committed is not None:  # resuming: the reply is committed, never asked again
-            step, done = await _settle(run, executor, committed)
-            run.steps.append(step)
-            run.replayed.append(replay_step(step, tool_mode))
-            await _checkpoint(run, step, done)
-            await run.emit(ev.StepFinished, step=step)
-            if done is not None:
-                return done
-            continue
-        request = mt.ModelRequest(
-            messages=build_prompt(
-                system=system,
-                memory=run.memory,
-                user_input=user,
-                replayed=run.replayed,
-            ),
-            tools=specs,
-            tool_mode=tool_mode,
-            stop=stop,
-            output_schema=output_schema,
-            settings=agent.settings,
-            run=run.context,
-            max_reply_chars=agent.max_reply_chars,
-        )
-        try:
-            response = await model_call(request)
-        except RunError as exc:
-            return await _checkpoint(run, None, _result(run, error=exc))
+        # Resuming, the reply of the step in flight may be committed: it is never asked again.
+        response = run.take_committed_reply()
+        if response is None:
+            request = mt.ModelRequest(
+                messages=build_prompt(
+                    system=system,
+                    memory=run.memory,
+                    user_input=user,
+                    replayed=run.replayed,
+                ),
+                tools=specs,
+                tool_mode=tool_mode,
+                stop=stop,
+                output_schema=output_schema,
+                settings=agent.settings,
+                run=run.context,
+                max_reply_chars=agent.max_reply_chars,
+            )
+            try:
+                response = await model_call(request)
+            except RunError as exc:
+                return await _checkpoint(run, None, _result(run, error=exc))
         step, done = await _settle(run, executor, response)
         run.steps.append(step)
         run.replayed.append(replay_step(step, tool_mode))
