@@ -227,7 +227,8 @@ class SessionBinding:
         changed, deleted = state.take_changes()
         outcome = await self._finish(
             within,
-            lambda: self._finish_once(
+            lambda left: self._finish_once(
+                left,
                 expected_version=self.version,
                 records=[record],
                 set_state=changed,
@@ -269,6 +270,7 @@ class SessionBinding:
 
     async def _finish_once(
         self,
+        within: float,
         *,
         expected_version: int | None = None,
         records: Sequence[Record] = (),
@@ -285,6 +287,7 @@ class SessionBinding:
                 records=records,
                 set_state=set_state,
                 delete_state=delete_state,
+                within=within,
             )
         version = None  # another SessionStore: its commit, then its release
         if expected_version is not None:
@@ -302,20 +305,23 @@ class SessionBinding:
     async def _finish(
         self,
         within: float,
-        attempt: Callable[[], Awaitable[int | None]],
+        attempt: Callable[[float], Awaitable[int | None]],
         *,
         busy_ok: bool = False,
     ) -> int | str | None:
-        """``attempt()`` until it succeeds, shielded, retrying transient errors within
-        ``within`` seconds: its answer, or why it failed (a message). The lease counts as released
-        either way: what is left of it expires by itself."""
+        """``attempt(seconds left)`` until it succeeds, shielded, retrying transient errors
+        within ``within`` seconds: its answer, or why it failed (a message). The lease counts
+        as released either way: what is left of it expires by itself. A batching store counts
+        the bound in its own time (``BaseStore.finish_run``), so a busy event loop does not
+        make it give up."""
         self.released = True
         failure = f"the store did not answer within {within:g}s"
         delay = self.retry_first
+        deadline = anyio.current_time() + within
         with anyio.CancelScope(shield=True), anyio.move_on_after(within):
             while True:
                 try:
-                    return await attempt()
+                    return await attempt(max(deadline - anyio.current_time(), 0.0))
                 except SessionBusy:
                     # Taken over already: nothing of ours to release, nor to end.
                     return None if busy_ok else "the lease was lost (taken over)"

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import builtins
 import logging
+import math
+import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
@@ -78,8 +80,58 @@ class Held:
 
 
 class GaveUp(SessionError):
-    """A finish was still in a batch the store had not confirmed when its waiter's time ran
-    out: it may or may not have been written (the batch goes on in its worker thread)."""
+    """A finish its waiter stopped waiting for because the store held its batch (or the batch
+    ahead of it) past the waiter's bound: it may or may not have been written (an abandoned
+    batch goes on in its worker thread), or, when ``written`` is False, surely was not."""
+
+    def __init__(self, message: str, *, written: bool | None = None) -> None:
+        super().__init__(message)
+        self.written = written
+
+
+@dataclass(slots=True, eq=False)
+class FinishRound:
+    """One batch of finishes on its way through the store, and how long the store has had it.
+
+    Time the event loop spends (unwinding cancelled runs, handing the batch to a worker thread,
+    delivering its answer) is not the store's: a waiter gives up only once the store itself has
+    had the batch past the waiter's bound. ``started`` is when the store began on the batch, on
+    ``clock`` (a back end working in a thread sets both there, on ``time.monotonic``); before
+    that, ``connecting_since`` (on the event loop's clock) is when the batch began waiting for
+    a connection, which a busy store counts as its time too."""
+
+    items: builtins.list[Finish] = field(default_factory=builtins.list)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    clock: Callable[[], float] = time.monotonic
+    started: float | None = None
+    connecting_since: float | None = None
+    abandoned: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    scope: anyio.CancelScope = field(default_factory=lambda: anyio.CancelScope(shield=True))
+
+    def store_time(self) -> float | None:
+        """How long the store has had the batch; None while it is only on its way to it."""
+        if self.started is not None:
+            return self.clock() - self.started
+        if self.connecting_since is not None:
+            return anyio.current_time() - self.connecting_since
+        return None
+
+    def begin(self, clock: Callable[[], float]) -> bool:
+        """The store begins on the batch (in whichever thread does the work): False if its
+        waiters gave it up before, and then it must not be written."""
+        with self.lock:
+            if self.abandoned:
+                return False
+            self.clock, self.started = clock, clock()
+            return True
+
+    def abandon(self) -> None:
+        """Stop waiting for the batch: a worker that has not begun on it never will, one that
+        has goes on by itself (its transaction still commits or rolls back)."""
+        with self.lock:
+            self.abandoned = True
+        self.scope.cancel()
 
 
 @dataclass(slots=True, eq=False)
@@ -94,6 +146,7 @@ class Finish:
     version: int | None = None
     error: Exception | None = None
     done: bool = False
+    round: FinishRound | None = None
 
 
 def finish_one(commit: Callable[[], int] | None, release: Callable[[], None]) -> int | None:
@@ -216,7 +269,7 @@ class BaseStore(ABC):
         self.stats = StoreStats()
         self._closed = False
         self._finishing: builtins.list[Finish] = []
-        self._finish_round: anyio.Event | None = None
+        self._finish_round: FinishRound | None = None
 
     # -- what a back end implements ---------------------------------------------------------
 
@@ -274,6 +327,10 @@ class BaseStore(ABC):
             except Exception as exc:  # this run's failure, not the batch's
                 item.error = exc
             item.done = True
+
+    _finish_in_thread = False
+    """Whether ``_do_finish`` begins its batch (``FinishRound.begin``) itself, in a worker
+    thread; otherwise the batch begins, on the event loop's clock, as ``_do_finish`` is called."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -465,6 +522,7 @@ class BaseStore(ABC):
         records: Sequence[Record] = (),
         set_state: Mapping[str, JSON] | None = None,
         delete_state: Iterable[str] = (),
+        within: float | None = None,
     ) -> int | None:
         """Commit a run's last records (when ``expected_version`` is given) and release its
         lease, batched with the other finishes in flight: the first caller lets the finishes on
@@ -472,7 +530,14 @@ class BaseStore(ABC):
         transaction of set-based statements on SQL back ends) while the others wait for it on
         one event, and whoever is still queued after that writes the next batch. Cancelling
         many runs at once so costs one or a few transactions, not two per run. Returns the new
-        version (None without a commit); raises what the commit (or the batch) raised."""
+        version (None without a commit); raises what the commit (or the batch) raised.
+
+        ``within`` bounds the wait in the store's time, not the event loop's: the call is then
+        shielded from cancellation and gives up (``GaveUp``) only after ``within`` seconds
+        *and* once the store has held its batch, or the batch ahead of it, that long. A loop
+        slowed by thousands of runs unwinding at once so loses no finish, while a store that
+        stopped answering holds the caller about ``within`` seconds. Without ``within`` the
+        call waits for the store, and a cancellation gives up at once."""
         _check_lease(lease)
         encoded = encode_records(records)
         delta = encode_delta(set_state, delete_state)
@@ -480,35 +545,30 @@ class BaseStore(ABC):
             check_int(expected_version, "expected_version")
         await self._ready()
         item = Finish(lease=lease, expected_version=expected_version, records=encoded, delta=delta)
+        bound = math.inf if within is None else max(float(within), 0.0)
+        deadline = anyio.current_time() + bound
         self._finishing.append(item)
         try:
-            while not item.done:
-                if self._finish_round is not None:
-                    await self._finish_round.wait()
-                    continue
-                self._finish_round = anyio.Event()
-                await self._gather()
-                batch = self._finishing[:_FINISH_BATCH]
-                del self._finishing[:_FINISH_BATCH]
-                answered = False
-                try:
-                    await self._do_finish(batch, self._clock())
-                    answered = True
-                except Exception as exc:  # the batch failed as a whole: nothing was written
-                    answered = True
-                    for other in batch:
-                        if not other.done:
-                            other.error = exc
-                finally:
-                    for other in batch:
-                        if not other.done and not answered and other.version is None:
-                            other.error = GaveUp(
-                                "the store did not confirm this finish in time; it may or may"
-                                " not have been written"
-                            )
-                        other.done = True
-                    round_over, self._finish_round = self._finish_round, None
-                    round_over.set()
+            with anyio.CancelScope(shield=within is not None):
+                while not item.done:
+                    current = self._finish_round
+                    if current is None:
+                        await self._write_round(item, deadline, bound)
+                    elif not await self._wait_round(current, deadline, bound):
+                        current = item.round
+                        if current is not None:
+                            current.abandon()  # its writer stops waiting too
+                        raise GaveUp(
+                            f"the store held this finish's batch, or the one ahead of it, past"
+                            f" {bound:g}s" + ("; nothing was written" if current is None else ""),
+                            written=False if current is None else None,
+                        )
+                    ended = item.round is not None and item.round.done.is_set()
+                    if ended and not self._answered(item):
+                        raise GaveUp(
+                            "the store did not confirm this finish in time; it may or may not"
+                            " have been written"
+                        )
         finally:
             if not item.done and item in self._finishing:
                 self._finishing.remove(item)  # gave up before its turn: nothing was written
@@ -517,3 +577,65 @@ class BaseStore(ABC):
         if item.expected_version is not None:
             self.stats.commits += 1
         return item.version
+
+    @staticmethod
+    def _answered(item: Finish) -> bool:
+        return item.done  # set by the store, maybe in a worker thread, while the caller waited
+
+    async def _wait_round(self, current: FinishRound, deadline: float, bound: float) -> bool:
+        """Wait for ``current`` to be over: False when the waiter gives up (its ``deadline``
+        passed and the store has held ``current`` for ``bound`` seconds, or it was abandoned)."""
+        while not current.done.is_set():
+            wait = deadline - anyio.current_time()
+            if wait <= 0:
+                if current.abandoned:
+                    return False
+                spent = current.store_time()
+                if spent is not None and spent >= bound:
+                    return False
+                # On its way to the store (the loop's time): look again soon; in the store:
+                # when the bound will have passed there.
+                wait = bound / 20 if spent is None else bound - spent
+            with anyio.move_on_after(wait):
+                await current.done.wait()
+        return True
+
+    async def _write_round(self, item: Finish, deadline: float, bound: float) -> None:
+        """Write the next batch (``item``'s, which is queued) and wait for it like any waiter,
+        the store's work in a task of its own that a waiter giving up cancels."""
+        current = self._finish_round = FinishRound()
+        try:
+            await self._gather()
+            batch = self._finishing[:_FINISH_BATCH]
+            del self._finishing[:_FINISH_BATCH]
+            current.items = batch
+            for other in batch:
+                other.round = current
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._run_round, current, self._clock())
+                try:
+                    answered = await self._wait_round(current, deadline, bound)
+                except BaseException:  # cancelled (no bound): stop waiting for the store
+                    current.abandon()
+                    raise
+                if not answered:
+                    current.abandon()
+        finally:
+            if self._finish_round is current:
+                self._finish_round = None
+            current.done.set()
+
+    async def _run_round(self, current: FinishRound, now: float) -> None:
+        """The store's work on a batch, in a scope its waiters cancel when they give up; each
+        finish's outcome is set in its item as soon as the store has it."""
+        with current.scope:
+            try:
+                if self._finish_in_thread or current.begin(anyio.current_time):
+                    await self._do_finish(current.items, now)
+            except Exception as exc:  # the batch failed as a whole: nothing was written
+                for other in current.items:
+                    if not other.done:
+                        other.error, other.done = exc, True
+        if self._finish_round is current:
+            self._finish_round = None
+        current.done.set()

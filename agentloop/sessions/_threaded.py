@@ -3,14 +3,16 @@
 Working in threads is what lets one implementation serve asyncio and trio alike. A call is not
 abandoned when its task is cancelled: the transaction finishes (committed or rolled back) and the
 cancellation is delivered after, so a connection is never left mid-transaction. The one exception
-is a batch of run finishes (``finish_run``), whose waiters have a time bound: a waiter that gives
-up leaves the thread to finish its transaction on its own (it still commits or rolls back, and
-returns its connection), so a halted database cannot hold a cancelled run.
+is a batch of run finishes (``finish_run``), whose waiters have a time bound counted in the
+store's time: a waiter that gives up leaves the thread to finish its transaction on its own (it
+still commits or rolls back, returns its connection and sets each finish's outcome), so a halted
+database cannot hold a cancelled run.
 """
 
 from __future__ import annotations
 
 import builtins
+import time
 from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -18,7 +20,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from ._base import BaseStore, Clock, Finish, Held
+from ._base import BaseStore, Clock, Finish, FinishRound, Held
 from ._codec import EncodedRecord, StateDelta
 from ._sql import SQLOps
 from ._types import Lease, Session, SessionInfo
@@ -102,10 +104,36 @@ class ThreadedSQLStore(BaseStore):
     async def _do_release(self, lease: Lease) -> None:
         await self._thread(self._write, self._ops.release_lease, lease)
 
+    _finish_in_thread = True
+
     async def _do_finish(self, batch: builtins.list[Finish], now: float) -> None:
-        """The whole batch in one write transaction, in a thread a bounded waiter abandons."""
-        outcome = await self._thread(
-            self._write_batched, self._ops.finish, batch, now, abandon=True
-        )
+        """The whole batch in one write transaction, in a worker thread that sets each item's
+        outcome itself: the waiters read it even when the task that started the thread has given
+        up (see ``FinishRound``). Waiting for a connection counts as the store's time; handing
+        the batch to the thread does not."""
+        current = batch[0].round if batch else None
+        if current is None:  # not through finish_run: begin at once
+            current = FinishRound(items=batch)
+        current.connecting_since = anyio.current_time()
+        async with self._limiter:
+            current.connecting_since = None
+            await anyio.to_thread.run_sync(
+                self._finish_batch,
+                current,
+                batch,
+                now,
+                limiter=anyio.CapacityLimiter(1),  # the store's limiter is held already
+                abandon_on_cancel=True,
+            )
+
+    def _finish_batch(self, current: FinishRound, batch: builtins.list[Finish], now: float) -> None:
+        if not current.begin(time.monotonic):
+            return  # given up before it began: nothing is written
+        try:
+            outcome = self._write_batched(self._ops.finish, batch, now)
+        except Exception as exc:  # the batch failed as a whole: nothing was written
+            for item in batch:
+                item.error, item.done = exc, True
+            return
         for item, (version, error) in zip(batch, outcome, strict=True):
             item.version, item.error, item.done = version, error, True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,9 @@ import pytest
 
 from agentloop import Agent, ModelRequest, SessionBusy, SessionStoreError, _session_run
 from agentloop import _events as ev
+from agentloop._session_run import SessionBinding
 from agentloop.sessions import InMemoryStore, Lease, RunEndRecord, SQLiteStore
+from agentloop.sessions._base import Finish
 from agentloop.sessions._codec import EncodedRecord, StateDelta
 from agentloop.testing import FunctionModel
 
@@ -195,6 +198,114 @@ async def test_cancelling_many_runs_batches_their_ends_and_releases(tmp_path: Pa
     # The finishes gather into a few transactions (usually one; a loaded machine may split
     # them), never one or more per run as before.
     assert writes <= 10, writes
+
+
+class _LateSQLiteStore(SQLiteStore):
+    """A SQLite store whose batches of finishes reach their worker thread late: ``_do_finish``
+    waits, on the event loop, until ``go`` is set (as a loop busy unwinding thousands of runs
+    does), or whose worker thread, once begun, waits until ``unblock`` is set (a store that
+    stopped answering)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.go: anyio.Event | None = None
+        self.reached = anyio.Event()
+        self.unblock: threading.Event | None = None
+        self.written = threading.Event()
+
+    async def _do_finish(self, batch: list[Finish], now: float) -> None:
+        self.reached.set()
+        if self.go is not None:
+            await self.go.wait()
+        await super()._do_finish(batch, now)
+
+    def _write_batched(self, fn: Any, *args: Any) -> Any:
+        if self.unblock is not None and fn == self._ops.finish:
+            self.unblock.wait(60)
+        try:
+            return super()._write_batched(fn, *args)
+        finally:
+            self.written.set()
+
+
+async def _cancel_waiting_runs(store: Any, runs: int, while_cancelling: Any = None) -> int:
+    """Start ``runs`` runs waiting in their model call, cancel them all; how many raised the
+    cancellation. ``while_cancelling()`` runs beside the cancelled runs."""
+    cancelled = 0
+    waiting = 0
+    all_waiting = anyio.Event()
+
+    async def reply(request: ModelRequest) -> str:
+        nonlocal waiting
+        waiting += 1
+        if waiting == runs:
+            all_waiting.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    agent = Agent(FunctionModel(reply), store=store)
+
+    async def one(i: int) -> None:
+        nonlocal cancelled
+        try:
+            await agent.run("go", session=f"s{i}")
+        except anyio.get_cancelled_exc_class():
+            cancelled += 1
+            raise
+
+    async with anyio.create_task_group() as outer:
+        async with anyio.create_task_group() as tg:
+            for i in range(runs):
+                tg.start_soon(one, i)
+            await all_waiting.wait()
+            if while_cancelling is not None:
+                outer.start_soon(while_cancelling)
+            tg.cancel_scope.cancel()
+    return cancelled
+
+
+async def test_a_batch_handed_to_its_thread_after_the_bound_still_records_every_end(
+    tmp_path: Path, bounds: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """50 runs cancelled at once; their batch reaches its worker thread only after every
+    run's bound (2 s, scaled) has passed on the event loop. The loop's time is not the
+    store's: every end is recorded and every lease released. (The bound used to count the
+    loop's time: the writer gave up before its thread began, anyio dropped the job and every
+    run of the batch lost its end record.)"""
+    runs = 50
+    async with _LateSQLiteStore(tmp_path / "s.db") as store:
+        store.go = go = anyio.Event()
+
+        async def late() -> None:
+            await store.reached.wait()
+            await anyio.sleep(3 * SessionBinding.release_timeout)  # every bound has passed
+            go.set()
+
+        assert await _cancel_waiting_runs(store, runs, late) == runs
+        for i in range(runs):
+            assert await _ends(store, f"s{i}") == ["cancelled"]
+            session = await store.get(f"s{i}")
+            assert session is not None and session.lease is None
+    assert "was not recorded" not in caplog.text
+
+
+async def test_a_halted_sqlite_store_does_not_hold_cancelled_runs(
+    tmp_path: Path, bounds: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker thread writing the batch stops answering: the cancelled runs return, as
+    cancellation, without waiting for it (the test would hang otherwise), and warn that their
+    ends were left for resume."""
+    runs = 20
+    async with _LateSQLiteStore(tmp_path / "s.db") as store:
+        store.unblock = unblock = threading.Event()
+        try:
+            with anyio.fail_after(60):  # a guard against a hang, not a measure
+                assert await _cancel_waiting_runs(store, runs) == runs
+        finally:
+            unblock.set()
+            # The abandoned thread finishes its transaction before the store closes.
+            await anyio.to_thread.run_sync(store.written.wait, 60)
+    assert caplog.text.count("was not recorded") == runs
 
 
 # -- 12: a run committed as finished is reported finished ---------------------------------------
