@@ -154,6 +154,9 @@ class SQLiteStore(ThreadedSQLStore):
         self._idle: list[sqlite3.Connection] = []
         self._all: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
+        # Closing: idle connections are closed at once, one still in use (an abandoned
+        # worker thread's) when its thread gives it back; closing it under the thread crashes.
+        self._closing = False
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -162,6 +165,10 @@ class SQLiteStore(ThreadedSQLStore):
 
     def _take(self) -> sqlite3.Connection:
         with self._pool_lock:
+            if self._closing:
+                raise SessionStoreError(
+                    "the store is closed", store=f"SQLite database {self.path!r}", hint="reopen it"
+                )
             if self._idle:
                 return self._idle.pop()
         conn = sqlite3.connect(
@@ -174,7 +181,11 @@ class SQLiteStore(ThreadedSQLStore):
 
     def _give(self, conn: sqlite3.Connection) -> None:
         with self._pool_lock:
-            self._idle.append(conn)
+            if not self._closing:
+                self._idle.append(conn)
+                return
+            self._all.remove(conn)
+        conn.close()
 
     def _transaction(self, begin: str, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         """``fn`` in one transaction; every driver error leaves as a ``SessionError``."""
@@ -256,6 +267,7 @@ class SQLiteStore(ThreadedSQLStore):
             cur.execute("INSERT INTO agentloop_schema (version) VALUES (?)", (SCHEMA_VERSION,))
 
     async def _open(self) -> None:
+        self._closing = False  # a failed open closed the connections it made
         try:
             await self._thread(self._migrate)
         except BaseException:
@@ -263,9 +275,13 @@ class SQLiteStore(ThreadedSQLStore):
             raise
 
     def _close_all(self) -> None:
+        """Close the idle connections; one in use closes when its thread gives it back."""
         with self._pool_lock:
-            conns, self._all, self._idle = self._all, [], []
-        for conn in conns:
+            self._closing = True
+            idle, self._idle = self._idle, []
+            for conn in idle:
+                self._all.remove(conn)
+        for conn in idle:
             conn.close()
 
     async def _close(self) -> None:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
+import anyio
+import anyio.to_thread
 import pytest
 
 from agentloop._errors import SessionConflict, UserError
@@ -123,3 +127,31 @@ async def test_memory_database(tmp_path: Path) -> None:
         assert got is not None
         assert len(got.history) == 3
     assert _file_bytes(tmp_path, "") == b""
+
+
+async def test_closing_the_store_never_closes_a_connection_under_its_thread(tmp_path: Path) -> None:
+    """A worker thread left behind (a run that gave up waiting for it) still has its connection
+    mid-transaction when the store closes: it finishes, and the connection closes when it is
+    given back. Closing it under the thread crashed the process (a segmentation fault)."""
+
+    store = SQLiteStore(tmp_path / "s.db")
+    await store.create("s")
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(cur: Any) -> int:
+        cur.execute("SELECT 1")
+        entered.set()
+        release.wait(30)
+        cur.execute("SELECT count(*) FROM agentloop_records")
+        count: int = cur.fetchone()[0]
+        return count
+
+    results: list[int] = []
+    thread = threading.Thread(target=lambda: results.append(store._read(slow)))
+    thread.start()
+    assert await anyio.to_thread.run_sync(entered.wait, 30)
+    await store.aclose()
+    release.set()
+    await anyio.to_thread.run_sync(thread.join, 30)
+    assert results == [0]
+    assert store._all == [] and store._idle == []
