@@ -21,7 +21,7 @@ collector when a stream is closed early (trio reports that as a ResourceWarning)
 
 from __future__ import annotations
 
-import io
+import functools
 import json
 from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
@@ -325,9 +325,13 @@ class DirectSender:
         session = self._session
         if session is None:
             session = self._session = self._new_session()
-        # aiohttp warns (a ResourceWarning) about a body over 1 MiB given as bytes: a long
-        # conversation is sent from a buffer instead, in pieces.
-        data: Any = body if len(body) <= _LARGE_BODY else io.BytesIO(body)
+        # aiohttp warns (a ResourceWarning) about a body over 1 MiB given as bytes; sent from
+        # a buffer in pieces, a piece written when the transport's buffer is empty goes to the
+        # socket at once, and a failure there (a 413 sent before the body was read, then the
+        # connection closed) closes the socket before the loop read the reply. A large body is
+        # handed to the transport whole instead (``_WholeBody``): later pieces go out as the
+        # socket is writable, after the loop read what arrived.
+        data: Any = body if len(body) <= _LARGE_BODY else _whole_body(body)
         response = await session.post(
             self._url, data=data, headers=self._headers, allow_redirects=False
         )
@@ -355,6 +359,33 @@ class DirectSender:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def _whole_body(body: bytes) -> Any:
+    return _whole_body_type()(body)
+
+
+@functools.cache
+def _whole_body_type() -> Any:
+    import aiohttp.payload
+
+    class WholeBody(aiohttp.payload.Payload):
+        """A body written to the transport in one write (``BytesPayload`` without its warning
+        about large bodies)."""
+
+        _value: bytes
+
+        def __init__(self, value: bytes) -> None:
+            super().__init__(value, content_type="application/json")
+            self._size = len(value)
+
+        def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+            return self._value.decode(encoding, errors)
+
+        async def write(self, writer: Any) -> None:
+            await writer.write(self._value)
+
+    return WholeBody
 
 
 def _error_body(data: bytes) -> Any:

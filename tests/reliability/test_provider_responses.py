@@ -198,25 +198,54 @@ class EarlyRejecting:
         self._thread.join(5)
 
 
-async def test_a_413_before_the_body_was_read_is_a_bad_request(anyio_backend: Any) -> None:
-    """On the httpx path. Known gap (asyncio only): anyio's asyncio socket raises the write's
-    BrokenPipeError as it is, which httpcore2 does not map to the WriteError after which it
-    reads the response, so the 413 is lost and the attempt is a (retried) connection error;
-    trio's socket raises BrokenResourceError, and the 413 comes through."""
-    if anyio_backend == "asyncio":
-        pytest.xfail("httpcore2 on asyncio: BrokenPipeError is not mapped to WriteError")
+# The SDK's aiohttp adapter ("aiohttp-sdk") hands aiohttp the body as bytes, which aiohttp warns
+# about over 1 MiB (the direct aiohttp path writes a large body without the warning).
+LARGE_BODY_WARNING = pytest.mark.filterwarnings(
+    "ignore:Sending a large body directly with raw bytes:ResourceWarning"
+)
+
+
+@LARGE_BODY_WARNING
+async def test_a_413_before_the_body_was_read_is_a_bad_request() -> None:
+    """The client's write of the body fails (EPIPE or ECONNRESET) after the 413 arrived: the
+    response is read all the same. Known gap: httpx on asyncio, where a failed send closes the
+    socket before anyio reads the reply that is already in the kernel (trio's socket keeps it;
+    the direct aiohttp path writes a large body in one go, after the loop read the reply)."""
+    wrong: dict[str, Any] = {}
     with EarlyRejecting() as server:
-        for transport in ["httpx"]:
+        for transport in _transports():
             before = server.requests
+            outcome: Any = None
             async with make_model("openai-chat", server.url, transport=transport) as model:
                 try:
                     with anyio.fail_after(20):
                         await Agent(model, retry=THREE).run("x" * (32 << 20))
                 except ModelError as exc:
-                    outcome: Any = exc
-            assert isinstance(outcome, ModelBadRequest), (transport, outcome)
-            assert outcome.status == 413
-            assert server.requests - before == 1, transport
+                    outcome = exc
+            attempts = server.requests - before
+            if not isinstance(outcome, ModelBadRequest) or outcome.status != 413 or attempts != 1:
+                wrong[transport] = (repr(outcome), attempts)
+    if sniffio.current_async_library() == "asyncio":
+        assert set(wrong) <= {"httpx"}, wrong
+        if wrong:
+            pytest.xfail("httpx on asyncio loses a reply sent before a failed write (known gap)")
+    assert not wrong
+
+
+@LARGE_BODY_WARNING
+async def test_a_large_body_arrives_whole_on_every_transport() -> None:
+    """Bodies below and above the size the direct path writes in one go (1 MiB) arrive byte for
+    byte on every transport, and the connection serves the next request."""
+    async with ProviderServer(EmulatedProvider()) as server:
+        for transport in _transports():
+            async with make_model("openai-chat", server.url, transport=transport) as model:
+                for size in (100 << 10, 3 << 20, 100 << 10):
+                    before = len(server.requests)
+                    prompt = "y" * size
+                    await Agent(model, retry=ONE).run(prompt)
+                    (request,) = server.requests[before:]
+                    assert int(request.headers["content-length"]) == len(request.body)
+                    assert request.json["messages"][-1]["content"] == prompt, transport
 
 
 @pytest.mark.parametrize(
