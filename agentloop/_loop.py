@@ -464,7 +464,7 @@ def _commits_reply(run: _Run, executor: Executor, response: mt.ModelResponse) ->
     """A session run commits a reply before its actions when one has side effects: after a
     crash, resume runs them from the committed reply, with the same idempotency keys. A
     resumed reply is committed already."""
-    if run.binding is None or response.attempt in run.committed_attempts:
+    if run.binding is None or response.attempt == run.committed_attempt:
         return False
     toolbox = executor.toolbox
     return any(toolbox.has_side_effects(p.name, p.path) for p in response.tool_calls)

@@ -163,7 +163,7 @@ class _Run:
         self.binding: SessionBinding | None = None
         self.resumed = False
         self.committed_reply: Step | None = None  # resuming: the step in flight's reply
-        self.committed_attempts: set[int] = set()  # replies already in the session
+        self.committed_attempt: int | None = None  # that reply's attempt, once taken
         self.earlier_result: RunResult | None = None  # a run_key named a finished run
         self.tool_mode: ToolMode = "native"  # set by the loop once the tools are known
         self.steps: list[Step] = []
@@ -260,7 +260,7 @@ class _Run:
         if reply is None or reply.index != len(self.steps):
             return None
         self.attempts[reply.attempt] = AttemptRecord(reply.attempt)
-        self.committed_attempts.add(reply.attempt)
+        self.committed_attempt = reply.attempt
         return ModelResponse(
             parts=reply.parts,
             usage=reply.usage,
