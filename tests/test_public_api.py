@@ -51,3 +51,20 @@ def test_import_leaves_heavy_dependencies_for_first_use() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_no_assert_decides_control_flow_in_the_package() -> None:
+    """``python -O`` strips asserts: the package checks explicitly instead."""
+    import ast
+    from pathlib import Path
+
+    import agentloop
+
+    root = Path(agentloop.__file__).parent
+    found = [
+        f"{path.relative_to(root)}:{node.lineno}"
+        for path in sorted(root.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Assert)
+    ]
+    assert found == []

@@ -122,7 +122,8 @@ class PostgresStore(ThreadedSQLStore):
     def _transaction(
         self, fn: Callable[..., T], args: tuple[Any, ...], *, read: bool, pipeline: bool = False
     ) -> T:
-        assert self._pool is not None
+        if self._pool is None:  # every operation opens the store first
+            raise UserError("the PostgreSQL store is not open")
         errors = self._psycopg.errors
         try:
             with self._pool.connection() as conn:

@@ -305,7 +305,8 @@ class SQLOps:
             def commit(item: Finish = item, row: SessionRow | None = row, sid: str = sid) -> int:
                 if row is None:
                     raise SessionNotFound(f"no session {sid!r}")
-                assert item.expected_version is not None
+                if item.expected_version is None:  # only finishes with records commit
+                    raise UserError("a finish that commits needs an expected version")
                 check_commit(sid, row, item.expected_version, item.lease, now)
                 for record in item.records:
                     row.last_seq += 1
