@@ -265,13 +265,15 @@ async def _cancel_waiting_runs(store: Any, runs: int, while_cancelling: Any = No
 
 
 async def test_a_batch_handed_to_its_thread_after_the_bound_still_records_every_end(
-    tmp_path: Path, bounds: float, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """50 runs cancelled at once; their batch reaches its worker thread only after every
-    run's bound (2 s, scaled) has passed on the event loop. The loop's time is not the
-    store's: every end is recorded and every lease released. (The bound used to count the
-    loop's time: the writer gave up before its thread began, anyio dropped the job and every
-    run of the batch lost its end record.)"""
+    run's bound has passed on the event loop. The loop's time is not the store's: every end is
+    recorded and every lease released. (The bound used to count the loop's time: the writer
+    gave up before its thread began, anyio dropped the job and every run of the batch lost its
+    end record.) The bound is 0.5 s of real time, not scaled down: the store's own time for
+    the batch must fit in it on a loaded machine."""
+    monkeypatch.setattr(SessionBinding, "release_timeout", 0.5, raising=False)
     runs = 50
     async with _LateSQLiteStore(tmp_path / "s.db") as store:
         store.go = go = anyio.Event()
