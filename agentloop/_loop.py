@@ -105,8 +105,10 @@ async def _execute(run: _Run) -> RunResult:
     finally:
         if binding is not None:
             # A cancelled run waits for its release at most release_timeout (2 s); another
-            # one (the store may be busy) end_timeout.
-            await binding.release(within=None if cancelled else binding.end_timeout)
+            # one, whose store may just be busy, as long as its lease lasts (then it has
+            # expired by itself), and at least end_timeout.
+            wait = max(binding.end_timeout, binding.ttl)
+            await binding.release(within=None if cancelled else wait)
     logger.debug(
         "run %s finished: %d steps, %d model calls, %s",
         run.run_id,
