@@ -158,43 +158,17 @@ async def test_cancelling_many_runs_batches_their_ends_and_releases(tmp_path: Pa
     """100 runs cancelled at once on SQLite: each raises the cancellation, records its end and
     releases its lease, all in one write transaction rather than two per run."""
     runs = 100
-    cancelled = 0
-    waiting = 0
-    all_waiting = anyio.Event()
-
-    async def reply(request: ModelRequest) -> str:
-        nonlocal waiting
-        waiting += 1
-        if waiting == runs:
-            all_waiting.set()
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
-
     async with _CountingSQLiteStore(tmp_path / "s.db") as store:
-        agent = Agent(FunctionModel(reply), store=store)
-
-        async def one(i: int) -> None:
-            nonlocal cancelled
-            try:
-                await agent.run("go", session=f"s{i}")
-            except anyio.get_cancelled_exc_class():
-                cancelled += 1
-                raise
-
-        async with anyio.create_task_group() as tg:
-            for i in range(runs):
-                tg.start_soon(one, i)
-            await all_waiting.wait()
-            before = store.writes
-            tg.cancel_scope.cancel()
-        writes = store.writes - before
+        before: list[int] = []
+        cancelled = await _cancel_waiting_runs(
+            store, runs, before_cancel=lambda: before.append(store.writes)
+        )
+        writes = store.writes - before[0]
         assert cancelled == runs
         for i in range(runs):
             session = await store.get(f"s{i}")
             assert session is not None and session.lease is None
-            assert [r.status for r in session.history if isinstance(r, RunEndRecord)] == [
-                "cancelled"
-            ]
+            assert await _ends(store, f"s{i}") == ["cancelled"]
     # The finishes gather into a few transactions (usually one; a loaded machine may split
     # them), never one or more per run as before.
     assert writes <= 10, writes
@@ -228,9 +202,12 @@ class _LateSQLiteStore(SQLiteStore):
             self.written.set()
 
 
-async def _cancel_waiting_runs(store: Any, runs: int, while_cancelling: Any = None) -> int:
+async def _cancel_waiting_runs(
+    store: Any, runs: int, while_cancelling: Any = None, before_cancel: Any = None
+) -> int:
     """Start ``runs`` runs waiting in their model call, cancel them all; how many raised the
-    cancellation. ``while_cancelling()`` runs beside the cancelled runs."""
+    cancellation. ``while_cancelling()`` runs beside the cancelled runs; ``before_cancel()`` is
+    called once they all wait, just before the cancel."""
     cancelled = 0
     waiting = 0
     all_waiting = anyio.Event()
@@ -260,6 +237,8 @@ async def _cancel_waiting_runs(store: Any, runs: int, while_cancelling: Any = No
             await all_waiting.wait()
             if while_cancelling is not None:
                 outer.start_soon(while_cancelling)
+            if before_cancel is not None:
+                before_cancel()
             tg.cancel_scope.cancel()
     return cancelled
 
