@@ -104,11 +104,14 @@ async def _execute(run: _Run) -> RunResult:
         raise
     finally:
         if binding is not None:
-            # A cancelled run waits for its release at most release_timeout (2 s); another
-            # one, whose store may just be busy, as long as its lease lasts (then it has
-            # expired by itself), and at least end_timeout.
-            wait = max(binding.end_timeout, binding.ttl)
-            await binding.release(within=None if cancelled else wait)
+            # A cancelled run waits for its release at most release_timeout (2 s). Another
+            # one waits for a busy store as long as its lease lasts (then it has expired by
+            # itself), at least end_timeout, and retries a failing one for end_timeout.
+            if cancelled:
+                await binding.release()
+            else:
+                wait = max(binding.end_timeout, binding.ttl)
+                await binding.release(within=wait, retry_for=binding.end_timeout)
     logger.debug(
         "run %s finished: %d steps, %d model calls, %s",
         run.run_id,

@@ -252,14 +252,14 @@ class SessionBinding:
                 self.ttl,
             )
 
-    async def release(self, *, within: float | None = None) -> None:
+    async def release(self, *, within: float | None = None, retry_for: float | None = None) -> None:
         """Release the lease (once), shielded, bounded (``release_timeout`` unless ``within``
         says otherwise) and best effort: a failure is logged, never raised; the lease expires
         by itself after ``ttl``."""
         if self.released:
             return
         bound = self.release_timeout if within is None else within
-        outcome = await self._finish(bound, self._finish_once, busy_ok=True)
+        outcome = await self._finish(bound, self._finish_once, busy_ok=True, retry_for=retry_for)
         if isinstance(outcome, str):
             _logger.warning(
                 "could not release the lease of session %r: %s; it expires by itself within %gs",
@@ -308,9 +308,12 @@ class SessionBinding:
         attempt: Callable[[float], Awaitable[int | None]],
         *,
         busy_ok: bool = False,
+        retry_for: float | None = None,
     ) -> int | str | None:
-        """``attempt(seconds left)`` until it succeeds, shielded, retrying transient errors
-        within ``within`` seconds: its answer, or why it failed (a message). The lease counts
+        """``attempt(seconds left)`` until it succeeds, shielded, within ``within`` seconds,
+        retrying transient errors for ``retry_for`` of them (default: all): its answer, or why it
+        failed (a message). A slow store may take the whole bound; a failing one is given up on
+        sooner. The lease counts
         as released either way: what is left of it expires by itself. A batching store counts
         the bound in its own time (``BaseStore.finish_run``), so a busy event loop does not
         make it give up."""
@@ -318,6 +321,7 @@ class SessionBinding:
         failure = f"the store did not answer within {within:g}s"
         delay = self.retry_first
         deadline = anyio.current_time() + within
+        retry_until = deadline if retry_for is None else anyio.current_time() + retry_for
         with anyio.CancelScope(shield=True), anyio.move_on_after(within):
             while True:
                 try:
@@ -327,7 +331,11 @@ class SessionBinding:
                     return None if busy_ok else "the lease was lost (taken over)"
                 except Exception as exc:
                     failure = f"{type(exc).__name__}: {exc}"
-                    if not self.transient(exc) or (isinstance(exc, SessionError) and _gave_up(exc)):
+                    if (
+                        not self.transient(exc)
+                        or (isinstance(exc, SessionError) and _gave_up(exc))
+                        or anyio.current_time() + delay > retry_until
+                    ):
                         return failure
                 await anyio.sleep(delay)
                 delay = min(delay * 2, self.retry_max)
