@@ -11,7 +11,6 @@ import logging
 
 from ._agent import Agent as Agent
 from ._agent import RunStream as RunStream
-from ._context import RunContext as RunContext
 from ._context import StateView as StateView
 from ._cost import Cost as Cost
 from ._cost import ModelPrice as ModelPrice
@@ -83,13 +82,14 @@ from .models import ModelRequest as ModelRequest
 from .models import ModelResponse as ModelResponse
 from .models import ModelSettings as ModelSettings
 from .models import Usage as Usage
+from .models._types import RunContext as RunContext
 from .tools import Tool as Tool
 from .tools import ToolContext as ToolContext
 from .tools import Toolkit as Toolkit
 from .tools import Toolset as Toolset
 from .tools import activity as activity
 from .tools import tool as tool
-from .tools._executor import ToolLimits as ToolLimits
+from .tools._limits import ToolLimits as ToolLimits
 
 # Quiet unless the application configures logging (the library convention).
 logging.getLogger("agentloop").addHandler(logging.NullHandler())

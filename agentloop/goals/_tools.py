@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._context import RunContext
+from .. import RunContext
 from ..tools._context import ToolContext
 from ..tools._tool import Tool, make_activity
 from ._record import DEFAULT_PREFIX, GoalRecord, GoalStatus, decode_goal, encode_goal, state_key

@@ -29,7 +29,7 @@ from . import _convert
 if TYPE_CHECKING:
     from mcp import Client
 
-    from .._context import RunContext
+    from .. import RunContext
 
 logger = logging.getLogger("agentloop.mcp")
 
