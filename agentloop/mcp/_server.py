@@ -22,8 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 from anyio.abc import TaskStatus
 
-from .._errors import AgentLoopError, ToolError, UserError
-from ..tools._tool import Tool
+from .. import AgentLoopError, ToolError, UserError
+from ..tools import Tool
 from . import _convert
 
 if TYPE_CHECKING:
