@@ -15,13 +15,14 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from . import _events as ev
+from ._actions import SubrunOutput
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
 from ._loop import execute, raise_for_result, strip_fence
 from ._middleware import ModelMiddleware, ToolMiddleware
 from ._prompt import Ruleset, compile_template, render, system_message
 from ._retry import RetryPolicy
-from ._run import Emitter, _Run
+from ._run import Emitter, _Run, run_of
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
 from ._tracing import Instrumentation
@@ -30,8 +31,8 @@ from .models._base import Model
 from .models._registry import resolve_model
 from .models._types import Message, ModelSettings, OutputSchema, ToolMode
 from .tools._context import ToolContext
-from .tools._executor import ToolLimits
-from .tools._tool import Tool, Toolkit, tool
+from .tools._limits import ToolLimits
+from .tools._tool import Tool, Toolkit, check_unique_names, tool
 from .tools._toolset import Toolset
 
 if TYPE_CHECKING:
@@ -191,10 +192,7 @@ class Agent:
                 plain_tools.append(tool(item))
             else:
                 raise UserError(f"not a tool, toolkit or toolset: {item!r}")
-        names = [t.name for t in plain_tools]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise UserError(f"duplicate tool names: {', '.join(duplicates)}")
+        check_unique_names(plain_tools)
         set_("tools", tuple(plain_tools))
         set_("toolsets", tuple(toolsets))
         if isinstance(rulesets, Mapping):
@@ -538,7 +536,7 @@ class Agent:
         doc = description or f"Delegate a task to the {self.name!r} agent and get its answer."
 
         async def delegate(ctx: ToolContext, task: str) -> Any:
-            parent = ctx.run._run
+            parent = run_of(ctx.run)
             busy = parent.scratch.setdefault(id(child), {"running": 0})
             branch = f"{parent.branch}.{tool_name}"
             if busy["running"]:
@@ -560,10 +558,9 @@ class Agent:
             finally:
                 busy["running"] -= 1
                 parent.absorb(sub)
-            ctx._subrun = result
             if result.error is not None:
                 raise ToolError(f"the {tool_name} agent failed: {result.error.message}")
-            return result.output
+            return SubrunOutput(result)
 
         delegate.__doc__ = f"""{doc}
 

@@ -11,20 +11,20 @@ import anyio
 
 from . import _events as ev
 from . import _react_parser as rp
+from ._actions import PendingAction, action_of, refusal
 from ._errors import ModelError, ModelTimeout, ReplyTooLarge
 from ._time import fail_after
 from ._tracing import attempt_failed
 from .models import _types as mt
 from .models._assemble import ResponseBuilder
-from .tools._executor import PendingAction, action_of
 
 # Keys of ReAct text pieces other than answers (an answer's key is its section, from 0).
 _TEXT = -2
 _THOUGHT = -1
 
 if TYPE_CHECKING:
+    from ._actions import Executor
     from ._run import AttemptRecord, _Run
-    from .tools._executor import Executor
 
 
 async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) -> mt.ModelResponse:
@@ -255,16 +255,18 @@ class _Attempt:
             tags = self.tags = set()
         duplicate = part.id in tags
         tags.add(part.id)
-        if (
-            part.error is None
-            and not duplicate
-            and not (self.run.last_step and self.run.agent.reflect_on_tool_use)
-            and len(record.actions) <= self.run.agent.tool_limits.max_actions_per_step
-            and self.executor.toolbox.is_eager(
-                part.name, part.path, committing=self.run.binding is not None
-            )
+        run = self.run
+        refused = refusal(
+            pending,
+            count=len(record.actions),
+            limit=run.agent.tool_limits.max_actions_per_step,
+            duplicate=duplicate,
+            out_of_steps=run.last_step and run.agent.reflect_on_tool_use,
+        )
+        if refused is None and self.executor.toolbox.is_eager(
+            part.name, part.path, committing=run.binding is not None
         ):
-            await self.executor.start(pending, step=len(self.run.steps))
+            await self.executor.start(pending, step=len(run.steps))
 
     def _count(self, text: str) -> None:
         self.record.streamed = True
@@ -277,7 +279,7 @@ class _Attempt:
         response = self.builder.build(
             attempt=self.record.n,
             model_name=self.run.agent.model.name,
-            _discard=self.run.discard,
+            _attempts=self.run,
             **fields,
         )
         if self.parser is None:

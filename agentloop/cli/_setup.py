@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import UserError
-from ..models._base import Model
-from ..models._registry import known_providers, resolve_model
+from .. import UserError
+from ..models import Model, resolve_model
+from ..models._registry import known_providers
 from ..tools import Tool, Toolkit, Toolset
 
 if TYPE_CHECKING:

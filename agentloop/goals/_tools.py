@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._context import RunContext
-from ..tools._context import ToolContext
-from ..tools._tool import Tool, make_activity
+from .. import RunContext, UserError
+from ..tools import Tool, ToolContext
+from ..tools._tool import make_activity
 from ._record import DEFAULT_PREFIX, GoalRecord, GoalStatus, decode_goal, encode_goal, state_key
 
 if TYPE_CHECKING:
@@ -36,8 +36,6 @@ class GoalToolSet:
 
     def __init__(self, *, state_key_prefix: str = DEFAULT_PREFIX) -> None:
         if state_key_prefix.startswith("temp:"):
-            from .._errors import UserError
-
             raise UserError("a goal's state key must persist: do not use a 'temp:' prefix")
         self.prefix = state_key_prefix
         self._tools = tuple(self._build())

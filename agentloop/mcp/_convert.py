@@ -14,9 +14,9 @@ import re
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._errors import ToolError, UserError
+from .. import ToolError, UserError
+from ..tools import Activity, Tool
 from ..tools._schema import _strip_titles
-from ..tools._tool import Activity, Tool
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

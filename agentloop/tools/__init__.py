@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ._context import ToolContext as ToolContext
-from ._executor import default_thread_limiter as default_thread_limiter
-from ._executor import default_tool_limiter as default_tool_limiter
+from ._limits import default_thread_limiter as default_thread_limiter
+from ._limits import default_tool_limiter as default_tool_limiter
 from ._tool import Activity as Activity
 from ._tool import Tool as Tool
 from ._tool import Toolkit as Toolkit

@@ -5,19 +5,19 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar, final, overload
 
 from .._errors import UserError
 from ..models._types import TOOL_NAME_SEPARATOR, ToolSpec, wire_tool_name
 from ._context import ToolContext
+from ._schema import args_model, json_schema, parse_docstring
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
-    from .._context import RunContext
-from ._schema import args_model, json_schema, parse_docstring
+    from ..models._types import RunContext
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,6 +33,17 @@ def check_name(kind: str, name: str) -> str:
             f"{TOOL_NAME_SEPARATOR!r} (it is sent to providers as a function name)"
         )
     return name
+
+
+def check_unique_names(tools: Sequence[Tool]) -> None:
+    """Tool names are unique: the model calls a tool by its name. Checked when an agent is
+    made (its tools) and when a run starts (with its toolsets' tools)."""
+    names = [t.name for t in tools]
+    if len(set(names)) == len(names):
+        return
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise UserError(f"duplicate tool names: {', '.join(duplicates)}")
 
 
 @final
