@@ -24,11 +24,11 @@ from ._types import OutputSchema as OutputSchema
 from ._types import Part as Part
 from ._types import ProviderBlock as ProviderBlock
 from ._types import ProviderPart as ProviderPart
-from ._types import TextDelta as TextDelta
 from ._types import TextPart as TextPart
-from ._types import ThoughtDelta as ThoughtDelta
+from ._types import TextPiece as TextPiece
 from ._types import ThoughtDone as ThoughtDone
 from ._types import ThoughtPart as ThoughtPart
+from ._types import ThoughtPiece as ThoughtPiece
 from ._types import ToolCallArgsDelta as ToolCallArgsDelta
 from ._types import ToolCallEnd as ToolCallEnd
 from ._types import ToolCallPart as ToolCallPart
@@ -56,11 +56,11 @@ __all__ = [
     "ProviderBlock",
     "ProviderPart",
     "ResponseBuilder",
-    "TextDelta",
     "TextPart",
-    "ThoughtDelta",
+    "TextPiece",
     "ThoughtDone",
     "ThoughtPart",
+    "ThoughtPiece",
     "ToolCallArgsDelta",
     "ToolCallEnd",
     "ToolCallPart",

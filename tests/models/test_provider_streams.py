@@ -16,7 +16,7 @@ import pytest
 
 from agentloop import UserError
 from agentloop import _errors as errors
-from agentloop.models import Message, ModelRequest, ModelSettings, TextDelta, resolve_model
+from agentloop.models import Message, ModelRequest, ModelSettings, TextPiece, resolve_model
 from agentloop.models._driver import merge_settings
 from agentloop.models.anthropic import AnthropicModel
 from agentloop.models.openai import OpenAIChatModel, OpenAIResponsesModel
@@ -60,9 +60,9 @@ async def test_leaving_the_stream_early_closes_the_response(
         with anyio.fail_after(10):
             async with model.stream(REQUEST) as stream:
                 async for delta in stream:
-                    if isinstance(delta, TextDelta):
+                    if isinstance(delta, TextPiece):
                         break
-    assert isinstance(delta, TextDelta)
+    assert isinstance(delta, TextPiece)
     assert await _wait_closed(server, 1)
 
 
@@ -80,10 +80,10 @@ async def test_cancellation_closes_the_response(
             async with model.stream(REQUEST) as stream:
                 async for delta in stream:
                     seen.append(delta)
-                    if isinstance(delta, TextDelta) and scope.deadline == float("inf"):
+                    if isinstance(delta, TextPiece) and scope.deadline == float("inf"):
                         scope.deadline = anyio.current_time() + 0.2
     assert scope.cancelled_caught
-    assert any(isinstance(d, TextDelta) for d in seen)
+    assert any(isinstance(d, TextPiece) for d in seen)
     assert await _wait_closed(server, 1)
 
 
