@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._assemble import ResponseBuilder as ResponseBuilder
 from ._assemble import collect as collect
 from ._base import Model as Model
+from ._registry import register_provider as register_provider
 from ._registry import resolve_model as resolve_model
 from ._types import CitationDelta as CitationDelta
 from ._types import FinishDelta as FinishDelta
@@ -71,5 +72,6 @@ __all__ = [
     "Usage",
     "UsageDelta",
     "collect",
+    "register_provider",
     "resolve_model",
 ]

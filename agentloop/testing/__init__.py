@@ -7,6 +7,7 @@ Real provider calls fail inside a test suite that sets ``AGENTLOOP_BLOCK_REMOTE_
 
 from __future__ import annotations
 
+from ..models import register_provider as _register_provider
 from ._faults import FaultInjector as FaultInjector
 from ._faults import FaultProfile as FaultProfile
 from ._faults import corrupted as corrupted
@@ -31,6 +32,8 @@ from ._server import ServerStats as ServerStats
 from ._server import load_recording as load_recording
 from ._server import raise_fd_limit as raise_fd_limit
 from ._server_main import ProviderServerProcess as ProviderServerProcess
+
+_register_provider("test", EchoModel)  # "test:echo" and the like, for smoke tests
 
 __all__ = [
     "Chunk",
