@@ -24,12 +24,12 @@ from ._models import ScriptError as ScriptError
 from ._models import Thought as Thought
 from ._models import call as call
 from ._scenarios import EmulatedProvider as EmulatedProvider
-from ._server import Chunk as Chunk
+from ._script import Chunk as Chunk
+from ._script import RecordedRequest as RecordedRequest
+from ._script import ScriptedResponse as ScriptedResponse
+from ._script import load_recording as load_recording
 from ._server import ProviderServer as ProviderServer
-from ._server import RecordedRequest as RecordedRequest
-from ._server import ScriptedResponse as ScriptedResponse
 from ._server import ServerStats as ServerStats
-from ._server import load_recording as load_recording
 from ._server import raise_fd_limit as raise_fd_limit
 from ._server_main import ProviderServerProcess as ProviderServerProcess
 

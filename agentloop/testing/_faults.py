@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._server import Chunk, RecordedRequest, ScriptedResponse
+from ._script import Chunk, RecordedRequest, ScriptedResponse
 
 __all__ = [
     "FAULT_KINDS",

@@ -22,7 +22,7 @@ from agentloop.models import (
     ToolCallEnd,
     ToolCallStart,
 )
-from agentloop.testing._server import ProviderServer, ScriptedResponse, load_recording
+from agentloop.testing import ProviderServer, ScriptedResponse, load_recording
 
 from ._provider_helpers import SYNTHETIC, build, load, make_model
 

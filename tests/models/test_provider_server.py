@@ -18,14 +18,9 @@ from agentloop.models import (
     ToolResultPart,
     ToolSpec,
 )
+from agentloop.testing import Chunk, RecordedRequest, ScriptedResponse
 from agentloop.testing._scenarios import EmulatedProvider
-from agentloop.testing._server import (
-    Chunk,
-    ProviderServer,
-    RecordedRequest,
-    ScriptedResponse,
-    raise_fd_limit,
-)
+from agentloop.testing._server import ProviderServer, raise_fd_limit
 from agentloop.testing._server_main import ProviderServerProcess
 
 from ._provider_helpers import make_model

@@ -28,7 +28,7 @@ from agentloop.models import (
 from agentloop.models._driver import merge_settings
 from agentloop.models.anthropic import AnthropicModel
 from agentloop.models.openai import OpenAIChatModel, OpenAIResponsesModel
-from agentloop.testing._server import Chunk, ProviderServer, ScriptedResponse
+from agentloop.testing import Chunk, ProviderServer, ScriptedResponse
 
 from ._provider_helpers import load, make_model
 
