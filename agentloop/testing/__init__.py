@@ -30,8 +30,6 @@ from ._script import ScriptedResponse as ScriptedResponse
 from ._script import load_recording as load_recording
 from ._server import ProviderServer as ProviderServer
 from ._server import ServerStats as ServerStats
-from ._server import raise_fd_limit as raise_fd_limit
-from ._server_main import ProviderServerProcess as ProviderServerProcess
 
 _register_provider("test", EchoModel)  # "test:echo" and the like, for smoke tests
 
@@ -43,7 +41,6 @@ __all__ = [
     "FaultProfile",
     "FunctionModel",
     "ProviderServer",
-    "ProviderServerProcess",
     "RecordedRequest",
     "Reply",
     "ScriptError",
@@ -55,7 +52,6 @@ __all__ = [
     "call",
     "corrupted",
     "load_recording",
-    "raise_fd_limit",
     "rate_limited",
     "reset_midway",
     "server_failed",

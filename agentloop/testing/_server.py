@@ -3,7 +3,8 @@
 Provider drivers are tested through their SDKs over a real socket: transport mocks tied to one HTTP
 library break silently when the SDK changes its HTTP stack, a socket does not. The server runs its
 own event loop in its own thread (``with ProviderServer(...) as server``, usable from sync and async
-tests) or in a separate process (``python -m agentloop.testing._server_main``) for benchmarks.
+tests); ``support/provider_process.py`` in the repository runs it in a separate process for
+benchmarks and load tests.
 
 Each request is recorded (method, path, headers, body) and answered by a handler, or from a FIFO
 script, with a ``ScriptedResponse``: status, headers and a body given whole or as chunks with
@@ -36,7 +37,7 @@ from ._script import Chunk, RecordedRequest, ScriptedResponse
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
-__all__ = ["ProviderServer", "ServerStats", "raise_fd_limit"]
+__all__ = ["ProviderServer", "ServerStats"]
 
 _MAX_HEAD = 1 << 16
 _REASONS = {
@@ -72,31 +73,6 @@ class ServerStats:
 
 
 Handler: TypeAlias = Callable[[RecordedRequest], "ScriptedResponse | Awaitable[ScriptedResponse]"]
-
-
-def raise_fd_limit(required: int | None = None) -> int:
-    """Raise this process's open-file limit to its hard limit; return the new soft limit.
-
-    With ``required``, fail loudly (``RuntimeError``) when the limit stays below it.
-    """
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not POSIX
-        return -1
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or hard > soft:
-        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError):  # pragma: no cover - platform refused
-            pass
-    if required is not None and soft < required:
-        raise RuntimeError(
-            f"open-file limit is {soft}, below the {required} descriptors this run needs; "
-            "raise the hard limit (ulimit -Hn) and try again"
-        )
-    return soft
 
 
 class ProviderServer:
