@@ -86,10 +86,10 @@ from .models import Usage as Usage
 from .tools import Tool as Tool
 from .tools import ToolContext as ToolContext
 from .tools import Toolkit as Toolkit
+from .tools import ToolLimits as ToolLimits
 from .tools import Toolset as Toolset
 from .tools import activity as activity
 from .tools import tool as tool
-from .tools._executor import ToolLimits as ToolLimits
 
 # Quiet unless the application configures logging (the library convention).
 logging.getLogger("agentloop").addHandler(logging.NullHandler())
