@@ -76,7 +76,6 @@ from ._steps import RunErrorInfo as RunErrorInfo
 from ._steps import RunResult as RunResult
 from ._steps import Step as Step
 from ._tracing import Instrumentation as Instrumentation
-from ._tracing import instrument_all as instrument_all
 from .models import Message as Message
 from .models import Model as Model
 from .models import ModelRequest as ModelRequest
@@ -176,7 +175,6 @@ __all__ = [
     "UserError",
     "activity",
     "event_from_json",
-    "instrument_all",
     "tool",
 ]
 
