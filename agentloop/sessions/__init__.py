@@ -30,8 +30,8 @@ from ._types import StoreStats as StoreStats
 from ._url import open_store as open_store
 
 __all__ = [
-    "InMemoryStore",
     "JSON",
+    "InMemoryStore",
     "Lease",
     "PostgresStore",
     "Record",
