@@ -3,6 +3,7 @@ plays recorded or scripted provider responses to the real SDK clients over a soc
 
 Real provider calls fail inside a test suite that sets ``AGENTLOOP_BLOCK_REMOTE_MODELS=1``
 (drivers then refuse any base URL that is not loopback); agentloop's own suite sets it.
+Importing this package registers the ``test:`` model provider (``Agent("test:echo")``).
 """
 
 from __future__ import annotations
