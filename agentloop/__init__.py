@@ -99,7 +99,6 @@ from ._steps import RunErrorInfo as RunErrorInfo
 from ._steps import RunResult as RunResult
 from ._steps import Step as Step
 from ._tracing import Instrumentation as Instrumentation
-from ._tracing import instrument_all as instrument_all
 from .models import Message as Message
 from .models import Model as Model
 from .models import ModelRequest as ModelRequest
@@ -110,10 +109,10 @@ from .models._types import RunContext as RunContext
 from .tools import Tool as Tool
 from .tools import ToolContext as ToolContext
 from .tools import Toolkit as Toolkit
+from .tools import ToolLimits as ToolLimits
 from .tools import Toolset as Toolset
 from .tools import activity as activity
 from .tools import tool as tool
-from .tools._limits import ToolLimits as ToolLimits
 
 # Quiet unless the application configures logging (the library convention).
 logging.getLogger("agentloop").addHandler(logging.NullHandler())
@@ -200,7 +199,6 @@ __all__ = [
     "UserError",
     "activity",
     "event_from_json",
-    "instrument_all",
     "tool",
 ]
 

@@ -57,7 +57,7 @@ class Agent:
     ``Thought:/Actions:/Answer:`` text protocol) or ``"auto"`` (native when the model supports
     it). With ``reflect_on_tool_use=False`` the run ends after the first action step and its
     output is the actions' results. ``instrument`` traces runs with OpenTelemetry (``True`` or
-    an ``Instrumentation``; ``None`` inherits a parent run's, else ``instrument_all``'s).
+    an ``Instrumentation``; ``None`` inherits a parent run's; ``False`` opts out).
     """
 
     __slots__ = (

@@ -1,7 +1,8 @@
 """OpenTelemetry spans for runs, model calls and actions, after the GenAI semantic conventions.
 
-Off unless asked (``Agent(instrument=...)`` or ``instrument_all()``); while off, a run pays one
-attribute check and opentelemetry is never imported. When on, the span wrappers are composed
+Off unless asked (``Agent(instrument=...)``; a sub-agent's run inherits its parent's unless its own
+agent says otherwise); while off, a run pays one attribute check and opentelemetry is never
+imported. When on, the span wrappers are composed
 once per run, around the model call and outside the tool middleware, so no per-delta work is
 added. Parents are set explicitly: actions start while the model call streams, yet their spans
 are children of the run's span, and a sub-agent's run span is a child of its action's span.
@@ -57,11 +58,7 @@ class Instrumentation:
         return self._tracer[0]
 
 
-InstrumentSetting = Instrumentation | bool | None
-_default: Instrumentation | None = None
-
-
-def coerce(setting: InstrumentSetting) -> Instrumentation | Literal[False] | None:
+def coerce(setting: Instrumentation | bool | None) -> Instrumentation | Literal[False] | None:
     if setting is True:
         return Instrumentation()
     if setting is None or setting is False or isinstance(setting, Instrumentation):
@@ -69,19 +66,12 @@ def coerce(setting: InstrumentSetting) -> Instrumentation | Literal[False] | Non
     raise UserError(f"instrument must be an Instrumentation, True, False or None, not {setting!r}")
 
 
-def instrument_all(setting: InstrumentSetting = True) -> None:
-    """Trace the runs of every agent that does not say otherwise (``instrument=None``);
-    ``instrument_all(None)`` turns it off again."""
-    global _default
-    _default = coerce(setting) or None
-
-
 def resolve(
     own: Instrumentation | Literal[False] | None, inherited: Instrumentation | None
 ) -> Instrumentation | None:
-    """A run's instrumentation: its agent's, else its parent run's, else the process default."""
+    """A run's instrumentation: its agent's, else its parent run's."""
     if own is None:
-        return inherited if inherited is not None else _default
+        return inherited
     return own or None
 
 

@@ -136,7 +136,7 @@ class _Attempt:
             if timing:
                 self.record.first_delta_at = anyio.current_time()
                 timing = False
-            if self.parser is not None and isinstance(delta, mt.TextDelta):
+            if self.parser is not None and isinstance(delta, mt.TextPiece):
                 self._count(delta.text)
                 await self._react_events(self.parser.feed(delta.text))
                 if self.cut:
@@ -153,11 +153,11 @@ class _Attempt:
         run, n = self.run, self.record.n
         self.builder.add(delta)
         match delta:
-            case mt.TextDelta(text=text):
+            case mt.TextPiece(text=text):
                 self._count(text)
                 if run.emitting:
                     return run.emit(ev.TextDelta, attempt=n, text=text)
-            case mt.ThoughtDelta(text=text):
+            case mt.ThoughtPiece(text=text):
                 self._count(text)
                 if run.emitting:
                     return run.emit(ev.ThoughtDelta, attempt=n, text=text)
@@ -195,19 +195,19 @@ class _Attempt:
         run, n = self.run, self.record.n
         for event in events:
             match event:
-                case rp.TextChunk(text=text):
+                case rp.TextPiece(text=text):
                     self._piece(_TEXT, text)
                     if run.emitting:
                         await run.emit(ev.TextDelta, attempt=n, text=text)
-                case rp.ThoughtChunk(text=text):
+                case rp.ThoughtPiece(text=text):
                     self._piece(_THOUGHT, text)
                     if run.emitting:
                         await run.emit(ev.ThoughtDelta, attempt=n, text=text)
-                case rp.AnswerChunk(text=text, section=section):
+                case rp.AnswerPiece(text=text, section=section):
                     self._piece(section, text)
                     if run.emitting:
                         await run.emit(ev.AnswerDelta, attempt=n, text=text, section=section)
-                case rp.ActionChunk(index=index, text=text):
+                case rp.ActionPiece(index=index, text=text):
                     self.record.streamed = True
                     if run.emitting:
                         await run.emit(ev.ActionArgsDelta, attempt=n, index=index, text=text)

@@ -64,7 +64,6 @@ PUBLIC = frozenset(
 
 # Edges that break the layering today, each with what removes it (issue 15). An entry that no
 # longer exists fails the test: delete it then.
-_LOAD = "load plumbing leaves the wheel"
 _RENAMED_DELTAS = "once the model-level deltas are renamed, testing imports agentloop.models"
 _RAISE_FOR_ERROR = "raise_for_result becomes RunResult.raise_for_error; then agentloop's names"
 KNOWN: dict[tuple[str, str], str] = {
@@ -72,12 +71,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("agentloop._session_run", "agentloop._agent"): "the session lifecycle in a SessionScope",
     ("agentloop._run", "agentloop._tracing"): "Instrumentation and its resolution leave _tracing",
     ("agentloop._tracing", "agentloop"): "__version__ in a leaf module",
-    ("agentloop.testing._faults", "agentloop.testing._server"): "script values in their module",
-    ("agentloop.testing._server", "agentloop.testing._faults"): "script values in their module",
-    ("agentloop.testing._load", "agentloop._agent"): _LOAD,
-    ("agentloop.testing._load", "agentloop._retry"): _LOAD,
-    ("agentloop.testing._load", "agentloop.tools._context"): _LOAD,
-    ("agentloop.testing._load", "agentloop.tools._tool"): _LOAD,
     ("agentloop.testing._models", "agentloop._errors"): _RENAMED_DELTAS,
     ("agentloop.testing._models", "agentloop.models._base"): _RENAMED_DELTAS,
     ("agentloop.testing._models", "agentloop.models._types"): _RENAMED_DELTAS,

@@ -43,6 +43,8 @@ def make_model(spec: str | None, *, base_url: str | None = None) -> Model:
             f"or set {MODEL_ENV}"
         )
     provider, sep, name = spec.partition(":")
+    if provider == "test":
+        from .. import testing  # noqa: F401  (registers the "test:" models)
     if base_url is None:
         return resolve_model(spec)
     if not sep or not name:

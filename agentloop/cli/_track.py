@@ -26,7 +26,7 @@ from .. import (
     RunResult,
     RunStarted,
 )
-from ..goals import GoalRecord, decode_goal
+from ..goals import GoalRecord, get_goal_record
 
 GOAL_TOOLS = frozenset({"create_goal", "get_goal", "update_goal"})
 
@@ -130,7 +130,7 @@ class Tracker:
     def _goal_from(self, result: ActionResult) -> None:
         if result.name not in GOAL_TOOLS or not isinstance(result.output, dict):
             return
-        goal = decode_goal(result.output.get("goal"))
+        goal = get_goal_record(result.output)  # the output holds it under "goal", as the state does
         if goal is not None:
             self.goal = goal
 

@@ -271,12 +271,14 @@ FinishReason: TypeAlias = Literal[
 
 
 @dataclass(frozen=True, slots=True)
-class TextDelta:
+class TextPiece:
+    """A piece of the reply's text; appended to the open text part."""
+
     text: str
 
 
 @dataclass(frozen=True, slots=True)
-class ThoughtDelta:
+class ThoughtPiece:
     """A piece of reasoning text; appended to the open thought part."""
 
     text: str
@@ -347,8 +349,8 @@ class FinishDelta:
 
 
 ModelDelta: TypeAlias = (
-    TextDelta
-    | ThoughtDelta
+    TextPiece
+    | ThoughtPiece
     | ThoughtDone
     | ToolCallStart
     | ToolCallArgsDelta
