@@ -1,6 +1,6 @@
 """The loopback provider server in a separate process, with the options some benchmarks need.
 
-``BenchServer`` is ``support.provider_process.ProviderServerProcess`` running this module instead of
+``BenchServer`` is ``tests.support.provider_process.ProviderServerProcess`` running this module instead of
 the stock server: the same emulated provider (``EmulatedProvider``), plus ``tool_rounds`` (answer
 only after that many rounds of tool calls: a long session of tool steps), ``script`` (answer every
 request with this text, ``count`` times) and ``pause`` (stream a reply as a provider streams
@@ -26,7 +26,7 @@ from agentloop.testing import (
     RecordedRequest,
     ScriptedResponse,
 )
-from support.provider_process import ProviderServerProcess, raise_fd_limit
+from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
 
 class BenchServer(ProviderServerProcess):

@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 
 from benchmarks._loopback import FD_MARGIN, LABELS, TOOLS_CHAT, measure
-from support.provider_process import ProviderServerProcess, raise_fd_limit
+from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
 CONFIGS = [
     "floor",

@@ -34,7 +34,7 @@ import sys
 from typing import Any
 
 from benchmarks._loopback import FD_MARGIN, LABELS, measure
-from support.provider_process import ProviderServerProcess, raise_fd_limit
+from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
 CONFIGS = [
     "floor",

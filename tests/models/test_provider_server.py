@@ -21,7 +21,7 @@ from agentloop.models import (
 from agentloop.testing import Chunk, RecordedRequest, ScriptedResponse
 from agentloop.testing._scenarios import EmulatedProvider
 from agentloop.testing._server import ProviderServer
-from support.provider_process import ProviderServerProcess, raise_fd_limit
+from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
 from ._provider_helpers import make_model
 

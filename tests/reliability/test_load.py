@@ -11,8 +11,8 @@ import anyio
 
 from agentloop.sessions import SQLiteStore
 from agentloop.testing import FaultProfile
-from support.load import run_load
-from support.provider_process import ProviderServerProcess
+from tests.support.load import run_load
+from tests.support.provider_process import ProviderServerProcess
 
 SESSIONS = 500
 PROFILE = FaultProfile(

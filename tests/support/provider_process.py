@@ -2,7 +2,7 @@
 
 ::
 
-    python -m support.provider_process [--port 0] [--chunk-delay 0.0] [--text-chunks 6]
+    python -m tests.support.provider_process [--port 0] [--chunk-delay 0.0] [--text-chunks 6]
                                        [--min-fds 0] [--faults '{"rate_limit": 0.05}']
 
 It serves the emulated provider (``agentloop.testing.EmulatedProvider``) for the three APIs, prints
@@ -59,7 +59,7 @@ def raise_fd_limit(required: int | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m support.provider_process")
+    parser = argparse.ArgumentParser(prog="python -m tests.support.provider_process")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--chunk-delay", type=float, default=0.0)
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-_ENTRY = "import sys; from support.provider_process import main; sys.exit(main())"
+_ENTRY = "import sys; from tests.support.provider_process import main; sys.exit(main())"
 
 
 class ProviderServerProcess:
