@@ -8,12 +8,13 @@ Layers, bottom to top (``tests/test_layering.py`` checks them on the import grap
 imports under ``TYPE_CHECKING`` and inside functions). A module imports only from its own layer
 and those below, and no modules import each other in a cycle.
 
-1. Leaves: ``_errors``, ``_time``, and ``_context`` (``StateView``, a run's state).
+1. Leaves: ``_errors``, ``_time``, ``_version``, and ``_context`` (``StateView``, a run's
+   state).
 2. ``models``: the values that cross the model seam (``models._types``, with the ``RunContext``
    protocol that a ``ModelRequest`` carries) and the drivers.
 3. ``sessions``: the stores.
 4. The values of a run: ``_steps``, ``_events``, ``_final``, ``_cost``, ``_retry``,
-   ``_middleware``.
+   ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``).
 5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
 6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_threads``,
    ``_actions`` (the action executor), ``_session_run``, ``_run``, ``_tracing``, ``_turn``,
@@ -85,6 +86,7 @@ from ._events import StepFinished as StepFinished
 from ._events import TextDelta as TextDelta
 from ._events import ThoughtDelta as ThoughtDelta
 from ._events import event_from_json as event_from_json
+from ._instrument import Instrumentation as Instrumentation
 from ._middleware import ModelCall as ModelCall
 from ._middleware import ModelMiddleware as ModelMiddleware
 from ._middleware import ToolCall as ToolCall
@@ -98,7 +100,7 @@ from ._steps import ActionResult as ActionResult
 from ._steps import RunErrorInfo as RunErrorInfo
 from ._steps import RunResult as RunResult
 from ._steps import Step as Step
-from ._tracing import Instrumentation as Instrumentation
+from ._version import __version__ as __version__
 from .models import Message as Message
 from .models import Model as Model
 from .models import ModelRequest as ModelRequest
@@ -117,7 +119,6 @@ from .tools import tool as tool
 # Quiet unless the application configures logging (the library convention).
 logging.getLogger("agentloop").addHandler(logging.NullHandler())
 
-__version__ = "0.1.0.dev0"
 
 __all__ = [
     "Action",

@@ -18,6 +18,8 @@ from . import _events as ev
 from ._actions import SubrunOutput
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
+from ._instrument import Instrumentation
+from ._instrument import coerce as coerce_instrument
 from ._loop import execute, raise_for_result, strip_fence
 from ._middleware import ModelMiddleware, ToolMiddleware
 from ._prompt import Ruleset, compile_template, render, system_message
@@ -25,8 +27,6 @@ from ._retry import RetryPolicy
 from ._run import Emitter, _Run, run_of
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
-from ._tracing import Instrumentation
-from ._tracing import coerce as coerce_instrument
 from .models._base import Model
 from .models._registry import resolve_model
 from .models._types import Message, ModelSettings, OutputSchema, ToolMode

@@ -13,9 +13,9 @@ from . import _events as ev
 from ._actions import PendingAction
 from ._context import StateView
 from ._final import REACT_REMINDER, final_text
+from ._instrument import Instrumentation
+from ._instrument import resolve as resolve_instrument
 from ._steps import ActionResult, RunResult, Step
-from ._tracing import Instrumentation
-from ._tracing import resolve as resolve_instrument
 from .models._types import (
     DiscardReason,
     FinishReason,

@@ -19,7 +19,7 @@ PACKAGE = Path(agentloop.__file__).parent
 # The layers, bottom to top. An entry names a module and, unless it is ``agentloop`` itself,
 # the modules under it. The engine's modules are layers of their own: each imports downward.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("agentloop._errors", "agentloop._time", "agentloop._context"),  # leaves
+    ("agentloop._errors", "agentloop._time", "agentloop._context", "agentloop._version"),  # leaves
     ("agentloop.models",),
     ("agentloop.sessions",),
     (  # the values of a run
@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentloop._cost",
         "agentloop._retry",
         "agentloop._middleware",
+        "agentloop._instrument",
     ),
     ("agentloop.tools",),  # tool definitions
     # the engine
@@ -69,8 +70,6 @@ _RAISE_FOR_ERROR = "raise_for_result becomes RunResult.raise_for_error; then age
 KNOWN: dict[tuple[str, str], str] = {
     ("agentloop._run", "agentloop._agent"): "the run reads its settings from a per-run plan",
     ("agentloop._session_run", "agentloop._agent"): "the session lifecycle in a SessionScope",
-    ("agentloop._run", "agentloop._tracing"): "Instrumentation and its resolution leave _tracing",
-    ("agentloop._tracing", "agentloop"): "__version__ in a leaf module",
     ("agentloop.testing._models", "agentloop._errors"): _RENAMED_DELTAS,
     ("agentloop.testing._models", "agentloop.models._base"): _RENAMED_DELTAS,
     ("agentloop.testing._models", "agentloop.models._types"): _RENAMED_DELTAS,
