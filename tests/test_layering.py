@@ -65,22 +65,14 @@ PUBLIC = frozenset(
 
 # Edges that break the layering today, each with what removes it (issue 15). An entry that no
 # longer exists fails the test: delete it then.
-_RENAMED_DELTAS = "once the model-level deltas are renamed, testing imports agentloop.models"
 _RAISE_FOR_ERROR = "raise_for_result becomes RunResult.raise_for_error; then agentloop's names"
 KNOWN: dict[tuple[str, str], str] = {
     ("agentloop._run", "agentloop._agent"): "the run reads its settings from a per-run plan",
     ("agentloop._session_run", "agentloop._agent"): "the session lifecycle in a SessionScope",
-    ("agentloop.testing._models", "agentloop._errors"): _RENAMED_DELTAS,
-    ("agentloop.testing._models", "agentloop.models._base"): _RENAMED_DELTAS,
-    ("agentloop.testing._models", "agentloop.models._types"): _RENAMED_DELTAS,
     ("agentloop.cli._run", "agentloop._agent"): _RAISE_FOR_ERROR,
     ("agentloop.cli._run", "agentloop._errors"): _RAISE_FOR_ERROR,
     ("agentloop.cli._run", "agentloop._loop"): _RAISE_FOR_ERROR,
     ("agentloop.cli._run", "agentloop._retry"): _RAISE_FOR_ERROR,
-    # Helpers that are not public: make them public, or give the seam user its own.
-    ("agentloop.goals._tools", "agentloop.tools._tool"): "make_activity (on_invalid, serial_key)",
-    ("agentloop.mcp._convert", "agentloop.tools._schema"): "_strip_titles",
-    ("agentloop.cli._setup", "agentloop.models._registry"): "known_providers",
 }
 
 

@@ -154,6 +154,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "collect",
         "register_provider",
         "resolve_model",
+        "wire_tool_name",
     ],
     "agentloop.sessions": [
         "JSON",

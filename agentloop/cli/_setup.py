@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from .. import UserError
 from ..models import Model, resolve_model
-from ..models._registry import known_providers
 from ..tools import Tool, Toolkit, Toolset
 
 if TYPE_CHECKING:
@@ -50,7 +49,7 @@ def make_model(spec: str | None, *, base_url: str | None = None) -> Model:
     if not sep or not name:
         raise UserError(f"model string {spec!r} is not of the form 'provider:model'")
     if provider not in _HTTP_PROVIDERS:
-        known = ", ".join(p for p in known_providers() if p in _HTTP_PROVIDERS)
+        known = ", ".join(_HTTP_PROVIDERS)
         raise UserError(f"--base-url needs an HTTP provider ({known}), not {provider!r}")
     if not base_url.startswith(("http://", "https://")):
         raise UserError(f"--base-url must be an http:// or https:// URL, not {base_url!r}")

@@ -5,7 +5,7 @@ when the actions start, so parallel goal calls in one reply apply one after anot
 returned, never raised: ``{"error": "INVALID_ARGS: …"}`` or ``{"error": "INVALID_STATE: …"}``.
 Arguments that break a tool's schema (a missing, empty or wrongly typed ``objective``, a
 ``status`` other than ``complete`` / ``blocked``, an unknown argument) get the tool's own
-``INVALID_ARGS`` answer, through ``make_activity(on_invalid=...)``, not the runtime's generic
+``INVALID_ARGS`` answer, through ``tool(on_invalid=...)``, not the runtime's generic
 ``invalid_arguments`` error.
 """
 
@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import RunContext, UserError
-from ..tools import Tool, ToolContext
-from ..tools._tool import make_activity
+from ..tools import Tool, ToolContext, tool
 from ._record import DEFAULT_PREFIX, GoalRecord, GoalStatus, decode_goal, encode_goal, state_key
 
 if TYPE_CHECKING:
@@ -107,17 +106,7 @@ class GoalToolSet:
 
 
 def _tool(fn: Callable[..., Any], serial: Callable[[RunContext], str]) -> Tool:
-    activity = make_activity(
-        fn,
-        tool_name=fn.__name__,
-        path=None,
-        description=None,
-        eager=True,
-        timeout=None,
-        serial_key=serial,
-        on_invalid=_invalid_args(_EXPECTED[fn.__name__]),
-    )
-    return Tool(name=fn.__name__, description=activity.description, activities={None: activity})
+    return tool(serial_key=serial, on_invalid=_invalid_args(_EXPECTED[fn.__name__]))(fn)
 
 
 def _invalid_args(expected: str) -> Callable[[ValidationError], dict[str, Any]]:

@@ -39,6 +39,7 @@ from ._types import ToolResultPart as ToolResultPart
 from ._types import ToolSpec as ToolSpec
 from ._types import Usage as Usage
 from ._types import UsageDelta as UsageDelta
+from ._types import wire_tool_name as wire_tool_name
 
 __all__ = [
     "CitationDelta",
@@ -74,4 +75,5 @@ __all__ = [
     "collect",
     "register_provider",
     "resolve_model",
+    "wire_tool_name",
 ]

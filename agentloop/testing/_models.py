@@ -11,11 +11,11 @@ from typing import Any, TypeAlias
 
 import anyio
 
-from .._errors import ModelError
-from ..models._base import Model
-from ..models._types import (
+from .. import ModelError
+from ..models import (
     FinishDelta,
     FinishReason,
+    Model,
     ModelDelta,
     ModelProfile,
     ModelRequest,

@@ -184,6 +184,8 @@ def tool(
     eager: bool = True,
     timeout: float | None = None,
     side_effects: bool = False,
+    serial_key: Callable[[RunContext], str] | None = None,
+    on_invalid: Callable[[ValidationError], Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -196,6 +198,8 @@ def tool(
     eager: bool = True,
     timeout: float | None = None,
     side_effects: bool = False,
+    serial_key: Callable[[RunContext], str] | None = None,
+    on_invalid: Callable[[ValidationError], Any] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of an ``async def`` or plain ``def`` function.
 
@@ -205,6 +209,10 @@ def tool(
     middleware chain before starting; ``timeout`` (seconds) turns a slow call into an error
     result. ``side_effects=True``: in a session run the tool starts only once its reply is
     committed, so that a re-run after a crash repeats the same ``idempotency_key``.
+    Calls whose ``serial_key(run_context)`` is equal run one at a time, in the order the model
+    gave them. ``on_invalid(validation_error)`` answers arguments that break the schema itself
+    (its value is the action's output; the function is not called), instead of the runtime's
+    ``invalid_arguments`` error result.
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
@@ -217,6 +225,8 @@ def tool(
             eager=eager,
             timeout=timeout,
             side_effects=side_effects,
+            serial_key=serial_key,
+            on_invalid=on_invalid,
         )
         return Tool(name=tool_name, description=activity.description, activities={None: activity})
 
