@@ -30,49 +30,30 @@ if TYPE_CHECKING:
 async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) -> mt.ModelResponse:
     """The innermost model call: attempts with retries, bounded by the policy's deadline.
 
-    The first attempt goes straight through (no closures, no tenacity: a waiting run holds as
-    few objects as it can); tenacity takes over only after a retryable failure (it counts the
-    attempts and computes the waits). A failed attempt is discarded
-    (``AttemptDiscarded(reason="retry")``, sent at once) only when another attempt follows."""
+    A failed attempt is discarded (``AttemptDiscarded(reason="retry")``, sent at once) only when
+    another attempt follows, after the policy's wait. A plain loop, not tenacity: a waiting run
+    holds no retry machinery (measured: tenacity on every attempt costs about a fifth more CPU
+    per run and 4 KB more per waiting run)."""
     policy = run.agent.retry
     try:
         with fail_after(policy.deadline):
-            first = _Attempt(run, executor, request)
-            try:
-                return await first.stream()
-            except ModelError as exc:
-                if not exc.retryable or policy.max_attempts == 1:
-                    raise
-                await _discard_failed(run, first, exc)
-                await anyio.sleep(policy.wait_for(exc, 1))
-            return await _retry(run, executor, request)
+            number = 1
+            while True:
+                attempt = _Attempt(run, executor, request)
+                try:
+                    return await attempt.stream()
+                except ModelError as exc:
+                    if not exc.retryable or number >= policy.max_attempts:
+                        raise
+                    await _discard_failed(run, attempt, exc)
+                    await anyio.sleep(policy.wait_for(exc, number))
+                number += 1
     except TimeoutError:
         raise ModelTimeout(
             f"model call deadline of {policy.deadline:g}s exceeded",
             model=run.agent.model.name,
             provider=run.agent.model.provider,
         ) from None
-
-
-async def _retry(run: _Run, executor: Executor, request: mt.ModelRequest) -> mt.ModelResponse:
-    """The attempts after the first failed, with tenacity counting them and computing waits."""
-    failed: list[tuple[_Attempt, ModelError]] = []
-
-    async def attempt() -> mt.ModelResponse:
-        current = _Attempt(run, executor, request)
-        try:
-            return await current.stream()
-        except ModelError as exc:
-            failed.append((current, exc))
-            raise
-
-    async def before_retry(*_: object) -> None:
-        await _discard_failed(run, *failed[-1])
-
-    async for retry in run.agent.retry.retrying(done=1, before_sleep=before_retry):
-        with retry:
-            return await attempt()
-    raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
 
 async def _discard_failed(run: _Run, failed: _Attempt, error: ModelError) -> None:
