@@ -34,7 +34,7 @@ async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) ->
     another attempt follows, after the policy's wait. A plain loop, not tenacity: a waiting run
     holds no retry machinery (measured: tenacity on every attempt costs about a fifth more CPU
     per run and 4 KB more per waiting run)."""
-    policy = run.agent.retry
+    policy = run.plan.retry
     try:
         with fail_after(policy.deadline):
             number = 1
@@ -51,8 +51,8 @@ async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) ->
     except TimeoutError:
         raise ModelTimeout(
             f"model call deadline of {policy.deadline:g}s exceeded",
-            model=run.agent.model.name,
-            provider=run.agent.model.provider,
+            model=run.plan.model.name,
+            provider=run.plan.model.provider,
         ) from None
 
 
@@ -70,7 +70,7 @@ class _Attempt:
         self.executor = executor
         self.request = request
         self.record: AttemptRecord = run.open_attempt()
-        self.builder = ResponseBuilder(provider=run.agent.model.provider)
+        self.builder = ResponseBuilder(provider=run.plan.model.provider)
         self.parser = rp.ReactParser() if request.tool_mode == "react" else None
         self.calls: dict[str, tuple[int, str]] = {}  # native call id -> (index, tool name)
         self.tags: set[str] | None = None  # the sealed calls' ids, made with the first
@@ -81,9 +81,10 @@ class _Attempt:
 
     async def stream(self) -> mt.ModelResponse:
         run, record = self.run, self.record
-        model = run.agent.model
+        plan = run.plan
+        model = plan.model
         await run.emit(ev.ModelCallStarted, attempt=record.n, step=len(run.steps), model=model.name)
-        policy = run.agent.retry
+        policy = plan.retry
         try:
             with fail_after(policy.attempt_timeout):
                 async with model.stream(self.request) as deltas:
@@ -236,11 +237,12 @@ class _Attempt:
             tags = self.tags = set()
         duplicate = part.id in tags
         tags.add(part.id)
+        plan = self.run.plan
         if (
             part.error is None
             and not duplicate
-            and not (self.run.last_step and self.run.agent.reflect_on_tool_use)
-            and len(record.actions) <= self.run.agent.tool_limits.max_actions_per_step
+            and not (self.run.last_step and plan.reflect_on_tool_use)
+            and len(record.actions) <= plan.tool_limits.max_actions_per_step
             and self.executor.toolbox.is_eager(
                 part.name, part.path, committing=self.run.binding is not None
             )
@@ -250,14 +252,14 @@ class _Attempt:
     def _count(self, text: str) -> None:
         self.record.streamed = True
         self.chars += len(text)
-        limit = self.run.agent.max_reply_chars
+        limit = self.run.plan.max_reply_chars
         if limit is not None and self.chars > limit:
             raise ReplyTooLarge(f"the reply exceeded {limit} characters")
 
     def _build(self, **fields: object) -> mt.ModelResponse:
         response = self.builder.build(
             attempt=self.record.n,
-            model_name=self.run.agent.model.name,
+            model_name=self.run.plan.model.name,
             _discard=self.run.discard,
             **fields,
         )
@@ -303,7 +305,7 @@ class _Attempt:
     async def _account(self, response: mt.ModelResponse | None) -> None:
         usage = response.usage if response is not None else None
         counted = mt.UNKNOWN_USAGE if usage is None else _one_request(usage)
-        model = self.run.agent.model
+        model = self.run.plan.model
         self.run.count_usage(f"{model.provider}:{model.name}", counted)
         if self.run.emitting:
             await self.run.emit(
