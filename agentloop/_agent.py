@@ -50,7 +50,8 @@ class Agent:
     number of concurrent runs; ``replace(...)`` returns a changed copy. Its attributes are its
     settings as given (validated).
 
-    ``model`` is a ``Model`` or a ``"provider:model"`` string (resolved on first use).
+    ``model`` is a ``Model`` or a ``"provider:model"`` string (``resolved_model()``: resolved
+    on first use).
     ``instructions`` is a jinja2 template (sandboxed) rendered with ``variables``.
     ``tool_mode`` is ``"native"`` (provider tool calling), ``"react"`` (the
     ``Thought:/Actions:/Answer:`` text protocol) or ``"auto"`` (native when the model supports

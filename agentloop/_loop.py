@@ -26,7 +26,7 @@ from ._errors import (
     UserError,
 )
 from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visible_thought
-from ._middleware import ModelCall, compose
+from ._middleware import compose
 from ._plan import plan_run
 from ._prompt import build_prompt, replay_step
 from ._run import _Run
@@ -253,10 +253,15 @@ async def _loop(
         on_finish=run.action_finished,
         exits=exits,
     )
-    model_terminal: ModelCall = lambda request: call_model(run, executor, request)
-    if run.instrument is not None:
-        model_terminal = traced_model_call(run, model_terminal)
-    model_call = compose(plan.model_middleware, model_terminal)
+
+    def model_terminal(request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
+        return call_model(run, executor, request)
+
+    traced = run.instrument is not None
+    model_call = compose(
+        plan.model_middleware,
+        traced_model_call(run, model_terminal) if traced else model_terminal,
+    )
     # One user message for the whole run: the same object in every step's prompt lets the
     # driver reuse its encoded JSON instead of encoding it again on every step.
     user = mt.Message.user(run.user_input)
