@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, final
 
@@ -20,8 +21,9 @@ from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
 from ._instrument import Instrumentation
 from ._instrument import coerce as coerce_instrument
-from ._loop import execute, raise_for_result, strip_fence
+from ._loop import execute
 from ._middleware import ModelMiddleware, ToolMiddleware
+from ._output import Output, parse_output
 from ._prompt import Ruleset, compile_template, render, system_message
 from ._retry import RetryPolicy
 from ._run import Emitter, _Run, run_of
@@ -36,22 +38,21 @@ from .tools._tool import Tool, Toolkit, check_unique_names, tool
 from .tools._toolset import Toolset
 
 if TYPE_CHECKING:
-    import jinja2
-    from pydantic import TypeAdapter
-
     from .sessions import RunRecord, SessionStore
 
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_UNSET: Any = object()
 _SYSTEM_CACHE_SIZE = 64
 
 
 @final
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Agent:
     """An agent: a model, tools and instructions. Immutable and safe to share between any
-    number of concurrent runs; ``replace(...)`` returns a changed copy.
+    number of concurrent runs; ``replace(...)`` returns a changed copy. Its attributes are its
+    settings as given (validated).
 
-    ``model`` is a ``Model`` or a ``"provider:model"`` string (resolved on first use).
+    ``model`` is a ``Model`` or a ``"provider:model"`` string (``resolved_model()``: resolved
+    on first use).
     ``instructions`` is a jinja2 template (sandboxed) rendered with ``variables``.
     ``tool_mode`` is ``"native"`` (provider tool calling), ``"react"`` (the
     ``Thought:/Actions:/Answer:`` text protocol) or ``"auto"`` (native when the model supports
@@ -60,216 +61,117 @@ class Agent:
     an ``Instrumentation``; ``None`` inherits a parent run's; ``False`` opts out).
     """
 
-    __slots__ = (
-        "_config",
-        "_instructions",
-        "_model",
-        "_output_adapter",
-        "_system_cache",
-        "deadline",
-        "event_buffer",
-        "instrument",
-        "lease_ttl",
-        "max_reply_chars",
-        "max_steps",
-        "memory",
-        "model_middleware",
-        "name",
-        "output_schema",
-        "output_type",
-        "react_template",
-        "reflect_on_tool_use",
-        "retry",
-        "rulesets",
-        "settings",
-        "store",
-        "tool_limits",
-        "tool_middleware",
-        "tool_mode",
-        "tools",
-        "toolsets",
-        "variables",
-    )
-    _config: dict[str, Any]
-    _instructions: jinja2.Template | None
-    _model: Model | str
-    _output_adapter: TypeAdapter[Any] | None
-    _system_cache: dict[tuple[Any, ...], Message | None]
-    deadline: float | None
-    event_buffer: int
-    instrument: Instrumentation | Literal[False] | None
-    lease_ttl: float
-    max_reply_chars: int | None
-    max_steps: int
-    memory: Memory
-    model_middleware: tuple[ModelMiddleware, ...]
-    name: str
-    output_schema: OutputSchema | None
-    output_type: type[Any] | None
-    react_template: str | None
-    reflect_on_tool_use: bool
-    retry: RetryPolicy
-    rulesets: tuple[Ruleset, ...]
-    settings: ModelSettings
-    store: SessionStore | None
-    tool_limits: ToolLimits
-    tool_middleware: tuple[ToolMiddleware, ...]
-    tool_mode: Literal["native", "react", "auto"]
-    tools: tuple[Tool, ...]
-    toolsets: tuple[Toolset, ...]
-    variables: dict[str, Any]
+    model: Model | str
+    _: KW_ONLY
+    name: str = "agent"
+    instructions: str | None = None
+    tools: Sequence[Tool | Toolkit | Toolset | Callable[..., Any]] = ()
+    rulesets: Sequence[Ruleset] | Mapping[str, Sequence[str]] = ()
+    output_type: type[Any] | None = None
+    max_steps: int = 20
+    reflect_on_tool_use: bool = True
+    tool_mode: Literal["native", "react", "auto"] = "auto"
+    model_middleware: Sequence[ModelMiddleware] = ()
+    tool_middleware: Sequence[ToolMiddleware] = ()
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    deadline: float | None = None
+    tool_limits: ToolLimits = field(default_factory=ToolLimits)
+    max_reply_chars: int | None = 1_000_000
+    event_buffer: int = 128
+    react_template: str | None = None
+    variables: Mapping[str, Any] | None = None
+    store: SessionStore | None = None
+    memory: Memory = field(default_factory=Memory)
+    lease_ttl: float = 30.0
+    instrument: Instrumentation | bool | None = None
+    _derived: _Derived = field(init=False)
 
-    def __init__(
-        self,
-        model: Model | str,
-        *,
-        name: str = "agent",
-        instructions: str | None = None,
-        tools: Sequence[Tool | Toolkit | Toolset | Callable[..., Any]] = (),
-        rulesets: Sequence[Ruleset] | Mapping[str, Sequence[str]] = (),
-        output_type: type[Any] | None = None,
-        max_steps: int = 20,
-        reflect_on_tool_use: bool = True,
-        tool_mode: Literal["native", "react", "auto"] = "auto",
-        model_middleware: Sequence[ModelMiddleware] = (),
-        tool_middleware: Sequence[ToolMiddleware] = (),
-        settings: ModelSettings | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
-        tool_limits: ToolLimits | None = None,
-        max_reply_chars: int | None = 1_000_000,
-        event_buffer: int = 128,
-        react_template: str | None = None,
-        variables: Mapping[str, Any] | None = None,
-        store: SessionStore | None = None,
-        memory: Memory | None = None,
-        lease_ttl: float = 30.0,
-        instrument: Instrumentation | bool | None = None,
-    ) -> None:
-        config = dict(locals())
-        del config["self"]
-        set_ = functools.partial(object.__setattr__, self)
-        set_("_config", config)
-        if not isinstance(model, Model | str):
-            raise UserError(f"model must be a Model or a 'provider:model' string, not {model!r}")
-        set_("_model", model)
-        if not _AGENT_NAME.match(name):
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, Model | str):
             raise UserError(
-                f"agent name {name!r} must be 1-64 characters of [A-Za-z0-9_-] "
+                f"model must be a Model or a 'provider:model' string, not {self.model!r}"
+            )
+        if not _AGENT_NAME.match(self.name):
+            raise UserError(
+                f"agent name {self.name!r} must be 1-64 characters of [A-Za-z0-9_-] "
                 "(it names the run's branch; '.' separates sub-agents)"
             )
-        set_("name", name)
-        if max_steps < 1:
+        if self.max_steps < 1:
             raise UserError("max_steps must be at least 1")
-        if tool_mode not in ("native", "react", "auto"):
-            raise UserError(f"tool_mode must be 'native', 'react' or 'auto', not {tool_mode!r}")
-        if event_buffer < 1:
+        if self.tool_mode not in ("native", "react", "auto"):
+            raise UserError(
+                f"tool_mode must be 'native', 'react' or 'auto', not {self.tool_mode!r}"
+            )
+        if self.event_buffer < 1:
             raise UserError("event_buffer must be at least 1")
-        if output_type is str:
-            output_type = None
-        if not reflect_on_tool_use and output_type is not None:
+        if not self.reflect_on_tool_use and self.output_type not in (None, str):
             raise UserError(
                 "reflect_on_tool_use=False returns the actions' results as the output, so it "
                 "cannot be combined with output_type"
             )
-        if not reflect_on_tool_use and any(
-            getattr(mw, "requires_reflection", False) for mw in model_middleware
+        if not self.reflect_on_tool_use and any(
+            getattr(mw, "requires_reflection", False) for mw in self.model_middleware
         ):
             raise UserError(
                 "reflect_on_tool_use=False ends the run after the first action step, so it "
                 "cannot be combined with goal enforcement"
             )
-        plain_tools: list[Tool] = []
-        toolsets: list[Toolset] = []
-        for item in tools:
-            if isinstance(item, Tool):
-                plain_tools.append(item)
-            elif isinstance(item, Toolkit):
-                plain_tools.append(item.tool)
-            elif isinstance(item, Toolset):
-                toolsets.append(item)
-            elif callable(item):
-                plain_tools.append(tool(item))
-            else:
-                raise UserError(f"not a tool, toolkit or toolset: {item!r}")
-        check_unique_names(plain_tools)
-        set_("tools", tuple(plain_tools))
-        set_("toolsets", tuple(toolsets))
-        if isinstance(rulesets, Mapping):
-            rules = tuple(Ruleset(name=k, rules=tuple(v)) for k, v in rulesets.items())
-        else:
-            rules = tuple(rulesets)
-        set_("rulesets", rules)
-        set_("_instructions", compile_template(instructions) if instructions else None)
-        set_("output_type", output_type)
-        if output_type is not None:
-            from pydantic import TypeAdapter  # imported only for agents with an output type
-
-            adapter: TypeAdapter[Any] | None = TypeAdapter(output_type)
-            schema = OutputSchema(
-                name=getattr(output_type, "__name__", "output"),
-                json_schema=adapter.json_schema() if adapter is not None else {},
-            )
-        else:
-            adapter, schema = None, None
-        set_("_output_adapter", adapter)
-        set_("output_schema", schema)
-        set_("max_steps", max_steps)
-        set_("reflect_on_tool_use", reflect_on_tool_use)
-        set_("tool_mode", tool_mode)
-        set_("model_middleware", tuple(model_middleware))
-        set_("tool_middleware", tuple(tool_middleware))
-        set_("settings", settings or ModelSettings())
-        set_("retry", retry or RetryPolicy())
-        set_("deadline", deadline)
-        set_("tool_limits", tool_limits or ToolLimits())
-        set_("max_reply_chars", max_reply_chars)
-        set_("event_buffer", event_buffer)
-        set_("react_template", react_template)
-        if react_template:
-            compile_template(react_template)
-        set_("variables", dict(variables or {}))
-        set_("store", store)
-        set_("memory", memory or Memory())
-        if lease_ttl <= 0:
+        if self.lease_ttl <= 0:
             raise UserError("lease_ttl must be positive")
-        set_("lease_ttl", lease_ttl)
-        set_("instrument", coerce_instrument(instrument))
-        set_("_system_cache", {})
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Agent is immutable; use agent.replace({name}=...)")
+        # The one write to a frozen field: what the agent derives from its settings.
+        object.__setattr__(self, "_derived", _Derived(self))
 
     def __repr__(self) -> str:
-        return f"Agent(name={self.name!r}, model={self._model!r}, tools={[t.name for t in self.tools]})"
+        tools = [t.name for t in self._derived.tools]
+        return f"Agent(name={self.name!r}, model={self.model!r}, tools={tools})"
 
     def replace(self, **changes: Any) -> Agent:
-        """A new agent with some settings changed."""
-        unknown = set(changes) - set(self._config)
+        """A new agent with some settings changed (validated as a new agent's)."""
+        unknown = set(changes) - _SETTINGS
         if unknown:
             raise UserError(f"unknown Agent settings: {', '.join(sorted(unknown))}")
-        config = {**self._config, **changes}
-        model = config.pop("model")
-        return Agent(model, **config)
+        return dataclasses.replace(self, **changes)
 
-    # -- resolved settings ----------------------------------------------------------------------
+    # -- derived from the settings --------------------------------------------------------------
 
     @property
-    def model(self) -> Model:
-        """The model, resolved from its string on first use."""
-        model = self._model
-        if isinstance(model, str):
-            model = resolve_model(model)
-            object.__setattr__(self, "_model", model)
-        return model
+    def static_tools(self) -> tuple[Tool, ...]:
+        """The tools among ``tools`` as ``Tool`` objects (functions and toolkits made tools);
+        a toolset's tools are listed when a run starts."""
+        return self._derived.tools
+
+    @property
+    def toolsets(self) -> tuple[Toolset, ...]:
+        """The toolsets among ``tools`` (their tools are listed when a run starts)."""
+        return self._derived.toolsets
+
+    @property
+    def output_schema(self) -> OutputSchema | None:
+        """The JSON schema of ``output_type``; ``None`` for a plain-text answer."""
+        output = self._derived.output
+        return output.schema if output is not None else None
+
+    @property
+    def instrumentation(self) -> Instrumentation | Literal[False] | None:
+        """What ``instrument`` stands for: ``True`` is an ``Instrumentation`` of this agent's
+        own; ``None`` inherits a parent run's (else ``instrument_all``'s); ``False`` never traces."""
+        return self._derived.instrumentation
+
+    def resolved_model(self) -> Model:
+        """The model, resolved from its string on first use (and kept until ``aclose``)."""
+        derived = self._derived
+        if derived.model is None:
+            derived.model = resolve_model(self.model)
+        return derived.model
 
     async def aclose(self) -> None:
         """Close the model this agent made from a ``"provider:model"`` string (its HTTP
         client). A model passed in as an object belongs to the caller, who closes it. The agent
         stays usable: the next run makes a fresh model."""
-        model, spec = self._model, self._config["model"]
-        if isinstance(spec, str) and isinstance(model, Model):
-            object.__setattr__(self, "_model", spec)
+        derived = self._derived
+        model, derived.model = derived.model, None
+        if isinstance(self.model, str) and model is not None:
             await model.aclose()
 
     async def __aenter__(self) -> Agent:
@@ -280,13 +182,15 @@ class Agent:
 
     def effective_tool_mode(self, has_tools: bool) -> ToolMode:
         if self.tool_mode == "auto":
-            return "native" if self.model.profile.native_tools or not has_tools else "react"
+            native = self.resolved_model().profile.native_tools
+            return "native" if native or not has_tools else "react"
         return self.tool_mode
 
     def render_instructions(self, variables: Mapping[str, Any]) -> str | None:
-        if self._instructions is None:
+        template = self._derived.instructions
+        if template is None:
             return None
-        return render(self._instructions, {**self.variables, **variables})
+        return render(template, {**(self.variables or {}), **variables})
 
     def system_message(
         self,
@@ -303,14 +207,14 @@ class Agent:
         cached; a custom ``react_template`` is rendered on every run, as it may not be pure.
         """
         key = (instructions, tuple(tools), tool_mode, teach_output)
-        cache = self._system_cache
+        cache = self._derived.system_messages
         cacheable = self.react_template is None or tool_mode != "react"
         if cacheable and key in cache:
             return cache[key]
         schema = self.output_schema
         message = system_message(
             instructions=instructions,
-            rulesets=self.rulesets,
+            rulesets=self._derived.rulesets,
             tools=tools,
             tool_mode=tool_mode,
             reflect=self.reflect_on_tool_use,
@@ -325,9 +229,7 @@ class Agent:
 
     def parse_output(self, text: str) -> Any:
         """The typed output of an answer (raises ``pydantic.ValidationError``)."""
-        if self._output_adapter is None:
-            return text
-        return self._output_adapter.validate_json(strip_fence(text))
+        return parse_output(self._derived.output, text)
 
     # -- running --------------------------------------------------------------------------------
 
@@ -445,9 +347,9 @@ class Agent:
         run. Leaving the block early cancels the run cleanly. Options as for ``run``.
         """
         return RunStream(
-            functools.partial(
-                self._new_run,
+            lambda emitter: self._new_run(
                 input,
+                emitter,
                 session=session,
                 store=store,
                 wait_for_session=wait_for_session,
@@ -512,9 +414,9 @@ class Agent:
     ) -> RunStream:
         """``resume``, streamed."""
         return RunStream(
-            functools.partial(
-                self._new_run,
+            lambda emitter: self._new_run(
                 "",
+                emitter,
                 session=session,
                 store=store,
                 wait_for_session=wait_for_session,
@@ -589,10 +491,65 @@ class Agent:
         return anyio.run(run_and_close, backend=backend)
 
 
+_SETTINGS = frozenset(f.name for f in dataclasses.fields(Agent) if f.init)
+
+
+class _Derived:
+    """What an agent makes of its settings: all of it when the agent is made (so that a bad
+    setting fails there), except the model, resolved on first use (until ``aclose``), and the
+    system messages, rendered for each distinct set of inputs."""
+
+    __slots__ = (
+        "instructions",
+        "instrumentation",
+        "model",
+        "output",
+        "rulesets",
+        "system_messages",
+        "tools",
+        "toolsets",
+    )
+
+    def __init__(self, agent: Agent) -> None:
+        self.tools, self.toolsets = _tools_and_toolsets(agent.tools)
+        rulesets = agent.rulesets
+        if isinstance(rulesets, Mapping):
+            self.rulesets = tuple(Ruleset(name=k, rules=tuple(v)) for k, v in rulesets.items())
+        else:
+            self.rulesets = tuple(rulesets)
+        self.instructions = compile_template(agent.instructions) if agent.instructions else None
+        if agent.react_template:
+            compile_template(agent.react_template)
+        self.output = Output.of(agent.output_type)
+        self.instrumentation = coerce_instrument(agent.instrument)
+        self.model: Model | None = None
+        self.system_messages: dict[tuple[Any, ...], Message | None] = {}
+
+
+def _tools_and_toolsets(
+    items: Sequence[Tool | Toolkit | Toolset | Callable[..., Any]],
+) -> tuple[tuple[Tool, ...], tuple[Toolset, ...]]:
+    tools: list[Tool] = []
+    toolsets: list[Toolset] = []
+    for item in items:
+        if isinstance(item, Tool):
+            tools.append(item)
+        elif isinstance(item, Toolkit):
+            tools.append(item.tool)
+        elif isinstance(item, Toolset):
+            toolsets.append(item)
+        elif callable(item):
+            tools.append(tool(item))
+        else:
+            raise UserError(f"not a tool, toolkit or toolset: {item!r}")
+    check_unique_names(tools)
+    return tuple(tools), tuple(toolsets)
+
+
 async def _to_end(run: _Run, raise_on_error: bool) -> RunResult:
     result = await execute(run)
     if raise_on_error:
-        raise_for_result(result)
+        result.raise_for_error()
     return result
 
 
@@ -694,7 +651,7 @@ class RunStream:
             raise self._error
         result = cast("RunResult", self._result)
         if self._raise_on_error:
-            raise_for_result(result)
+            result.raise_for_error()
         return result
 
     async def get_result(self) -> RunResult:

@@ -8,9 +8,7 @@ neither is asked again.
 
 from __future__ import annotations
 
-import functools
 import logging
-import re
 from collections.abc import Awaitable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
@@ -29,15 +27,15 @@ from ._actions import (
     refusal,
 )
 from ._errors import (
-    RUN_ERRORS,
     MaxStepsExceeded,
     OutputInvalid,
     RunDeadlineExceeded,
     RunError,
 )
 from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visible_thought
-from ._middleware import ModelCall, compose
-from ._prompt import RESPONSE_MARKER, build_prompt, replay_step
+from ._middleware import compose
+from ._plan import plan_run
+from ._prompt import build_prompt, replay_step
 from ._run import _Run
 from ._session_run import (
     SessionBinding,
@@ -190,7 +188,7 @@ async def _beside(main: Awaitable[T], side: Awaitable[None]) -> T:
 async def _with_deadline(run: _Run) -> RunResult:
     agent = run.agent
     # Without toolsets the task group is entered directly (one coroutine less per waiting run).
-    body = _in_task_group(run, agent.tools) if not agent.toolsets else _with_toolsets(run)
+    body = _in_task_group(run, agent.static_tools) if not agent.toolsets else _with_toolsets(run)
     deadline = agent.deadline
     if deadline is None:
         return await body
@@ -240,65 +238,57 @@ def _raise_exit(group: BaseExceptionGroup[BaseException]) -> None:
 async def _loop(
     run: _Run, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
 ) -> RunResult:
-    agent = run.agent
-    tool_middleware = agent.tool_middleware
+    plan = run.plan = plan_run(run.agent, toolbox, run.variables)
+    tool_middleware = plan.tool_middleware
     if run.instrument is not None:
         tool_middleware = (tool_span(run), *tool_middleware)
     executor = Executor(
         run=run.context,
         task_group=tg,
         toolbox=toolbox,
-        call=compose(tool_middleware, make_terminal(toolbox, agent.tool_limits)),
-        limits=agent.tool_limits,
-        # Partials and a bound method rather than lambdas: no closure cells, so a waiting run
-        # holds fewer objects for the garbage collector to walk.
-        on_start=functools.partial(_action_started, run),
+        call=compose(tool_middleware, make_terminal(toolbox, plan.tool_limits)),
+        limits=plan.tool_limits,
+        on_start=lambda pending: _action_started(run, pending),
         on_finish=run.action_finished,
         exits=exits,
     )
-    model_terminal: ModelCall = functools.partial(call_model, run, executor)
-    if run.instrument is not None:
-        model_terminal = traced_model_call(run, model_terminal)
-    model_call = compose(agent.model_middleware, model_terminal)
-    tool_mode = run.tool_mode = agent.effective_tool_mode(bool(toolbox))
-    output_schema = agent.output_schema
-    teach_output = output_schema is not None and (
-        tool_mode == "react" or not agent.model.profile.native_output
-    )
-    system = agent.system_message(
-        agent.render_instructions(run.variables), list(toolbox), tool_mode, teach_output
+
+    def model_terminal(request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
+        return call_model(run, executor, request)
+
+    traced = run.instrument is not None
+    model_call = compose(
+        plan.model_middleware,
+        traced_model_call(run, model_terminal) if traced else model_terminal,
     )
     # One user message for the whole run: the same object in every step's prompt lets the
     # driver reuse its encoded JSON instead of encoding it again on every step.
     user = mt.Message.user(run.user_input)
-    specs = toolbox.specs() if tool_mode == "native" else ()
-    react_stop = tool_mode == "react" and agent.model.profile.stop_sequences
-    stop = (RESPONSE_MARKER,) if react_stop else ()
     if run.resumed:
-        run.replayed = [replay_step(step, tool_mode) for step in run.steps]
+        run.replayed = [replay_step(step, plan.tool_mode) for step in run.steps]
     elif run.binding is not None:
         await run.binding.commit([_run_record(run)], run.state)
         run.binding.recorded = True
     while True:
-        if len(run.steps) >= agent.max_steps:
+        if len(run.steps) >= plan.max_steps:
             return await _checkpoint(run, None, _limit_result(run))
         # Resuming, the reply of the step in flight may be committed: it is never asked again.
         response = run.take_committed_reply()
         if response is None:
             request = mt.ModelRequest(
                 messages=build_prompt(
-                    system=system,
+                    system=plan.system,
                     memory=run.memory,
                     user_input=user,
                     replayed=run.replayed,
                 ),
-                tools=specs,
-                tool_mode=tool_mode,
-                stop=stop,
-                output_schema=output_schema,
-                settings=agent.settings,
+                tools=plan.specs,
+                tool_mode=plan.tool_mode,
+                stop=plan.stop,
+                output_schema=plan.output_schema,
+                settings=plan.settings,
                 run=run.context,
-                max_reply_chars=agent.max_reply_chars,
+                max_reply_chars=plan.max_reply_chars,
             )
             try:
                 response = await model_call(request)
@@ -306,7 +296,7 @@ async def _loop(
                 return await _checkpoint(run, None, _result(run, error=exc))
         step, done = await _settle(run, executor, response)
         run.steps.append(step)
-        run.replayed.append(replay_step(step, tool_mode))
+        run.replayed.append(replay_step(step, plan.tool_mode))
         await _checkpoint(run, step, done)
         await run.emit(ev.StepFinished, step=step)
         if done is not None:
@@ -347,7 +337,7 @@ def _run_record(run: _Run) -> Any:
 
 
 async def _resolve_tools(run: _Run, stack: AsyncExitStack) -> list[Tool]:
-    tools = list(run.agent.tools)
+    tools = list(run.agent.static_tools)
     for toolset in run.agent.toolsets:
         scope = run_scope(toolset, run.context)
         if scope is not None:
@@ -373,7 +363,7 @@ async def _settle(
     run: _Run, executor: Executor, response: mt.ModelResponse
 ) -> tuple[Step, RunResult | None]:
     """Turn the reply the middleware chain accepted into a step (and maybe the result)."""
-    agent = run.agent
+    plan = run.plan
     attempt = response.attempt
     if attempt is None or attempt not in run.attempts:
         attempt = run.fresh_attempt_number()
@@ -389,12 +379,12 @@ async def _settle(
     for p in own.actions if own is not None else ():
         sealed.setdefault(p.part.id, []).append(p)
     step_index = len(run.steps)
-    out_of_steps = run.last_step and agent.reflect_on_tool_use
+    out_of_steps = run.last_step and plan.reflect_on_tool_use
     if not out_of_steps and _commits_reply(run, executor, response):
         await _commit_reply(run, step_index, response)
     pendings: list[PendingAction] = []
     seen: set[str] = set()
-    limit = agent.tool_limits.max_actions_per_step
+    limit = plan.tool_limits.max_actions_per_step
     for part in response.tool_calls:
         same_id = sealed.get(part.id)
         pending = same_id.pop(0) if same_id else None
@@ -432,7 +422,7 @@ async def _settle(
 
     if results or carried_results:
         done = step(thought=_thought(response, with_text=True), actions=tuple(results))
-        if not agent.reflect_on_tool_use and results:
+        if not plan.reflect_on_tool_use and results:
             outputs = [r.error if r.is_error else r.output for r in results]
             return done, _result(run, step=done, output=outputs)
         if out_of_steps and results:
@@ -448,12 +438,12 @@ async def _settle(
         return done, _result(run, step=done, text=answer, error=error)
     text = final_text(response, accept_thought=run.accepts_thought())
     if text is None:
-        feedback = REACT_REMINDER if run.tool_mode == "react" and thought.strip() else KEEP_GOING
+        feedback = REACT_REMINDER if plan.tool_mode == "react" and thought.strip() else KEEP_GOING
         return step(thought=thought, feedback=feedback), None
     if not response.text.strip():
         thought = ""  # the thought is the answer
     try:
-        output = agent.parse_output(text)
+        output = plan.parse_output(text)
     except Exception as exc:
         # pydantic is imported only by agents with an output type, the only ones whose
         # parse_output can fail validation.
@@ -531,14 +521,14 @@ def _limit_result(run: _Run) -> RunResult:
     last = run.steps[-1] if run.steps else None
     if last is not None and last.answer is not None and last.feedback:
         error: RunError = OutputInvalid(
-            f"the answer did not validate within max_steps={run.agent.max_steps}: {last.feedback}"
+            f"the answer did not validate within max_steps={run.plan.max_steps}: {last.feedback}"
         )
         return _result(run, text=last.answer, error=error)
     return _result(run, error=_max_steps_error(run))
 
 
 def _max_steps_error(run: _Run) -> MaxStepsExceeded:
-    return MaxStepsExceeded(f"the run reached max_steps={run.agent.max_steps} without an answer")
+    return MaxStepsExceeded(f"the run reached max_steps={run.plan.max_steps} without an answer")
 
 
 def _result(
@@ -554,7 +544,7 @@ def _result(
         output = text
     return RunResult(
         run_id=run.run_id,
-        agent=run.agent.name,
+        agent=run.plan.name,
         branch=run.branch,
         output=output,
         text=text,
@@ -564,18 +554,3 @@ def _result(
         error=RunErrorInfo(kind=error.kind, message=str(error)) if error is not None else None,
         state=run.state.snapshot(),
     )
-
-
-def raise_for_result(result: RunResult) -> None:
-    """``raise_on_error=True``: a result with an error becomes the matching exception."""
-    if result.error is not None:
-        cls = RUN_ERRORS.get(result.error.kind, RunError)
-        raise cls(result.error.message, result=result)
-
-
-_FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
-
-
-def strip_fence(text: str) -> str:
-    match = _FENCE.match(text)
-    return match.group(1) if match else text.strip()

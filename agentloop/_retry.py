@@ -1,18 +1,11 @@
-"""The one retry layer for model calls (tenacity for counting and waits, anyio for time)."""
+"""How model calls are retried: which errors, how long to wait (``_turn.call_model`` loops)."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-import anyio
-
-from ._errors import ModelError, UserError
-
-if TYPE_CHECKING:
-    from tenacity import AsyncRetrying, RetryCallState
+from ._errors import UserError
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,31 +45,3 @@ class RetryPolicy:
             return float(min(retry_after, self.max_retry_after))
         base: float = min(self.max_wait, self.initial_wait * 2.0 ** (attempt - 1))
         return base * (1 - self.jitter * random.random())
-
-    def retrying(
-        self,
-        *,
-        done: int = 0,
-        before_sleep: Callable[[RetryCallState], Awaitable[None]] | None = None,
-    ) -> AsyncRetrying:
-        """Tenacity for the attempts left after ``done`` attempts already failed;
-        ``before_sleep`` runs before each wait (that is, only when another attempt follows)."""
-        # Imported here: only a call that failed once needs it.
-        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
-
-        def wait(state: RetryCallState) -> float:
-            error = state.outcome.exception() if state.outcome is not None else None
-            return self.wait_for(error, done + state.attempt_number)
-
-        return AsyncRetrying(
-            stop=stop_after_attempt(self.max_attempts - done),
-            wait=wait,
-            retry=retry_if_exception(_is_retryable),
-            sleep=anyio.sleep,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-
-
-def _is_retryable(error: BaseException) -> bool:
-    return isinstance(error, ModelError) and error.retryable

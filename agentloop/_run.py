@@ -22,7 +22,6 @@ from .models._types import (
     Message,
     ModelResponse,
     RunContext,
-    ToolMode,
     Usage,
 )
 
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from ._agent import Agent
+    from ._plan import Plan
     from ._session_run import Loaded, SessionBinding, SessionSpec
 
 
@@ -172,14 +172,14 @@ class _Run:
         self.committed_reply: Step | None = None  # resuming: the step in flight's reply
         self.committed_attempt: int | None = None  # that reply's attempt, once taken
         self.earlier_result: RunResult | None = None  # a run_key named a finished run
-        self.tool_mode: ToolMode = "native"  # set by the loop once the tools are known
+        self.plan: Plan  # set by the loop once the tools are known
         self.steps: list[Step] = []
         self.replayed: list[tuple[Message, ...]] = []
         self.usage_by_model: dict[str, Usage] = {}
         self.scratch: dict[int, dict[str, Any]] = {}
         self.context: RunContext = RunView(self)
         self.instrument: Instrumentation | None = resolve_instrument(
-            agent.instrument, parent.instrument if parent is not None else None
+            agent.instrumentation, parent.instrument if parent is not None else None
         )
         self.span: Span | None = None  # the run's span, when it is traced
         self._attempt_count = 0
@@ -209,7 +209,7 @@ class _Run:
     def accepts_thought(self) -> bool:
         """ReAct: a reply with neither actions nor an answer is the answer now, because the
         previous one was already reminded of the format, or no model call is left."""
-        if self.tool_mode != "react":
+        if self.plan.tool_mode != "react":
             return False
         steps = self.steps
         return self.last_step or (bool(steps) and steps[-1].feedback == REACT_REMINDER)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from ._errors import RUN_ERRORS, RunError
 from .models._types import Part, ThoughtPart, ToolCallPart, Usage
 
 ActionErrorKind: TypeAlias = Literal[
@@ -133,3 +134,9 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def raise_for_error(self) -> None:
+        """``raise_on_error=True``: a result with an error raises the matching ``RunError``."""
+        if self.error is not None:
+            cls = RUN_ERRORS.get(self.error.kind, RunError)
+            raise cls(self.error.message, result=self)

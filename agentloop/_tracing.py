@@ -80,7 +80,7 @@ async def traced_run(run: _Run, body: Callable[[_Run], Awaitable[RunResult]]) ->
     from opentelemetry.trace import SpanKind
 
     instrument = _instrument(run)
-    model = run.agent.model
+    model = run.agent.resolved_model()
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": run.agent.name,
@@ -126,7 +126,7 @@ def traced_model_call(run: _Run, call: ModelCall) -> ModelCall:
 
     instrument = _instrument(run)
     tracer = instrument.tracer()
-    model = run.agent.model
+    model = run.agent.resolved_model()
 
     async def traced(request: mt.ModelRequest) -> mt.ModelResponse:
         attributes: dict[str, Any] = {

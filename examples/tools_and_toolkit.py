@@ -116,7 +116,7 @@ async def main() -> None:
         tools=[weather, days_until, notes],
     )
     print("The tools as the model sees them:")
-    for t in agent.tools:
+    for t in (weather, days_until, notes.tool):
         for spec in t.specs():
             print(f"  {spec.name:<14} {spec.description.splitlines()[0]}")
     print()

@@ -39,9 +39,10 @@ async def chat_command(options: ChatOptions) -> int:
     interactive = sys.stdin.isatty()
     say = _Say(options.style != "json")
     async with AsyncExitStack() as stack:
-        stack.push_async_callback(agent.model.aclose)
+        model = agent.resolved_model()
+        stack.push_async_callback(model.aclose)
         store = await enter_store(stack, url)
-        say(f"agentloop chat · {agent.model.provider}:{agent.model.name} · session {session!r}")
+        say(f"agentloop chat · {model.provider}:{model.name} · session {session!r}")
         say(f"  store {url}  (resume with --session {session})")
         say(f"  {HELP}")
         failures = 0

@@ -8,10 +8,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
-from .._agent import Agent
-from .._errors import AgentLoopError, RunError, UserError
-from .._loop import raise_for_result
-from .._retry import RetryPolicy
+from .. import Agent, AgentLoopError, RetryPolicy, RunError, UserError
 from ..goals import setup_goal, start_goal
 from ._follow import Style, follow, make_view
 from ._setup import default_store_url, load_tools, make_model, open_store
@@ -91,7 +88,7 @@ async def run_command(options: RunOptions) -> int:
         session = f"run-{uuid.uuid4().hex[:12]}"
     tracker = Tracker()
     async with AsyncExitStack() as stack:
-        stack.push_async_callback(agent.model.aclose)
+        stack.push_async_callback(agent.resolved_model().aclose)
         store = await enter_store(stack, url) if url is not None else None
         if options.goal:
             if store is None or session is None:  # store_url(needed=True) made both
@@ -104,7 +101,7 @@ async def run_command(options: RunOptions) -> int:
             await follow(run, view, tracker)
         result = run.result  # raises what the run raised (a model error after retries, …)
     try:
-        raise_for_result(result)
+        result.raise_for_error()
     except RunError as exc:
         print(f"agentloop: error: the run ended without an answer: {exc}", file=sys.stderr)
         return 1

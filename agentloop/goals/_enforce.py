@@ -154,6 +154,6 @@ def setup_goal(agent: Agent, options: GoalOptions | None = None) -> Agent:
     options = options or GoalOptions()
     toolset = GoalToolSet(state_key_prefix=options.state_key_prefix)
     return agent.replace(
-        tools=(*agent.tools, *agent.toolsets, toolset),
+        tools=(*agent.tools, toolset),
         model_middleware=(GoalEnforcement(options), *agent.model_middleware),
     )

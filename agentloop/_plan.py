@@ -1,0 +1,75 @@
+"""A run's plan: what the loop and the turn read of the agent, settled once per run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._prompt import RESPONSE_MARKER
+
+if TYPE_CHECKING:
+    from ._actions import Toolbox
+    from ._agent import Agent
+    from ._middleware import ModelMiddleware, ToolMiddleware
+    from ._retry import RetryPolicy
+    from .models._base import Model
+    from .models._types import Message, ModelSettings, OutputSchema, ToolMode, ToolSpec
+    from .tools._limits import ToolLimits
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Plan:
+    """The agent's settings as one run uses them, fixed when the run's tools are known: the
+    resolved model and tool mode, the system message, tool specs and stop sequences of every
+    request, the answer's parser, and the limits and retry policy of every step."""
+
+    name: str
+    model: Model
+    tool_mode: ToolMode
+    system: Message | None
+    specs: tuple[ToolSpec, ...]
+    stop: tuple[str, ...]
+    output_schema: OutputSchema | None
+    parse_output: Callable[[str], Any]
+    settings: ModelSettings
+    max_steps: int
+    max_reply_chars: int | None
+    reflect_on_tool_use: bool
+    tool_limits: ToolLimits
+    retry: RetryPolicy
+    model_middleware: Sequence[ModelMiddleware]
+    tool_middleware: Sequence[ToolMiddleware]
+
+
+def plan_run(agent: Agent, toolbox: Toolbox, variables: Mapping[str, Any]) -> Plan:
+    """The plan of a run of ``agent`` with ``toolbox`` (its tools, toolsets' included) and the
+    run's ``variables``. The system message comes from the agent's cache: runs of one agent
+    mostly share it."""
+    model = agent.resolved_model()
+    profile = model.profile
+    tool_mode = agent.effective_tool_mode(bool(toolbox))
+    output_schema = agent.output_schema
+    teach_output = output_schema is not None and (tool_mode == "react" or not profile.native_output)
+    system = agent.system_message(
+        agent.render_instructions(variables), list(toolbox), tool_mode, teach_output
+    )
+    react_stop = tool_mode == "react" and profile.stop_sequences
+    return Plan(
+        name=agent.name,
+        model=model,
+        tool_mode=tool_mode,
+        system=system,
+        specs=toolbox.specs() if tool_mode == "native" else (),
+        stop=(RESPONSE_MARKER,) if react_stop else (),
+        output_schema=output_schema,
+        parse_output=agent.parse_output,
+        settings=agent.settings,
+        max_steps=agent.max_steps,
+        max_reply_chars=agent.max_reply_chars,
+        reflect_on_tool_use=agent.reflect_on_tool_use,
+        tool_limits=agent.tool_limits,
+        retry=agent.retry,
+        model_middleware=agent.model_middleware,
+        tool_middleware=agent.tool_middleware,
+    )
