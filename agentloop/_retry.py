@@ -1,11 +1,21 @@
-"""How model calls are retried: which errors, how long to wait (``_turn.call_model`` loops)."""
+"""How model calls are retried: which errors, how many times, how long to wait.
+
+``_turn.call_model`` is a plain loop; after a failed attempt it asks ``RetryPolicy.next_wait``,
+where tenacity's strategies decide. They run only after a failure: tenacity's own loop around
+every attempt measured about 60 µs per successful model call, a fifth of a run's CPU.
+"""
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ._errors import UserError
+from ._errors import ModelError, UserError
+
+if TYPE_CHECKING:
+    from tenacity import Retrying
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -45,3 +55,30 @@ class RetryPolicy:
             return float(min(retry_after, self.max_retry_after))
         base: float = min(self.max_wait, self.initial_wait * 2.0 ** (attempt - 1))
         return base * (1 - self.jitter * random.random())
+
+    def next_wait(self, error: BaseException, attempt: int) -> float | None:
+        """After attempt number ``attempt`` failed with ``error``: the seconds to wait before
+        the next one, or ``None`` when the policy gives up (the error is not retryable, or no
+        attempt is left)."""
+        from tenacity import RetryCallState, retry_if_exception, stop_after_attempt
+
+        state = RetryCallState(_retrying(), None, (), {})
+        state.attempt_number = attempt
+        state.set_exception((type(error), error, error.__traceback__))
+        if not retry_if_exception(_is_retryable)(state):
+            return None
+        if stop_after_attempt(self.max_attempts)(state):
+            return None
+        return self.wait_for(error, attempt)
+
+
+def _is_retryable(error: BaseException) -> bool:
+    return isinstance(error, ModelError) and error.retryable
+
+
+@functools.cache
+def _retrying() -> Retrying:
+    """The ``Retrying`` a tenacity call state refers to (the loop is ours: it is never run)."""
+    from tenacity import Retrying
+
+    return Retrying()

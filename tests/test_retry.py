@@ -170,3 +170,14 @@ async def test_no_discard_when_no_retry_follows() -> None:
     async with Agent(model).stream("x") as run:
         kinds = [e.type async for e in run]
     assert "attempt_discarded" not in kinds and kinds[-1] == "run_failed"
+
+
+def test_the_policy_gives_up_on_errors_it_does_not_retry_and_after_its_last_attempt() -> None:
+    """``next_wait``: ``None`` for a non-retryable error or the last attempt, else a wait."""
+    policy = RetryPolicy(max_attempts=3, initial_wait=1.0, jitter=0.0)
+    overloaded = ModelServerError("busy", model="m", provider="p")
+    assert policy.next_wait(overloaded, 1) == 1.0
+    assert policy.next_wait(overloaded, 2) == 2.0
+    assert policy.next_wait(overloaded, 3) is None
+    assert policy.next_wait(ModelBadRequest("no", model="m", provider="p"), 1) is None
+    assert policy.next_wait(ValueError("not a model error"), 1) is None
