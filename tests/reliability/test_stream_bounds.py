@@ -250,6 +250,7 @@ async def test_an_endless_stream_of_anything_ends_with_reply_too_large(case: str
     assert all(kind == "reply_too_large" and mib < PEAK >> 20 for kind, mib in seen.values()), seen
 
 
+@pytest.mark.slow
 async def test_500k_tool_calls_stay_bounded_on_the_way_to_the_limit() -> None:
     """500,000 tool calls with ``{}`` arguments (the default max_reply_chars): each counts,
     so the run ends long before holding half a gigabyte."""
