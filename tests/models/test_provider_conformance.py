@@ -149,7 +149,7 @@ async def test_fixture_replays(key: str, transport: str, server: ProviderServer)
     rec = load(key)
     expect = EXPECTED[key]
     request, kwargs = request_from_recorded(rec.api, rec.request)
-    server.enqueue(_scripted(rec, zlib.crc32(transport.encode())))
+    server.enqueue(_scripted(rec, zlib.crc32(f"{key} {transport}".encode())))
     deltas: list[ModelDelta] = []
     async with make_model(rec.api, server.url, transport=transport, **kwargs) as model:
         if expect.error is not None:
