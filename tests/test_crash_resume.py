@@ -27,6 +27,7 @@ def _committed_steps(db: Path) -> int:
     return int(row[0])
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_in_a_new_process_without_rerunning_committed_actions(
     tmp_path: Path,
 ) -> None:
@@ -73,6 +74,7 @@ def crash_store(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, st
     return "postgres", request.getfixturevalue("pg_schema_dsn")
 
 
+@pytest.mark.slow
 def test_a_tool_with_side_effects_acts_once_across_a_crash_with_fresh_provider_call_ids(
     tmp_path: Path, crash_store: tuple[str, str]
 ) -> None:

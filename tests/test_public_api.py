@@ -255,6 +255,7 @@ def test_import_does_not_load_provider_sdks() -> None:
     assert out.stdout.strip() == "False False"
 
 
+@pytest.mark.slow
 def test_import_leaves_heavy_dependencies_for_first_use() -> None:
     """`import agentloop` loads neither jinja2, tenacity nor pydantic: templates, retries and
     schemas import them when first used (import time stays well under 0.3 s)."""
@@ -266,6 +267,7 @@ def test_import_leaves_heavy_dependencies_for_first_use() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_no_assert_decides_control_flow_in_the_package() -> None:
     """``python -O`` strips asserts: the package checks explicitly instead."""
     import ast

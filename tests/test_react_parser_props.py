@@ -1,4 +1,7 @@
-"""Properties of the ReAct parser: split-independence, robustness on garbage, linear work."""
+"""Properties of the ReAct parser: split-independence, robustness on garbage, linear work.
+
+All slow: hundreds of generated replies, each fed whole, one character at a time and split.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +26,8 @@ from agentloop._react_parser import (
     TextPiece,
     ThoughtPiece,
 )
+
+pytestmark = pytest.mark.slow
 
 _HEADERS = ("thought:", "thoughts:", "action:", "actions:", "answer:", "final answer:")
 _MARKERS = ("<|Response|>", "Observation:")

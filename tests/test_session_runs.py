@@ -201,23 +201,26 @@ async def test_a_session_needs_a_store() -> None:
         await Agent(ScriptedModel([])).run("x", session="nowhere")
 
 
-async def test_a_long_run_keeps_its_lease_alive() -> None:
-    """With a 1 s lease, a 3 s step still holds the session at 2 s: the lease is renewed."""
-    store = InMemoryStore()
+@pytest.mark.fake_clock
+async def test_a_long_run_keeps_its_lease_alive(fake_time: bool) -> None:
+    """With a 1 s lease, a 3 s step still holds the session at 2 s: the lease is renewed (in
+    real time, on asyncio, at half that scale)."""
+    scale = 1.0 if fake_time else 0.5
+    store = InMemoryStore(clock=lambda: 1_000.0 + anyio.current_time())
     entered = anyio.Event()
 
     @tool
     async def slow(ctx: ToolContext) -> str:
         entered.set()
-        await anyio.sleep(3.0)
+        await anyio.sleep(3.0 * scale)
         return "slow done"
 
     model = ScriptedModel([Reply(calls=[call("slow", {})]), "finished"])
-    agent = Agent(model, tools=[slow], store=store, lease_ttl=1.0)
+    agent = Agent(model, tools=[slow], store=store, lease_ttl=1.0 * scale)
     async with anyio.create_task_group() as tg:
         tg.start_soon(functools.partial(agent.run, "go", session="lease"))
         await entered.wait()
-        await anyio.sleep(2.0)
+        await anyio.sleep(2.0 * scale)
         with pytest.raises(SessionBusy):
             await Agent(ScriptedModel(["x"]), store=store).run("steal", session="lease")
     session = await store.get("lease")

@@ -1,7 +1,12 @@
-"""Every recorded provider interaction, replayed through the real SDK clients over a loopback
-socket, re-split at seeded random byte boundaries (three seeds per fixture), on every transport
-the drivers ship, normalises to the values in ``_provider_expectations``; and the driver sends a
-body equivalent to the recorded request."""
+"""Every recorded provider interaction normalises to the values in ``_provider_expectations``,
+however its reply is split, and the driver sends a body equivalent to the recorded request.
+
+How a reply is split is a property of the decoders: in plain sync code, every recorded reply goes
+through the SSE decoder and the provider's wire decoder whole and re-split at many seeded random
+byte boundaries. Over a loopback socket, through the real SDK clients, each fixture is replayed
+once on every transport the drivers ship, re-split at seeded random boundaries (the split size
+varies with the fixture and the transport).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ from agentloop.models import (
     ToolCallEnd,
     ToolCallStart,
 )
+from agentloop.models._driver import SDKModel
+from agentloop.models._sse import SSEDecoder
 from agentloop.testing import ProviderServer, ScriptedResponse
 
 from ._provider_expectations import EXPECTED, Expect, matches
@@ -35,7 +42,8 @@ from ._provider_helpers import (
 )
 
 KEYS = fixture_keys()
-SEEDS = (0, 1, 2)
+DECODED_KEYS = [k for k in KEYS if EXPECTED[k].error is None]
+SEEDS = range(12)
 _SPLIT_MAX = (7, 61, 509)
 
 
@@ -46,7 +54,7 @@ def test_every_fixture_has_an_expectation() -> None:
 
 
 def _scripted(rec: Recording, seed: int) -> ScriptedResponse:
-    split_max = max(_SPLIT_MAX[seed], len(rec.body) // 1500)
+    split_max = max(_SPLIT_MAX[seed % len(_SPLIT_MAX)], len(rec.body) // 1500)
     return ScriptedResponse(
         status=rec.meta["status"],
         headers=rec.meta["headers"],
@@ -102,14 +110,46 @@ def _check_response(expect: Expect, response: ModelResponse, deltas: list[ModelD
     assert streamed_args or sealed_args or not any(c.args for c in expect.calls)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+def _decode(model: SDKModel, rec: Recording, pieces: list[bytes]) -> list[ModelDelta]:
+    """The deltas ``model``'s decoders make of a reply arriving in ``pieces``."""
+    decoder = model._decoder()
+    out: list[ModelDelta] = []
+    if not rec.sse:
+        decoder.document(json.loads(b"".join(pieces)), out)
+        return out
+    sse = SSEDecoder()
+    for piece in pieces:
+        for event in sse.feed(piece):
+            decoder.event(event, out)
+    for event in sse.close():
+        decoder.event(event, out)
+    decoder.end(out)
+    return out
+
+
+@pytest.mark.parametrize("key", DECODED_KEYS)
+def test_fixture_decodes_however_it_is_split(key: str) -> None:
+    """Whole and at seeded random boundaries, the reply decodes to its expected values (one byte
+    at a time is ``test_sse``'s: the SSE decoder gives the same events, so the wire decoder
+    sees the same input). The error fixtures are HTTP errors: they are checked over the socket."""
+    rec = load(key)
+    expect = EXPECTED[key]
+    model = make_model(rec.api, "http://127.0.0.1:9")
+    splits = [[rec.body], *([p.data for p in _scripted(rec, seed).pieces()] for seed in SEEDS)]
+    for pieces in splits:
+        assert b"".join(pieces) == rec.body
+        deltas = _decode(model, rec, pieces)
+        _check_response(expect, build(deltas, model.provider), deltas)
+
+
 @pytest.mark.parametrize("key", KEYS)
-async def test_fixture_replays(key: str, seed: int, transport: str, server: ProviderServer) -> None:
-    """The fixture's reply normalises to its expected values and the sent body matches."""
+async def test_fixture_replays(key: str, transport: str, server: ProviderServer) -> None:
+    """Over the socket, the fixture's reply normalises to its expected values (or its error)
+    and the sent body matches the recorded request."""
     rec = load(key)
     expect = EXPECTED[key]
     request, kwargs = request_from_recorded(rec.api, rec.request)
-    server.enqueue(_scripted(rec, seed))
+    server.enqueue(_scripted(rec, zlib.crc32(f"{key} {transport}".encode())))
     deltas: list[ModelDelta] = []
     async with make_model(rec.api, server.url, transport=transport, **kwargs) as model:
         if expect.error is not None:

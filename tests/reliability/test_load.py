@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import pytest
 
 from agentloop.sessions import SQLiteStore
 from agentloop.testing import FaultProfile
@@ -20,6 +21,7 @@ PROFILE = FaultProfile(
 )
 
 
+@pytest.mark.slow
 async def test_500_sessions_with_injected_faults_lose_nothing(tmp_path: Path) -> None:
     """500 concurrent sessions through the real drivers survive injected 429s, resets and slow
     streams: all answer, with complete histories, no duplicated action and no leaked task."""

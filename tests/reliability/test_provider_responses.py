@@ -127,8 +127,8 @@ async def test_a_silent_provider_ends_in_model_timeout(api: str) -> None:
     silent = ScriptedResponse.sse([Chunk(b"", 0.001), Chunk(b": x\n\n", 30.0)])
     drip = ScriptedResponse.sse([Chunk(b": keep-alive\n\n", 0.05)] * 200)
     for response, timeout, retry in (
-        (silent, 0.3, THREE),
-        (drip, 5.0, RetryPolicy(max_attempts=2, attempt_timeout=0.5, initial_wait=0.0)),
+        (silent, 0.1, THREE),
+        (drip, 5.0, RetryPolicy(max_attempts=2, attempt_timeout=0.2, initial_wait=0.0)),
     ):
         async with ProviderServer(_answer(response)) as server:
             for transport in _transports():
@@ -205,6 +205,7 @@ LARGE_BODY_WARNING = pytest.mark.filterwarnings(
 )
 
 
+@pytest.mark.slow
 @LARGE_BODY_WARNING
 async def test_a_413_before_the_body_was_read_is_a_bad_request() -> None:
     """The client's write of the body fails (EPIPE or ECONNRESET) after the 413 arrived: the

@@ -14,10 +14,12 @@ counted against ``max_reply_chars`` (a tool call, a citation, a provider block a
 budget of ``WIRE_BYTES_PER_CHAR * max_reply_chars + WIRE_BYTES_BASE``; a non-streamed document
 against the event cap; an error body is read up to ``ERROR_BODY_BYTES``. The stream reaches a
 checkpoint at least every ``CHECKPOINT_BYTES`` of wire bytes, so a heartbeat task keeps ticking.
+Here the wire budget's base is smaller than the runtime's, so that crossing it takes 1 MiB.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import tracemalloc
 import zlib
@@ -29,6 +31,7 @@ import pytest
 import sniffio
 
 from agentloop import Agent, ModelError, RetryPolicy
+from agentloop.models import _bounds
 from agentloop.testing import (
     Chunk,
     EmulatedProvider,
@@ -39,10 +42,18 @@ from agentloop.testing import (
 
 from ._support import clock, make_model, weather
 
-LIMIT = 20_000  # max_reply_chars in these tests: a wire budget of about 9 MB
+LIMIT = 2_000  # max_reply_chars in these tests
+WIRE_BASE = 512 << 10  # the wire budget's base here (the runtime's is 4 MiB): a budget of 1 MiB
 ENDLESS = 40 << 20  # "endless": far past every bound
-PEAK = 24 << 20  # the peak traced memory a bounded run stays under (measured: about 9 MB)
+PEAK = 8 << 20  # the peak traced memory a bounded run stays under (measured: at most 2.3 MiB)
 ONE = RetryPolicy(max_attempts=1)
+
+
+@pytest.fixture(autouse=True)
+def _small_wire_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bound test needs only enough bytes to cross the bound: a smaller wire budget than the
+    runtime's, so the streams that only the wire budget stops end after about 1 MiB."""
+    monkeypatch.setattr(_bounds, "WIRE_BYTES_BASE", WIRE_BASE)
 
 
 def endless(head: bytes, unit: bytes, *, total: int = ENDLESS, tail: bytes = b"") -> list[Any]:
@@ -83,7 +94,7 @@ def responses(data: dict[str, Any]) -> bytes:
     return sse(data, data["type"])
 
 
-def _distinct(make: Callable[[int], bytes], total: int = 16 << 20) -> list[Any]:
+def _distinct(make: Callable[[int], bytes], total: int = 4 << 20) -> list[Any]:
     """Events that differ from each other (new ids), ``total`` bytes of them, prebuilt."""
     pieces: list[Any] = [Chunk(b"", 0.001)]
     size = i = 0
@@ -239,16 +250,17 @@ async def test_an_endless_stream_of_anything_ends_with_reply_too_large(case: str
     assert all(kind == "reply_too_large" and mib < PEAK >> 20 for kind, mib in seen.values()), seen
 
 
+@pytest.mark.slow
 async def test_500k_tool_calls_stay_bounded_on_the_way_to_the_limit() -> None:
     """500,000 tool calls with ``{}`` arguments (the default max_reply_chars): each counts,
     so the run ends long before holding half a gigabyte."""
 
-    def call(i: int) -> bytes:
-        fragment = {"index": i, "id": f"c{i}", "function": {"name": "weather", "arguments": "{}"}}
-        return chat({"tool_calls": [fragment]})
-
-    body = _distinct(call, total=0)
-    body += [b"".join(call(i) for i in range(k, k + 1000)) for k in range(0, 500_000, 1000)]
+    fragment = {"index": 0, "id": "c0", "function": {"name": "weather", "arguments": "{}"}}
+    call = chat({"tool_calls": [fragment]}).replace(
+        b'"index": 0, "id": "c0"', b'"index": %d, "id": "c%d"'
+    )
+    body: list[Any] = [Chunk(b"", 0.001)]  # built fast: 75 MB of events, call i with id f"c{i}"
+    body += [b"".join(call % (i, i) for i in range(k, k + 1000)) for k in range(0, 500_000, 1000)]
     response = ScriptedResponse.sse(body)
     outcome, peak = await run_traced("openai-chat", lambda r: response, max_reply_chars=1_000_000)
     assert (kind_of(outcome), peak >> 20 < 64) == ("reply_too_large", True), peak >> 20
@@ -272,7 +284,7 @@ async def test_a_huge_json_document_is_not_read_whole(field: str) -> None:
 
 async def test_a_huge_error_body_is_read_only_in_part() -> None:
     """A 400 with a 40 MB body: the error keeps a bounded prefix, read with bounded memory."""
-    text = json.dumps({"error": {"message": "bad " + "x" * ENDLESS}}).encode()
+    text = json.dumps({"error": {"message": "bad " + "x" * 65536}}).encode()
     response = ScriptedResponse(
         status=400, headers={"content-type": "application/json"}, body=endless(b"", text[:65536])
     )
@@ -289,8 +301,9 @@ async def test_a_huge_error_body_is_read_only_in_part() -> None:
 # -- the event loop keeps running ------------------------------------------------------------------
 
 
-def gzip_bomb(size: int = 300 << 20) -> bytes:
-    """``size`` bytes of blank lines, gzipped (about 290 KB)."""
+@functools.cache
+def gzip_bomb(size: int = 64 << 20) -> bytes:
+    """``size`` bytes of blank lines, gzipped (about 64 KB), built once."""
     z = zlib.compressobj(9, zlib.DEFLATED, 31)
     block = b"\n" * (1 << 20)
     out = [z.compress(block) for _ in range(size >> 20)]
@@ -301,11 +314,12 @@ def gzip_bomb(size: int = 300 << 20) -> bytes:
 @pytest.mark.slow
 @pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
 async def test_a_decompression_bomb_neither_stalls_the_loop_nor_passes_the_bound(api: str) -> None:
-    """290 KB of gzip that inflates to 300 MB of blank lines: the inflated bytes count against
-    the wire budget, and the loop keeps ticking (the longest gap between heartbeats stays far
-    below the 10-22 s stall the bomb used to cause)."""
+    """64 KB of gzip that inflates to 64 MB of blank lines, sent 16 KB (16 MB inflated) at a
+    time: the inflated bytes count against the wire budget, and the loop keeps ticking (the
+    longest gap between heartbeats stays far below the 10-22 s stall a 300 MB bomb used to
+    cause)."""
     bomb = gzip_bomb()
-    assert len(bomb) < 400_000
+    assert len(bomb) < 100_000
     headers = {"content-type": "text/event-stream", "content-encoding": "gzip"}
     pieces: list[bytes | Chunk] = [Chunk(bomb[:1], 0.001)]
     pieces += [bomb[i : i + 16384] for i in range(1, len(bomb), 16384)]
