@@ -21,7 +21,7 @@ from ._loop import execute, raise_for_result, strip_fence
 from ._middleware import ModelMiddleware, ToolMiddleware
 from ._prompt import Ruleset, compile_template, render, system_message
 from ._retry import RetryPolicy
-from ._run import Emitter, _Run
+from ._run import Emitter, Launch
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
 from ._tracing import Instrumentation
@@ -333,7 +333,7 @@ class Agent:
 
     # -- running --------------------------------------------------------------------------------
 
-    def _new_run(
+    def _launch(
         self,
         user_input: str,
         emitter: Emitter,
@@ -347,7 +347,7 @@ class Agent:
         wait_for_session: float | None = None,
         resume: bool = False,
         run_key: str | None = None,
-    ) -> _Run:
+    ) -> Launch:
         if not isinstance(user_input, str):
             raise UserError(f"input must be a string, not {type(user_input).__name__}")
         spec = None
@@ -372,8 +372,8 @@ class Agent:
             raise UserError("resume needs session=... (and a store)")
         elif run_key is not None:
             raise UserError("run_key needs session=... (and a store): runs are keyed per session")
-        return _Run(
-            self,
+        return Launch(
+            agent=self,
             run_id=uuid.uuid4().hex,
             user_input=user_input,
             branch=self.name,
@@ -413,7 +413,7 @@ class Agent:
         ``result.error`` set, or raises the matching ``RunError`` with ``raise_on_error=True``.
         A model failure after retries, the run's deadline and runtime faults raise.
         """
-        run = self._new_run(
+        launch = self._launch(
             input,
             Emitter(None),
             session=session,
@@ -425,7 +425,7 @@ class Agent:
             state=state,
             run_key=run_key,
         )
-        return await _to_end(run, raise_on_error)
+        return await _to_end(launch, raise_on_error)
 
     def stream(
         self,
@@ -448,7 +448,7 @@ class Agent:
         """
         return RunStream(
             functools.partial(
-                self._new_run,
+                self._launch,
                 input,
                 session=session,
                 store=store,
@@ -478,7 +478,7 @@ class Agent:
         idempotency keys), else by asking the model again. An expired lease is taken over; a
         live one is ``SessionBusy`` unless ``wait_for_session`` gives it time to expire. With
         no unfinished run it raises ``NothingToResume``."""
-        run = self._new_run(
+        launch = self._launch(
             "",
             Emitter(None),
             session=session,
@@ -487,7 +487,7 @@ class Agent:
             deps=deps,
             resume=True,
         )
-        return await _to_end(run, raise_on_error)
+        return await _to_end(launch, raise_on_error)
 
     async def unfinished_run(
         self, *, session: str, store: SessionStore | None = None
@@ -515,7 +515,7 @@ class Agent:
         """``resume``, streamed."""
         return RunStream(
             functools.partial(
-                self._new_run,
+                self._launch,
                 "",
                 session=session,
                 store=store,
@@ -544,8 +544,8 @@ class Agent:
             if busy["running"]:
                 branch = f"{branch}#{ctx.action.tag}"
             busy["running"] += 1
-            sub = _Run(
-                child,
+            sub = Launch(
+                agent=child,
                 run_id=uuid.uuid4().hex,
                 user_input=task,
                 branch=branch,
@@ -559,7 +559,8 @@ class Agent:
                 result = await execute(sub)
             finally:
                 busy["running"] -= 1
-                parent.absorb(sub)
+                if sub.run is not None:
+                    parent.absorb(sub.run)
             ctx._subrun = result
             if result.error is not None:
                 raise ToolError(f"the {tool_name} agent failed: {result.error.message}")
@@ -592,8 +593,8 @@ class Agent:
         return anyio.run(run_and_close, backend=backend)
 
 
-async def _to_end(run: _Run, raise_on_error: bool) -> RunResult:
-    result = await execute(run)
+async def _to_end(launch: Launch, raise_on_error: bool) -> RunResult:
+    result = await execute(launch)
     if raise_on_error:
         raise_for_result(result)
     return result
@@ -605,9 +606,9 @@ class RunStream:
     manager; ``cancel(reason)`` stops the run from any task."""
 
     def __init__(
-        self, make_run: Callable[[Emitter], _Run], *, buffer: int, raise_on_error: bool
+        self, launch: Callable[[Emitter], Launch], *, buffer: int, raise_on_error: bool
     ) -> None:
-        self._make_run = make_run
+        self._launch = launch
         self._buffer = buffer
         self._raise_on_error = raise_on_error
         self._scope = anyio.CancelScope()
@@ -621,19 +622,19 @@ class RunStream:
 
     async def __aenter__(self) -> RunStream:
         send, receive = anyio.create_memory_object_stream[ev.Event](self._buffer)
-        run = self._make_run(Emitter(send))
-        self.run_id = run.run_id
+        launch = self._launch(Emitter(send))
+        self.run_id = launch.run_id
         self._receive = receive
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._tg.start_soon(self._drive, run, send)
+        self._tg.start_soon(self._drive, launch, send)
         return self
 
-    async def _drive(self, run: _Run, send: MemoryObjectSendStream[ev.Event]) -> None:
+    async def _drive(self, launch: Launch, send: MemoryObjectSendStream[ev.Event]) -> None:
         async with send:
             with self._scope:
                 try:
-                    self._result = await execute(run)
+                    self._result = await execute(launch)
                 except Exception as exc:
                     self._error = exc
             if self._scope.cancelled_caught:

@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import Awaitable, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -31,15 +31,8 @@ from ._errors import (
 from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visible_thought
 from ._middleware import ModelCall, compose
 from ._prompt import RESPONSE_MARKER, build_prompt, replay_step
-from ._run import _Run
-from ._session_run import (
-    SessionBinding,
-    SessionSpec,
-    end_record,
-    load,
-    step_to_json,
-    stored_result,
-)
+from ._run import Launch, _Run
+from ._session_run import SessionScope
 from ._steps import ActionResult, RunErrorInfo, RunResult, Step
 from ._tracing import tool_span, traced_model_call, traced_run
 from ._turn import call_model
@@ -62,56 +55,62 @@ logger = logging.getLogger("agentloop")
 T = TypeVar("T")
 
 
-def execute(run: _Run) -> Awaitable[RunResult]:
+def execute(launch: Launch) -> Awaitable[RunResult]:
     """Run to the one terminal event. A failure is emitted as ``RunFailed`` and re-raised;
     cancellation emits nothing and propagates. With a session, the run holds its lease
     throughout and records how it ended (shielded, so that a cancelled run says so too).
     (Not a coroutine itself: an untraced run costs no extra frame.)"""
-    if run.instrument is not None:
-        return traced_run(run, _execute)
-    return _execute(run)
+    if launch.instrument is not None:
+        return traced_run(launch, _execute)
+    return _execute(launch)
 
 
-async def _execute(run: _Run) -> RunResult:
-    """The release in ``finally`` (after ``_record_end``, which releases with the end) is
-    bounded and never raises: a cancelled run stays cancelled, a finished run finished."""
-    logger.debug("run %s started: agent %s, branch %s", run.run_id, run.agent.name, run.branch)
-    binding: SessionBinding | None = None
+async def _execute(launch: Launch) -> RunResult:
+    """The release in ``finally`` (after ``end``, which releases with the end) is bounded and
+    never raises: a cancelled run stays cancelled, a finished run finished."""
+    logger.debug(
+        "run %s started: agent %s, branch %s", launch.run_id, launch.agent.name, launch.branch
+    )
+    session: SessionScope | None = None
+    spec = launch.session_spec
+    if spec is not None:
+        agent = launch.agent
+        try:
+            session = await SessionScope.open(
+                spec,
+                owner=launch.run_id,
+                ttl=agent.lease_ttl,
+                memory=agent.memory,
+                parse_output=agent.parse_output,
+            )
+        except Exception as exc:
+            await _failed(launch.start(), exc)  # a run that never held its session
+            raise
+    run = launch.start(session)
     cancelled = False
     try:
-        if run.session_spec is not None:
-            binding = await _open_session(run, run.session_spec)
         await run.emit(ev.RunStarted, agent=run.agent.name, input=run.user_input)
-        if binding is None:
+        if session is None:
             result = await _with_deadline(run)
-        elif run.earlier_result is not None:
-            result = run.earlier_result  # its run_key names a finished run: never run twice
+        elif session.earlier_result is not None:
+            result = session.earlier_result  # its run_key names a finished run: never run twice
         else:
-            result = await _beside(_with_deadline(run), binding.keep_alive())
+            result = await _beside(_with_deadline(run), session.keep_alive())
     except Exception as exc:
-        if binding is not None:
-            await _record_end(run, binding, "failed", error=exc)
-        info = RunErrorInfo(kind=type(exc).__name__, message=str(exc))
-        logger.debug("run %s failed: %s", run.run_id, info.kind)
-        await run.emit(ev.RunFailed, error=info)
+        if session is not None:
+            await session.end("failed", error=exc)
+        await _failed(run, exc)
         raise
     except BaseException as exc:
         cancelled = True
         # KeyboardInterrupt and SystemExit end the process, not just the run: like a crash,
         # they leave the run unended (resumable), not recorded as cancelled.
-        if binding is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            await _record_end(run, binding, "cancelled")
+        if session is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            await session.end("cancelled")
         raise
     finally:
-        if binding is not None:
-            # A cancelled run waits for its release at most release_timeout (2 s). Another
-            # one waits for a busy store as long as its lease lasts (then it has expired by
-            # itself), at least end_timeout, and retries a failing one for end_timeout.
-            if cancelled:
-                await binding.release()
-            else:
-                wait = max(binding.end_timeout, binding.ttl)
-                await binding.release(within=wait, retry_for=binding.end_timeout)
+        if session is not None:
+            await session.release(wait_for_store=not cancelled)
     logger.debug(
         "run %s finished: %d steps, %d model calls, %s",
         run.run_id,
@@ -123,36 +122,10 @@ async def _execute(run: _Run) -> RunResult:
     return result
 
 
-async def _open_session(run: _Run, spec: SessionSpec) -> SessionBinding:
-    agent = run.agent
-    binding, session = await SessionBinding.open(
-        spec, owner=run.run_id, ttl=agent.lease_ttl, memory=agent.memory
-    )
-    try:
-        loaded = load(session, memory=agent.memory, resume=spec.resume, run_key=spec.run_key)
-        if loaded.finished is not None:
-            run.earlier_result = stored_result(agent, loaded)
-    except BaseException:
-        await binding.release()
-        raise
-    run.attach_session(binding, loaded)
-    return binding
-
-
-async def _record_end(
-    run: _Run, binding: SessionBinding, status: Literal["failed", "cancelled"], **kw: Any
-) -> None:
-    """Record how the run ended and release its lease, in one store operation batched with the
-    other runs ending at once; shielded, bounded (a cancelled run: ``release_timeout``, 2 s, so
-    cancellation stays fast; a failed one: ``end_timeout``, 10 s) and best effort: transient
-    store errors are retried within the bound, and an end still not recorded is logged as a
-    warning and left for resume (the run stays unfinished in the history). Nothing is written
-    for a run whose record never reached the history, nor after its end was committed (a
-    cancel that arrives just after the final commit leaves the run finished)."""
-    if not binding.recorded or binding.ended:
-        return
-    timeout = binding.release_timeout if status == "cancelled" else binding.end_timeout
-    await binding.end(end_record(run.run_id, status, **kw), run.state, within=timeout)
+async def _failed(run: _Run, exc: Exception) -> None:
+    info = RunErrorInfo(kind=type(exc).__name__, message=str(exc))
+    logger.debug("run %s failed: %s", run.run_id, info.kind)
+    await run.emit(ev.RunFailed, error=info)
 
 
 async def _beside(main: Awaitable[T], side: Awaitable[None]) -> T:
@@ -275,14 +248,17 @@ async def _loop(
     specs = toolbox.specs() if tool_mode == "native" else ()
     react_stop = tool_mode == "react" and agent.model.profile.stop_sequences
     stop = (RESPONSE_MARKER,) if react_stop else ()
+    session = run.session
     if run.resumed:
         run.replayed = [replay_step(step, tool_mode) for step in run.steps]
-    elif run.binding is not None:
-        await run.binding.commit([_run_record(run)], run.state)
-        run.binding.recorded = True
+    elif session is not None:
+        await session.start(agent=agent.name, branch=run.branch, user_input=run.user_input)
     while True:
         if len(run.steps) >= agent.max_steps:
-            return await _checkpoint(run, None, _limit_result(run))
+            result = _limit_result(run)
+            if session is not None:
+                await session.commit_step(None, result)
+            return result
         # Resuming, the reply of the step in flight may be committed: it is never asked again.
         response = run.take_committed_reply()
         if response is None:
@@ -304,47 +280,18 @@ async def _loop(
             try:
                 response = await model_call(request)
             except RunError as exc:
-                return await _checkpoint(run, None, _result(run, error=exc))
+                result = _result(run, error=exc)
+                if session is not None:
+                    await session.commit_step(None, result)
+                return result
         step, done = await _settle(run, executor, response)
         run.steps.append(step)
         run.replayed.append(replay_step(step, tool_mode))
-        await _checkpoint(run, step, done)
+        if session is not None:
+            await session.commit_step(step, done)
         await run.emit(ev.StepFinished, step=step)
         if done is not None:
             return done
-
-
-@overload
-async def _checkpoint(run: _Run, step: Step | None, done: RunResult) -> RunResult: ...
-@overload
-async def _checkpoint(run: _Run, step: Step | None, done: None) -> None: ...
-async def _checkpoint(run: _Run, step: Step | None, done: RunResult | None) -> RunResult | None:
-    """Commit a completed step (and the end of the run, with its last step) to the session."""
-    if run.binding is not None:
-        from .sessions import StepRecord
-
-        records: list[Any] = []
-        if step is not None:
-            records.append(StepRecord(run_id=run.run_id, index=step.index, step=step_to_json(step)))
-        if done is not None:
-            records.append(end_record(run.run_id, "finished", result=done))
-        await run.binding.commit(records, run.state)
-        run.binding.ended = done is not None
-    return done
-
-
-def _run_record(run: _Run) -> Any:
-    from .sessions import RunRecord
-
-    spec = run.session_spec
-    return RunRecord(
-        run_id=run.run_id,
-        agent=run.agent.name,
-        branch=run.branch,
-        input=run.user_input,
-        parent_run_id=run.parent_run_id,
-        run_key=spec.run_key if spec is not None else None,
-    )
 
 
 async def _resolve_tools(run: _Run, stack: AsyncExitStack) -> list[Tool]:
@@ -395,8 +342,8 @@ async def _settle(
         sealed.setdefault(p.part.id, []).append(p)
     step_index = len(run.steps)
     out_of_steps = run.last_step and agent.reflect_on_tool_use
-    if not out_of_steps and _commits_reply(run, executor, response):
-        await _commit_reply(run, step_index, response)
+    if not out_of_steps and run.session is not None and _commits_reply(run, executor, response):
+        await run.session.commit_reply(step_index, response)
     pendings: list[PendingAction] = []
     seen: set[str] = set()
     limit = agent.tool_limits.max_actions_per_step
@@ -469,27 +416,10 @@ def _commits_reply(run: _Run, executor: Executor, response: mt.ModelResponse) ->
     """A session run commits a reply before its actions when one has side effects: after a
     crash, resume runs them from the committed reply, with the same idempotency keys. A
     resumed reply is committed already."""
-    if run.binding is None or response.attempt == run.committed_attempt:
+    if response.attempt == run.committed_attempt:
         return False
     toolbox = executor.toolbox
     return any(toolbox.has_side_effects(p.name, p.path) for p in response.tool_calls)
-
-
-async def _commit_reply(run: _Run, index: int, response: mt.ModelResponse) -> None:
-    from .sessions import ReplyRecord
-
-    binding = run.binding
-    if binding is None:
-        return
-    reply = Step(
-        index=index,
-        attempt=response.attempt or 0,
-        parts=response.parts,
-        finish_reason=response.finish_reason,
-        usage=response.usage,
-    )
-    record = ReplyRecord(run_id=run.run_id, index=index, step=step_to_json(reply))
-    await binding.commit([record], run.state)
 
 
 def _thought(response: mt.ModelResponse, *, with_text: bool) -> str:

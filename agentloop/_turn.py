@@ -261,7 +261,7 @@ class _Attempt:
             and not (self.run.last_step and self.run.agent.reflect_on_tool_use)
             and len(record.actions) <= self.run.agent.tool_limits.max_actions_per_step
             and self.executor.toolbox.is_eager(
-                part.name, part.path, committing=self.run.binding is not None
+                part.name, part.path, committing=self.run.session is not None
             )
         ):
             await self.executor.start(pending, step=len(self.run.steps))
