@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import Awaitable, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 logger = logging.getLogger("agentloop")
-T = TypeVar("T")
 
 
 def execute(launch: Launch) -> Awaitable[RunResult]:
@@ -90,12 +89,10 @@ async def _execute(launch: Launch) -> RunResult:
     cancelled = False
     try:
         await run.emit(ev.RunStarted, agent=run.agent.name, input=run.user_input)
-        if session is None:
-            result = await _with_deadline(run)
-        elif session.earlier_result is not None:
+        if session is not None and session.earlier_result is not None:
             result = session.earlier_result  # its run_key names a finished run: never run twice
         else:
-            result = await _beside(_with_deadline(run), session.keep_alive())
+            result = await _with_deadline(run)
     except Exception as exc:
         if session is not None:
             await session.end("failed", error=exc)
@@ -128,43 +125,9 @@ async def _failed(run: _Run, exc: Exception) -> None:
     await run.emit(ev.RunFailed, error=info)
 
 
-async def _beside(main: Awaitable[T], side: Awaitable[None]) -> T:
-    """Await ``main`` while ``side`` runs; if ``side`` fails, ``main`` is cancelled and the
-    failure raised. Errors leave bare, not in an exception group."""
-    failure: list[Exception] = []
-    outcome: list[T] = []
-    with anyio.CancelScope() as scope:
-
-        async def watch() -> None:
-            try:
-                await side
-            except Exception as exc:
-                failure.append(exc)
-                scope.cancel()
-
-        error: Exception | None = None
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(watch)
-                try:
-                    outcome.append(await main)
-                except Exception as exc:
-                    error = exc
-                tg.cancel_scope.cancel()
-        except BaseExceptionGroup as group:
-            _raise_exit(group)
-            raise
-        if error is not None:
-            raise error
-    if failure:
-        raise failure[0]
-    return outcome[0]
-
-
 async def _with_deadline(run: _Run) -> RunResult:
     agent = run.agent
-    # Without toolsets the task group is entered directly (one coroutine less per waiting run).
-    body = _in_task_group(run, agent.tools) if not agent.toolsets else _with_toolsets(run)
+    body = _in_task_group(run, None if agent.toolsets else agent.tools, run.session)
     deadline = agent.deadline
     if deadline is None:
         return await body
@@ -176,28 +139,57 @@ async def _with_deadline(run: _Run) -> RunResult:
 async def _with_toolsets(run: _Run) -> RunResult:
     async with AsyncExitStack() as stack:
         tools = await _resolve_tools(run, stack)
-        return await _in_task_group(run, tools)
+        return await _in_task_group(run, tools, None)
 
 
-async def _in_task_group(run: _Run, tools: Sequence[Tool]) -> RunResult:
-    """Own the run's task group; its tasks never raise, and the loop's error leaves it bare."""
+async def _in_task_group(
+    run: _Run, tools: Sequence[Tool] | None, session: SessionScope | None
+) -> RunResult:
+    """Own the run's task group; its tasks never raise, and the loop's error leaves it bare.
+
+    It hosts the renewal of the session's lease (no task group of its own per run: thousands
+    of runs wait at once): a lease lost, or a store failing until it would expire, cancels the
+    run and is raised instead. Toolsets (``tools`` is None) start inside it, so the lease is
+    renewed meanwhile, and the loop gets a task group of its own within their scopes."""
     error: Exception | None = None
     exits: list[BaseException] = []  # KeyboardInterrupt/SystemExit from tools (they cancel tg)
+    lost: list[Exception] = []
+    renewal = anyio.CancelScope()
     try:
         async with anyio.create_task_group() as tg:
+            if session is not None:
+                tg.start_soon(_renew, session, renewal, tg.cancel_scope, lost)
             try:
+                if tools is None:
+                    return await _with_toolsets(run)
                 return await _loop(run, tg, Toolbox(tools), exits)
             except Exception as exc:
                 error = exc
                 tg.cancel_scope.cancel()
+            finally:
+                renewal.cancel()
     except BaseExceptionGroup as group:
         _raise_exit(group)
         raise
     if exits:
         raise exits[0]
-    if error is None:  # cancelled from inside without a failure: a fault of ours
-        raise RuntimeError("the run's task group was cancelled without an error")
-    raise error
+    if error is not None:
+        raise error
+    if lost:
+        raise lost[0]
+    raise RuntimeError("the run's task group was cancelled without an error")  # a fault of ours
+
+
+async def _renew(
+    session: SessionScope, renewal: anyio.CancelScope, run: anyio.CancelScope, lost: list[Exception]
+) -> None:
+    """Keep the lease until ``renewal`` is cancelled; if it is lost, cancel the ``run``."""
+    with renewal:
+        try:
+            await session.keep_alive()
+        except Exception as exc:
+            lost.append(exc)
+            run.cancel()
 
 
 def _raise_exit(group: BaseExceptionGroup[BaseException]) -> None:
