@@ -103,6 +103,11 @@ async def _execute(launch: Launch) -> RunResult:
         # KeyboardInterrupt and SystemExit end the process, not just the run: like a crash,
         # they leave the run unended (resumable), not recorded as cancelled.
         if session is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                # The cancellation's traceback holds the frames of the whole call chain it
+                # unwound: thousands of runs cancelled at once would keep them all alive while
+                # their ends are batched, for the garbage collector to walk again and again.
+                exc.__traceback__ = None
             await session.end("cancelled")
         raise
     finally:
