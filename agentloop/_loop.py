@@ -159,10 +159,10 @@ async def _in_task_group(
     error: Exception | None = None
     exits: list[BaseException] = []  # KeyboardInterrupt/SystemExit from tools (they cancel tg)
     lost: list[Exception] = []
-    renewal = anyio.CancelScope()
+    renewal = anyio.CancelScope() if session is not None else None
     try:
         async with anyio.create_task_group() as tg:
-            if session is not None:
+            if session is not None and renewal is not None:
                 tg.start_soon(_renew, session, renewal, tg.cancel_scope, lost)
             try:
                 if tools is None:
@@ -172,7 +172,8 @@ async def _in_task_group(
                 error = exc
                 tg.cancel_scope.cancel()
             finally:
-                renewal.cancel()
+                if renewal is not None:
+                    renewal.cancel()
     except BaseExceptionGroup as group:
         _raise_exit(group)
         raise
