@@ -3,6 +3,31 @@
 A caller gives an ``Agent`` an input and tools; the runtime asks a model, parses the reply into
 thought, actions and answer while it streams, runs the actions concurrently as soon as each is
 sealed, feeds the results back, and loops until the model answers.
+
+Layers, bottom to top (``tests/test_layering.py`` checks them on the import graph, counting
+imports under ``TYPE_CHECKING`` and inside functions). A module imports only from its own layer
+and those below, and no modules import each other in a cycle.
+
+1. Leaves: ``_errors``, ``_time``, ``_version``, and ``_context`` (``StateView``, a run's
+   state).
+2. ``models``: the values that cross the model seam (``models._types``, with the ``RunContext``
+   protocol that a ``ModelRequest`` carries) and the drivers.
+3. ``sessions``: the stores.
+4. The values of a run: ``_steps``, ``_events``, ``_final``, ``_cost``, ``_retry``,
+   ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``).
+5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
+6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_threads``,
+   ``_actions`` (the action executor), ``_session_run``, ``_run``, ``_tracing``, ``_turn``,
+   ``_loop``, ``_agent``.
+7. This module, the public facade.
+8. Seam users: ``goals``, ``mcp``, ``testing``, ``cli``. They import public seams only: the
+   packages ``agentloop``, ``agentloop.models`` (with ``models.openai`` and
+   ``models.anthropic``), ``agentloop.tools``, ``agentloop.sessions``, and each other's.
+
+The engine's seams: middleware and tools see a run through ``RunContext`` (the engine's
+``RunView`` implements it); ``ModelResponse.discard`` reports to an ``AttemptLog`` (the engine's
+run); a sub-agent tool finds its parent run with ``_run.run_of`` and returns a ``SubrunOutput``;
+the executor marks an abandoned sync tool with ``tools._context.abandon``.
 """
 
 from __future__ import annotations
@@ -11,7 +36,6 @@ import logging
 
 from ._agent import Agent as Agent
 from ._agent import RunStream as RunStream
-from ._context import RunContext as RunContext
 from ._context import StateView as StateView
 from ._cost import Cost as Cost
 from ._cost import ModelPrice as ModelPrice
@@ -62,6 +86,7 @@ from ._events import StepFinished as StepFinished
 from ._events import TextDelta as TextDelta
 from ._events import ThoughtDelta as ThoughtDelta
 from ._events import event_from_json as event_from_json
+from ._instrument import Instrumentation as Instrumentation
 from ._middleware import ModelCall as ModelCall
 from ._middleware import ModelMiddleware as ModelMiddleware
 from ._middleware import ToolCall as ToolCall
@@ -75,26 +100,25 @@ from ._steps import ActionResult as ActionResult
 from ._steps import RunErrorInfo as RunErrorInfo
 from ._steps import RunResult as RunResult
 from ._steps import Step as Step
-from ._tracing import Instrumentation as Instrumentation
-from ._tracing import instrument_all as instrument_all
+from ._version import __version__ as __version__
 from .models import Message as Message
 from .models import Model as Model
 from .models import ModelRequest as ModelRequest
 from .models import ModelResponse as ModelResponse
 from .models import ModelSettings as ModelSettings
 from .models import Usage as Usage
+from .models._types import RunContext as RunContext
 from .tools import Tool as Tool
 from .tools import ToolContext as ToolContext
 from .tools import Toolkit as Toolkit
+from .tools import ToolLimits as ToolLimits
 from .tools import Toolset as Toolset
 from .tools import activity as activity
 from .tools import tool as tool
-from .tools._executor import ToolLimits as ToolLimits
 
 # Quiet unless the application configures logging (the library convention).
 logging.getLogger("agentloop").addHandler(logging.NullHandler())
 
-__version__ = "0.1.0.dev0"
 
 __all__ = [
     "Action",
@@ -176,7 +200,6 @@ __all__ = [
     "UserError",
     "activity",
     "event_from_json",
-    "instrument_all",
     "tool",
 ]
 

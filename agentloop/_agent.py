@@ -15,23 +15,24 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from . import _events as ev
+from ._actions import SubrunOutput
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
+from ._instrument import Instrumentation
+from ._instrument import coerce as coerce_instrument
 from ._loop import execute, raise_for_result, strip_fence
 from ._middleware import ModelMiddleware, ToolMiddleware
 from ._prompt import Ruleset, compile_template, render, system_message
 from ._retry import RetryPolicy
-from ._run import Emitter, Launch
+from ._run import Emitter, Launch, run_of
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
-from ._tracing import Instrumentation
-from ._tracing import coerce as coerce_instrument
 from .models._base import Model
 from .models._registry import resolve_model
 from .models._types import Message, ModelSettings, OutputSchema, ToolMode
 from .tools._context import ToolContext
-from .tools._executor import ToolLimits
-from .tools._tool import Tool, Toolkit, tool
+from .tools._limits import ToolLimits
+from .tools._tool import Tool, Toolkit, check_unique_names, tool
 from .tools._toolset import Toolset
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class Agent:
     ``Thought:/Actions:/Answer:`` text protocol) or ``"auto"`` (native when the model supports
     it). With ``reflect_on_tool_use=False`` the run ends after the first action step and its
     output is the actions' results. ``instrument`` traces runs with OpenTelemetry (``True`` or
-    an ``Instrumentation``; ``None`` inherits a parent run's, else ``instrument_all``'s).
+    an ``Instrumentation``; ``None`` inherits a parent run's; ``False`` opts out).
     """
 
     __slots__ = (
@@ -191,10 +192,7 @@ class Agent:
                 plain_tools.append(tool(item))
             else:
                 raise UserError(f"not a tool, toolkit or toolset: {item!r}")
-        names = [t.name for t in plain_tools]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise UserError(f"duplicate tool names: {', '.join(duplicates)}")
+        check_unique_names(plain_tools)
         set_("tools", tuple(plain_tools))
         set_("toolsets", tuple(toolsets))
         if isinstance(rulesets, Mapping):
@@ -538,7 +536,7 @@ class Agent:
         doc = description or f"Delegate a task to the {self.name!r} agent and get its answer."
 
         async def delegate(ctx: ToolContext, task: str) -> Any:
-            parent = ctx.run._run
+            parent = run_of(ctx.run)
             busy = parent.scratch.setdefault(id(child), {"running": 0})
             branch = f"{parent.branch}.{tool_name}"
             if busy["running"]:
@@ -561,10 +559,9 @@ class Agent:
                 busy["running"] -= 1
                 if sub.run is not None:
                     parent.absorb(sub.run)
-            ctx._subrun = result
             if result.error is not None:
                 raise ToolError(f"the {tool_name} agent failed: {result.error.message}")
-            return result.output
+            return SubrunOutput(result)
 
         delegate.__doc__ = f"""{doc}
 

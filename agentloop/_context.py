@@ -1,4 +1,6 @@
-"""What middleware and tools see of a run: ``RunContext`` and its ``StateView``."""
+"""A run's state as middleware and tools see it: ``StateView``, and the ``SerialQueue`` that
+orders work on one key. (``RunContext``, the view of the run that holds it, is typed in
+``models._types``, beside the ``ModelRequest`` that carries it.)"""
 
 from __future__ import annotations
 
@@ -7,16 +9,11 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, final
 
 import anyio
 
 from ._errors import UserError
-from ._final import final_text
-
-if TYPE_CHECKING:
-    from ._run import _Run
-    from .models._types import ModelResponse
 
 TEMP_PREFIX = "temp:"
 
@@ -196,83 +193,3 @@ def _check_json(key: str, value: Any) -> None:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise UserError(f"state[{key!r}] must be JSON-serialisable: {exc}") from None
-
-
-@final
-class RunContext:
-    """A read-only view of the run, given to middleware (``request.run``) and tools.
-
-    Middleware objects are shared by concurrent runs and hold no per-run state: they keep it in
-    ``scratch(self)``, a dict private to this run (and branch).
-    """
-
-    __slots__ = ("_run",)
-
-    def __init__(self, run: _Run) -> None:
-        self._run = run
-
-    @property
-    def run_id(self) -> str:
-        return self._run.run_id
-
-    @property
-    def parent_run_id(self) -> str | None:
-        return self._run.parent_run_id
-
-    @property
-    def root_run_id(self) -> str:
-        return self._run.root_run_id
-
-    @property
-    def agent_name(self) -> str:
-        return self._run.agent.name
-
-    @property
-    def branch(self) -> str:
-        return self._run.branch
-
-    @property
-    def session_id(self) -> str | None:
-        return self._run.session_id
-
-    @property
-    def state(self) -> StateView:
-        return self._run.state
-
-    @property
-    def step(self) -> int:
-        """The index of the step in progress (0-based)."""
-        return len(self._run.steps)
-
-    @property
-    def max_steps(self) -> int:
-        """The agent's ``max_steps``: model calls (steps) the run may make."""
-        return self._run.agent.max_steps
-
-    @property
-    def last_step(self) -> bool:
-        """This step's model call is the last the run may make: actions of its reply do not
-        run (the run ends with ``max_steps_exceeded``), and a ReAct reply's text is taken as
-        the answer."""
-        return self._run.last_step
-
-    def is_final_answer(self, response: ModelResponse) -> bool:
-        """Whether the loop would end the run with ``response`` as its answer: the test goal
-        enforcement uses for a premature final. It judges content, not ``finish_reason``."""
-        return final_text(response, accept_thought=self._run.accepts_thought()) is not None
-
-    @property
-    def deps(self) -> Any:
-        """Whatever the caller passed as ``deps=`` (database handles, clients, …)."""
-        return self._run.deps
-
-    @property
-    def variables(self) -> Mapping[str, Any]:
-        return self._run.variables
-
-    def scratch(self, owner: object) -> dict[str, Any]:
-        """A per-run, per-branch dict private to ``owner`` (usually a middleware object)."""
-        return self._run.scratch.setdefault(id(owner), {})
-
-    def __repr__(self) -> str:
-        return f"RunContext(run_id={self.run_id!r}, branch={self.branch!r})"

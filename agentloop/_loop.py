@@ -20,13 +20,20 @@ import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from . import _events as ev
+from ._actions import (
+    Executor,
+    PendingAction,
+    Toolbox,
+    action_of,
+    make_terminal,
+    refusal,
+)
 from ._errors import (
     RUN_ERRORS,
     MaxStepsExceeded,
     OutputInvalid,
     RunDeadlineExceeded,
     RunError,
-    UserError,
 )
 from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visible_thought
 from ._middleware import ModelCall, compose
@@ -37,14 +44,6 @@ from ._steps import ActionResult, RunErrorInfo, RunResult, Step
 from ._tracing import tool_span, traced_model_call, traced_run
 from ._turn import call_model
 from .models import _types as mt
-from .tools._executor import (
-    Executor,
-    PendingAction,
-    Toolbox,
-    action_of,
-    error_result,
-    make_terminal,
-)
 from .tools._tool import Tool
 from .tools._toolset import run_scope
 
@@ -299,11 +298,7 @@ async def _resolve_tools(run: _Run, stack: AsyncExitStack) -> list[Tool]:
         if scope is not None:
             await stack.enter_async_context(scope)
         tools.extend(await toolset.list_tools(run.context))
-    names = [t.name for t in tools]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise UserError(f"duplicate tool names at run start: {', '.join(duplicates)}")
-    return tools
+    return tools  # the run's Toolbox checks that their names are unique
 
 
 async def _action_started(run: _Run, pending: PendingAction) -> None:
@@ -353,7 +348,13 @@ async def _settle(
         ):
             pending = PendingAction(part, action_of(part, attempt))
         pendings.append(pending)
-        refused = _refusal(pending, seen, limit, len(pendings), out_of_steps)
+        refused = refusal(
+            pending,
+            count=len(pendings),
+            limit=limit,
+            duplicate=part.id in seen,
+            out_of_steps=out_of_steps,
+        )
         seen.add(part.id)
         await executor.start(pending, step=step_index, error=refused)
     carried.extend(p for rest in sealed.values() for p in rest if p.started)
@@ -426,28 +427,6 @@ def _thought(response: mt.ModelResponse, *, with_text: bool) -> str:
     if with_text and response.text.strip():
         thought = f"{thought}\n{response.text}" if thought else response.text
     return thought
-
-
-def _refusal(
-    pending: PendingAction, seen: set[str], limit: int, count: int, out_of_steps: bool
-) -> ActionResult | None:
-    """Why an action of the accepted reply does not run, if it does not."""
-    action = pending.action
-    if out_of_steps:
-        return error_result(
-            action, "not_run", "not run: this was the run's last allowed step (max_steps)"
-        )
-    if pending.part.error is not None:
-        return error_result(action, "invalid_action", pending.part.error)
-    if action.tag in seen:
-        return error_result(
-            action, "duplicate_tag", f"another action of this reply has tag {action.tag!r}"
-        )
-    if count > limit:
-        return error_result(
-            action, "too_many_actions", f"more than {limit} actions in one reply; not run"
-        )
-    return None
 
 
 async def _results_of(pendings: list[PendingAction]) -> list[ActionResult]:

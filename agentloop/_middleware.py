@@ -18,7 +18,7 @@ from ._steps import Action, ActionResult
 from .models._types import ModelRequest, ModelResponse
 
 if TYPE_CHECKING:
-    from ._context import RunContext
+    from .models._types import RunContext
 
 ModelCall: TypeAlias = Callable[[ModelRequest], Awaitable[ModelResponse]]
 ModelMiddleware: TypeAlias = Callable[[ModelRequest, ModelCall], Awaitable[ModelResponse]]

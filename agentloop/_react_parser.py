@@ -47,7 +47,7 @@ Decisions (each is tested):
 * **Actions.** Text between ``Actions:`` and the first ``[`` is skipped (a fence opener, prose).
   A bare object (``Action: {...}``, no array) is accepted, as are several bare objects in a row.
   Each array item gets the next ``index`` (from 0, over the whole reply): objects and non-objects
-  alike. Every item streams as ``ActionChunk`` events and ends with exactly one ``ActionParsed``
+  alike. Every item streams as ``ActionPiece`` events and ends with exactly one ``ActionParsed``
   or ``ActionInvalid``; the chunks of an item concatenate to its ``raw``. An object needs
   non-empty string ``tag`` and ``name``, a string ``path`` (may be empty) and an object ``input``
   (absent or ``null`` means ``{}``); other keys are ignored.
@@ -60,7 +60,7 @@ Decisions (each is tested):
   reply that ends inside an item makes it invalid at ``close()``; an unclosed array with no open
   item is closed silently.
 * **Text after the array.** Whitespace and a closing fence are skipped; other text until the next
-  header is emitted as ``TextChunk`` (text outside any section), like the text before the first
+  header is emitted as ``TextPiece`` (text outside any section), like the text before the first
   header.
 * **Whitespace.** A section's leading whitespace is dropped: the spaces after the header (all of
   them, not just one) and any blank lines; when the text starts on a later line, that line keeps
@@ -70,7 +70,7 @@ Decisions (each is tested):
   When a ``Thought`` section or text outside sections starts and text of the same kind was
   already emitted in this reply, its text begins with ``"\\n"`` so the pieces stay apart.
 * **Several answers.** Griptape takes the last ``Answer:`` match. Each answer section that has
-  text gets the next ``AnswerChunk.section`` (from 0; empty sections are not counted) and no
+  text gets the next ``AnswerPiece.section`` (from 0; empty sections are not counted) and no
   ``"\\n"`` prefix: the number tells the sections apart, and the caller keeps the last.
   The merged events do not depend on how the reply is split into deltas.
 * **Hold-back.** Besides whitespace, only a possible header or marker prefix at a line start
@@ -91,36 +91,26 @@ from typing import Any, Final, TypeAlias, final
 
 from ._errors import UserError
 
+# Text outside any section is a ``TextPiece`` and a ``Thought:`` section's text a
+# ``ThoughtPiece``: the same values a native driver yields for text and reasoning.
+from .models._types import TextPiece, ThoughtPiece
+
 __all__ = [
-    "ActionChunk",
     "ActionInvalid",
     "ActionParsed",
-    "AnswerChunk",
+    "ActionPiece",
+    "AnswerPiece",
     "ReactEvent",
     "ReactParser",
     "StreamCut",
-    "TextChunk",
-    "ThoughtChunk",
+    "TextPiece",
+    "ThoughtPiece",
     "render_actions",
 ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TextChunk:
-    """Text outside any section: before the first header, or after an actions array."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ThoughtChunk:
-    """Text of a ``Thought:`` section, without the header."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AnswerChunk:
+class AnswerPiece:
     """Text of an ``Answer:`` section, without the header.
 
     ``section`` numbers the reply's answer sections that have text, from 0: the last one is the
@@ -131,7 +121,7 @@ class AnswerChunk:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ActionChunk:
+class ActionPiece:
     """Raw JSON text of action item ``index`` as it streams (for a live UI)."""
 
     index: int
@@ -170,7 +160,7 @@ class StreamCut:
 
 
 ReactEvent: TypeAlias = (
-    TextChunk | ThoughtChunk | AnswerChunk | ActionChunk | ActionParsed | ActionInvalid | StreamCut
+    TextPiece | ThoughtPiece | AnswerPiece | ActionPiece | ActionParsed | ActionInvalid | StreamCut
 )
 
 # Section kinds. Text kinds index _TEXT_EVENT.
@@ -178,7 +168,7 @@ _TEXT: Final = 0
 _THOUGHT: Final = 1
 _ANSWER: Final = 2
 _ACTIONS: Final = 3
-_TEXT_EVENT: Final = (TextChunk, ThoughtChunk, AnswerChunk)
+_TEXT_EVENT: Final = (TextPiece, ThoughtPiece, AnswerPiece)
 
 # Header spellings (compared lower-cased) and the section each opens.
 _HEADERS: Final[dict[str, int]] = {
@@ -385,7 +375,7 @@ class ReactParser:
         self._item_obj = False
         self._stack: list[str] = []
         self._raw: list[str] = []
-        self._raw_sent = 0  # pieces of _raw already sent as ActionChunk
+        self._raw_sent = 0  # pieces of _raw already sent as ActionPiece
 
     # ----------------------------------------------------------------- public
 
@@ -411,14 +401,14 @@ class ReactParser:
                     self._prev_ws = delta[-1] in " \t"
                     kind = self._kind
                     if kind == _ANSWER:
-                        return [AnswerChunk(text=text, section=self._section)]
+                        return [AnswerPiece(text=text, section=self._section)]
                     return [_TEXT_EVENT[kind](text=text)]
         elif mode == _M_ISTR:
             if delta and '"' not in delta and "\\" not in delta:
                 self.chars_examined += len(delta)
                 self._raw.append(delta)
                 self._raw_sent = len(self._raw)
-                return [ActionChunk(index=self._index - 1, text=delta)]
+                return [ActionPiece(index=self._index - 1, text=delta)]
         elif mode == _M_DONE:
             return []
         if not delta:
@@ -1009,9 +999,9 @@ class ReactParser:
                 event = _check(index, raw, obj)
         self._out.append(event)
 
-    def _chunk(self, text: str) -> TextChunk | ThoughtChunk | AnswerChunk:
+    def _chunk(self, text: str) -> TextPiece | ThoughtPiece | AnswerPiece:
         if self._kind == _ANSWER:
-            return AnswerChunk(text=text, section=self._section)
+            return AnswerPiece(text=text, section=self._section)
         return _TEXT_EVENT[self._kind](text=text)
 
     def _flush(self) -> None:
@@ -1026,7 +1016,7 @@ class ReactParser:
         if len(raw) > self._raw_sent:
             text = "".join(raw[self._raw_sent :])
             self._raw_sent = len(raw)
-            self._out.append(ActionChunk(index=self._index - 1, text=text))
+            self._out.append(ActionPiece(index=self._index - 1, text=text))
 
 
 def render_actions(actions: Sequence[Mapping[str, Any]]) -> str:

@@ -4,28 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast, final
 
 import anyio
 from anyio import BrokenResourceError, ClosedResourceError, WouldBlock
 from anyio.streams.memory import MemoryObjectSendStream
 
 from . import _events as ev
-from ._context import RunContext, StateView
-from ._final import REACT_REMINDER
+from ._actions import PendingAction
+from ._context import StateView
+from ._final import REACT_REMINDER, final_text
+from ._instrument import Instrumentation
+from ._instrument import resolve as resolve_instrument
 from ._steps import ActionResult, Step
-from ._tracing import Instrumentation
-from ._tracing import resolve as resolve_instrument
-from .models._types import FinishReason, Message, ModelResponse, ToolMode, Usage
-from .tools._executor import PendingAction
+from .models._types import (
+    DiscardReason,
+    FinishReason,
+    Message,
+    ModelResponse,
+    RunContext,
+    ToolMode,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from ._agent import Agent
     from ._session_run import SessionScope, SessionSpec
-
-DiscardReason = Literal["retry", "goal", "middleware"]
 
 
 class _Done:
@@ -164,7 +170,8 @@ class Launch:
 
 
 class _Run:
-    """Everything one run (or sub-run) owns. ``RunContext`` is its public, read-only face."""
+    """Everything one run (or sub-run) owns. ``RunView`` is its public, read-only face, and it
+    is the ``AttemptLog`` of the responses it streams."""
 
     def __init__(self, launch: Launch, session: SessionScope | None = None) -> None:
         agent = launch.agent
@@ -190,7 +197,7 @@ class _Run:
         self.replayed: list[tuple[Message, ...]] = []
         self.usage_by_model: dict[str, Usage] = {}
         self.scratch: dict[int, dict[str, Any]] = {}
-        self.context = RunContext(self)
+        self.context: RunContext = RunView(self)
         self.instrument: Instrumentation | None = launch.instrument
         self.span: Span | None = launch.span
         self._attempt_count = 0
@@ -311,3 +318,78 @@ class _Run:
         if self._pending_discards is None:
             self._pending_discards = []
         self._pending_discards.append((attempt, reason))
+
+
+@final
+class RunView(RunContext):
+    """The ``RunContext`` of a ``_Run``: what middleware and tools see of it, read-only."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+
+    @property
+    def run_id(self) -> str:
+        return self._run.run_id
+
+    @property
+    def parent_run_id(self) -> str | None:
+        return self._run.parent_run_id
+
+    @property
+    def root_run_id(self) -> str:
+        return self._run.root_run_id
+
+    @property
+    def agent_name(self) -> str:
+        return self._run.agent.name
+
+    @property
+    def branch(self) -> str:
+        return self._run.branch
+
+    @property
+    def session_id(self) -> str | None:
+        return self._run.session_id
+
+    @property
+    def state(self) -> StateView:
+        return self._run.state
+
+    @property
+    def step(self) -> int:
+        return len(self._run.steps)
+
+    @property
+    def max_steps(self) -> int:
+        return self._run.agent.max_steps
+
+    @property
+    def last_step(self) -> bool:
+        return self._run.last_step
+
+    def is_final_answer(self, response: ModelResponse) -> bool:
+        return final_text(response, accept_thought=self._run.accepts_thought()) is not None
+
+    @property
+    def deps(self) -> Any:
+        return self._run.deps
+
+    @property
+    def variables(self) -> Mapping[str, Any]:
+        return self._run.variables
+
+    def scratch(self, owner: object) -> dict[str, Any]:
+        return self._run.scratch.setdefault(id(owner), {})
+
+    def __repr__(self) -> str:
+        return f"RunContext(run_id={self.run_id!r}, branch={self.branch!r})"
+
+
+def run_of(context: RunContext) -> _Run:
+    """The run behind a ``RunContext`` the engine handed out: the seam through which a
+    sub-agent tool (``Agent.as_tool``) starts its sub-run under the run that called it."""
+    if not isinstance(context, RunView):
+        raise TypeError(f"not the context of a run of this runtime: {context!r}")
+    return context._run

@@ -1,7 +1,8 @@
 """OpenTelemetry spans for runs, model calls and actions, after the GenAI semantic conventions.
 
-Off unless asked (``Agent(instrument=...)`` or ``instrument_all()``); while off, a run pays one
-attribute check and opentelemetry is never imported. When on, the span wrappers are composed
+Off unless asked (``Agent(instrument=...)``; a sub-agent's run inherits its parent's unless its own
+agent says otherwise); while off, a run pays one attribute check and opentelemetry is never
+imported. When on, the span wrappers are composed
 once per run, around the model call and outside the tool middleware, so no per-delta work is
 added. Parents are set explicitly: actions start while the model call streams, yet their spans
 are children of the run's span, and a sub-agent's run span is a child of its action's span.
@@ -14,75 +15,21 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ._errors import UserError
+from ._instrument import Instrumentation
 from .models import _types as mt
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer, TracerProvider
+    from opentelemetry.trace import Span
 
     from ._middleware import ModelCall, ToolCall, ToolCallNext, ToolMiddleware
     from ._run import Launch, _Run
     from ._steps import ActionResult, RunResult
 
 logger = logging.getLogger("agentloop")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Instrumentation:
-    """How runs are traced. ``tracer_provider`` defaults to OpenTelemetry's global provider;
-    ``include_content`` records prompts, replies, tool arguments and results in spans and
-    debug logs (off by default: they may hold personal data)."""
-
-    tracer_provider: TracerProvider | None = None
-    include_content: bool = False
-    _tracer: list[Tracer] = field(default_factory=list, init=False, repr=False, compare=False)
-
-    def tracer(self) -> Tracer:
-        if not self._tracer:
-            try:
-                from opentelemetry import trace
-            except ImportError:
-                raise UserError(
-                    "tracing needs OpenTelemetry: pip install 'agentloop[otel]'"
-                ) from None
-            from . import __version__
-
-            provider = self.tracer_provider or trace.get_tracer_provider()
-            self._tracer.append(provider.get_tracer("agentloop", __version__))
-        return self._tracer[0]
-
-
-InstrumentSetting = Instrumentation | bool | None
-_default: Instrumentation | None = None
-
-
-def coerce(setting: InstrumentSetting) -> Instrumentation | Literal[False] | None:
-    if setting is True:
-        return Instrumentation()
-    if setting is None or setting is False or isinstance(setting, Instrumentation):
-        return setting
-    raise UserError(f"instrument must be an Instrumentation, True, False or None, not {setting!r}")
-
-
-def instrument_all(setting: InstrumentSetting = True) -> None:
-    """Trace the runs of every agent that does not say otherwise (``instrument=None``);
-    ``instrument_all(None)`` turns it off again."""
-    global _default
-    _default = coerce(setting) or None
-
-
-def resolve(
-    own: Instrumentation | Literal[False] | None, inherited: Instrumentation | None
-) -> Instrumentation | None:
-    """A run's instrumentation: its agent's, else its parent run's, else the process default."""
-    if own is None:
-        return inherited if inherited is not None else _default
-    return own or None
 
 
 # -- spans ------------------------------------------------------------------------------------

@@ -11,20 +11,20 @@ import anyio
 
 from . import _events as ev
 from . import _react_parser as rp
+from ._actions import PendingAction, action_of, refusal
 from ._errors import ModelError, ModelTimeout, ReplyTooLarge
 from ._time import fail_after
 from ._tracing import attempt_failed
 from .models import _types as mt
 from .models._assemble import ResponseBuilder
-from .tools._executor import PendingAction, action_of
 
 # Keys of ReAct text pieces other than answers (an answer's key is its section, from 0).
 _TEXT = -2
 _THOUGHT = -1
 
 if TYPE_CHECKING:
+    from ._actions import Executor
     from ._run import AttemptRecord, _Run
-    from .tools._executor import Executor
 
 
 async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) -> mt.ModelResponse:
@@ -136,7 +136,7 @@ class _Attempt:
             if timing:
                 self.record.first_delta_at = anyio.current_time()
                 timing = False
-            if self.parser is not None and isinstance(delta, mt.TextDelta):
+            if self.parser is not None and isinstance(delta, mt.TextPiece):
                 self._count(delta.text)
                 await self._react_events(self.parser.feed(delta.text))
                 if self.cut:
@@ -153,11 +153,11 @@ class _Attempt:
         run, n = self.run, self.record.n
         self.builder.add(delta)
         match delta:
-            case mt.TextDelta(text=text):
+            case mt.TextPiece(text=text):
                 self._count(text)
                 if run.emitting:
                     return run.emit(ev.TextDelta, attempt=n, text=text)
-            case mt.ThoughtDelta(text=text):
+            case mt.ThoughtPiece(text=text):
                 self._count(text)
                 if run.emitting:
                     return run.emit(ev.ThoughtDelta, attempt=n, text=text)
@@ -195,19 +195,19 @@ class _Attempt:
         run, n = self.run, self.record.n
         for event in events:
             match event:
-                case rp.TextChunk(text=text):
+                case rp.TextPiece(text=text):
                     self._piece(_TEXT, text)
                     if run.emitting:
                         await run.emit(ev.TextDelta, attempt=n, text=text)
-                case rp.ThoughtChunk(text=text):
+                case rp.ThoughtPiece(text=text):
                     self._piece(_THOUGHT, text)
                     if run.emitting:
                         await run.emit(ev.ThoughtDelta, attempt=n, text=text)
-                case rp.AnswerChunk(text=text, section=section):
+                case rp.AnswerPiece(text=text, section=section):
                     self._piece(section, text)
                     if run.emitting:
                         await run.emit(ev.AnswerDelta, attempt=n, text=text, section=section)
-                case rp.ActionChunk(index=index, text=text):
+                case rp.ActionPiece(index=index, text=text):
                     self.record.streamed = True
                     if run.emitting:
                         await run.emit(ev.ActionArgsDelta, attempt=n, index=index, text=text)
@@ -255,16 +255,18 @@ class _Attempt:
             tags = self.tags = set()
         duplicate = part.id in tags
         tags.add(part.id)
-        if (
-            part.error is None
-            and not duplicate
-            and not (self.run.last_step and self.run.agent.reflect_on_tool_use)
-            and len(record.actions) <= self.run.agent.tool_limits.max_actions_per_step
-            and self.executor.toolbox.is_eager(
-                part.name, part.path, committing=self.run.session is not None
-            )
+        run = self.run
+        refused = refusal(
+            pending,
+            count=len(record.actions),
+            limit=run.agent.tool_limits.max_actions_per_step,
+            duplicate=duplicate,
+            out_of_steps=run.last_step and run.agent.reflect_on_tool_use,
+        )
+        if refused is None and self.executor.toolbox.is_eager(
+            part.name, part.path, committing=run.session is not None
         ):
-            await self.executor.start(pending, step=len(self.run.steps))
+            await self.executor.start(pending, step=len(run.steps))
 
     def _count(self, text: str) -> None:
         self.record.streamed = True
@@ -277,7 +279,7 @@ class _Attempt:
         response = self.builder.build(
             attempt=self.record.n,
             model_name=self.run.agent.model.name,
-            _discard=self.run.discard,
+            _attempts=self.run,
             **fields,
         )
         if self.parser is None:

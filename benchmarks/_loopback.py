@@ -472,8 +472,7 @@ def _first_event_worker(config: str, url: str, runs: int) -> list[float]:
         if config == "floor":
             return await floor_runs()
         from agentloop import TextDelta, ThoughtDelta
-        from agentloop.models import Message, ModelRequest
-        from agentloop.models import TextDelta as TextPiece
+        from agentloop.models import Message, ModelRequest, TextPiece
 
         model = make_model("openai-chat", url, 10)
         async with model:

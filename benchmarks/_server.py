@@ -1,6 +1,6 @@
 """The loopback provider server in a separate process, with the options some benchmarks need.
 
-``BenchServer`` is ``agentloop.testing``'s ``ProviderServerProcess`` running this module instead of
+``BenchServer`` is ``tests.support.provider_process.ProviderServerProcess`` running this module instead of
 the stock server: the same emulated provider (``EmulatedProvider``), plus ``tool_rounds`` (answer
 only after that many rounds of tool calls: a long session of tool steps), ``script`` (answer every
 request with this text, ``count`` times) and ``pause`` (stream a reply as a provider streams
@@ -23,11 +23,10 @@ from agentloop.testing import (
     Chunk,
     EmulatedProvider,
     ProviderServer,
-    ProviderServerProcess,
     RecordedRequest,
     ScriptedResponse,
-    raise_fd_limit,
 )
+from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
 
 class BenchServer(ProviderServerProcess):

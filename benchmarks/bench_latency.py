@@ -8,7 +8,7 @@ from the first bytes of SSE data reaching the client process (aiohttp's protocol
 every client here reads through) to the consumer holding the first piece of text:
 
 - **floor**: a bare ``aiohttp`` + ``json`` loop: the first content delta parsed;
-- **driver**: ``OpenAIChatModel.stream``: the first ``TextDelta``;
+- **driver**: ``OpenAIChatModel.stream``: the first ``TextPiece``;
 - **Agent.stream, native**: the first ``TextDelta`` event read from ``Agent.stream``;
 - **Agent.stream, ReAct**: the first ``ThoughtDelta`` event (through the incremental parser).
 

@@ -5,7 +5,7 @@ The emulated provider runs in a separate process and injects faults from a seede
 mid-stream, 1% stream slowly. Every session is a two-turn run (two parallel tool calls, then the
 answer) of an agent with a session store, through the real drivers (Chat Completions, Responses
 and Anthropic Messages in turn), all started at once. Afterwards each session is checked
-(``agentloop.testing._load``): it answered; its stored history is complete; no tool action ran
+(``tests/support/load.py``): it answered; its stored history is complete; no tool action ran
 twice (invocations counted by idempotency key and by call); no task was left running.
 
 Then the time to cancel: 5,000 session runs (``--cancel``; 200 with ``--smoke``) on a fresh store
@@ -29,8 +29,9 @@ from pathlib import Path
 import anyio
 
 from agentloop.sessions import InMemoryStore, SessionStore, SQLiteStore
-from agentloop.testing import FaultProfile, ProviderServerProcess, raise_fd_limit
-from agentloop.testing._load import CancelReport, LoadReport, run_cancel_load, run_load
+from agentloop.testing import FaultProfile
+from tests.support.load import CancelReport, LoadReport, run_cancel_load, run_load
+from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
 
 def _profile(seed: int) -> FaultProfile:

@@ -32,9 +32,8 @@ from typing import Any
 
 import anyio
 
-from agentloop.testing._server import raise_fd_limit
-from agentloop.testing._server_main import ProviderServerProcess
 from benchmarks._loopback import FD_MARGIN, LABELS, TOOLS_CHAT, measure
+from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
 CONFIGS = [
     "floor",

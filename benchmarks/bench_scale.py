@@ -33,8 +33,8 @@ import argparse
 import sys
 from typing import Any
 
-from agentloop.testing import ProviderServerProcess, raise_fd_limit
 from benchmarks._loopback import FD_MARGIN, LABELS, measure
+from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
 CONFIGS = [
     "floor",

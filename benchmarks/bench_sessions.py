@@ -112,7 +112,7 @@ def postgres_dsn(stack: ExitStack, given: str | None) -> str | None:
         print("PostgreSQL skipped: psycopg is not installed (pip install 'agentloop[postgres]')")
         return None
     if given is None:
-        from agentloop.sessions._pg_testing import PostgresUnavailable, start_cluster
+        from tests.support.postgres import PostgresUnavailable, start_cluster
 
         try:
             cluster = start_cluster()

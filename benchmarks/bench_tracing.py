@@ -60,7 +60,7 @@ HOOK_NAMES = frozenset(
 
 def _is_hook(node: ast.stmt) -> bool:
     if isinstance(node, ast.ImportFrom):
-        return node.module == "_tracing"
+        return node.module in ("_tracing", "_instrument")
     if (
         isinstance(node, ast.Expr)
         and isinstance(node.value, ast.Call)

@@ -24,7 +24,7 @@ import anyio
 
 from agentloop import ActionStarted, Agent, ModelCallFinished, ThoughtDelta, tool
 from agentloop.models.openai import OpenAIChatModel
-from agentloop.testing._server import Chunk, ProviderServer, RecordedRequest, ScriptedResponse
+from agentloop.testing import Chunk, ProviderServer, RecordedRequest, ScriptedResponse
 
 
 @tool

@@ -52,7 +52,7 @@ def pg_dsn() -> Iterator[str]:
     if given:
         yield given
         return
-    from agentloop.sessions._pg_testing import PostgresUnavailable, start_cluster
+    from tests.support.postgres import PostgresUnavailable, start_cluster
 
     try:
         cluster = start_cluster()

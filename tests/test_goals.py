@@ -28,14 +28,12 @@ from agentloop.goals import (
     GoalRecord,
     GoalStatus,
     RetryEvent,
-    decode_goal,
-    encode_goal,
     get_goal_record,
     render_goal,
     setup_goal,
     start_goal,
-    state_key,
 )
+from agentloop.goals._record import decode_goal, encode_goal, state_key
 from agentloop.models import ToolResultPart
 from agentloop.sessions import (
     InMemoryStore,

@@ -10,19 +10,19 @@ import pytest
 
 from agentloop import UserError
 from agentloop._react_parser import (
-    ActionChunk,
     ActionInvalid,
     ActionParsed,
-    AnswerChunk,
+    ActionPiece,
+    AnswerPiece,
     ReactEvent,
     ReactParser,
     StreamCut,
-    TextChunk,
-    ThoughtChunk,
+    TextPiece,
+    ThoughtPiece,
     render_actions,
 )
 
-_CHUNKS = (TextChunk, ThoughtChunk, AnswerChunk)
+_CHUNKS = (TextPiece, ThoughtPiece, AnswerPiece)
 
 
 def merge(events: Iterable[ReactEvent]) -> list[ReactEvent]:
@@ -30,20 +30,20 @@ def merge(events: Iterable[ReactEvent]) -> list[ReactEvent]:
     out: list[ReactEvent] = []
     for event in events:
         last = out[-1] if out else None
-        if isinstance(event, AnswerChunk) and isinstance(last, AnswerChunk):
+        if isinstance(event, AnswerPiece) and isinstance(last, AnswerPiece):
             if last.section == event.section:
-                out[-1] = AnswerChunk(text=last.text + event.text, section=event.section)
+                out[-1] = AnswerPiece(text=last.text + event.text, section=event.section)
             else:
                 out.append(event)
         elif isinstance(event, _CHUNKS) and type(last) is type(event):
             assert isinstance(last, _CHUNKS)
             out[-1] = type(event)(text=last.text + event.text)
         elif (
-            isinstance(event, ActionChunk)
-            and isinstance(last, ActionChunk)
+            isinstance(event, ActionPiece)
+            and isinstance(last, ActionPiece)
             and last.index == event.index
         ):
-            out[-1] = ActionChunk(index=event.index, text=last.text + event.text)
+            out[-1] = ActionPiece(index=event.index, text=last.text + event.text)
         else:
             out.append(event)
     return out
@@ -66,7 +66,7 @@ def parse(text: str) -> list[ReactEvent]:
     return merge(whole)
 
 
-def texts(events: Iterable[ReactEvent], kind: type[TextChunk | ThoughtChunk | AnswerChunk]) -> str:
+def texts(events: Iterable[ReactEvent], kind: type[TextPiece | ThoughtPiece | AnswerPiece]) -> str:
     return "".join(e.text for e in events if isinstance(e, kind))
 
 
@@ -88,10 +88,10 @@ def act(tag: str, **input: object) -> str:
 def test_header_split_across_deltas() -> None:
     """A header split over deltas is still a header, and so is a split cut marker."""
     events = run(["Tho", "ught: x\nAns", "wer", ":", " y"])
-    assert merge(events) == [ThoughtChunk(text="x"), AnswerChunk(text="y")]
+    assert merge(events) == [ThoughtPiece(text="x"), AnswerPiece(text="y")]
 
     parser = ReactParser()
-    assert parser.feed("Thought: a\n<|Resp") == [ThoughtChunk(text="a")]
+    assert parser.feed("Thought: a\n<|Resp") == [ThoughtPiece(text="a")]
     cut_before = parser.cut
     assert parser.feed("onse|>: the model made this up") == [StreamCut(marker="<|Response|>")]
     assert (cut_before, parser.cut) == (False, True)
@@ -105,12 +105,12 @@ def test_header_split_across_deltas() -> None:
 def test_multiline_thought_streams_with_little_hold_back() -> None:
     """Thought text is emitted as it arrives; only trailing spaces and a possible header wait."""
     parser = ReactParser()
-    assert parser.feed("Thought: first li") == [ThoughtChunk(text="first li")]
-    assert parser.feed("ne  ") == [ThoughtChunk(text="ne")]
-    assert parser.feed("x") == [ThoughtChunk(text="  x")]
+    assert parser.feed("Thought: first li") == [ThoughtPiece(text="first li")]
+    assert parser.feed("ne  ") == [ThoughtPiece(text="ne")]
+    assert parser.feed("x") == [ThoughtPiece(text="  x")]
     assert parser.feed("\nTh") == []  # a newline and what may become "Thought:"
-    assert parser.feed("e end") == [ThoughtChunk(text="\nThe end")]
-    assert parser.feed("\nsecond\n  third") == [ThoughtChunk(text="\nsecond\n  third")]
+    assert parser.feed("e end") == [ThoughtPiece(text="\nThe end")]
+    assert parser.feed("\nsecond\n  third") == [ThoughtPiece(text="\nsecond\n  third")]
     assert parser.close() == []
 
 
@@ -123,22 +123,22 @@ def test_code_fence_around_actions(opener: str) -> None:
     reply = f"Thought: t\nActions:\n{opener}[{act('a', q='x')},\n{act('b')}]\n```\nAnswer: done"
     events = parse(reply)
     assert parsed(events) == [("a", "tool", "run", {"q": "x"}), ("b", "tool", "run", {})]
-    assert texts(events, AnswerChunk) == "done"
-    assert not any(isinstance(e, TextChunk) for e in events)
+    assert texts(events, AnswerPiece) == "done"
+    assert not any(isinstance(e, TextPiece) for e in events)
 
 
 def test_code_fence_on_the_header_line() -> None:
     """The fence may open on the header line and close right after the ``]``."""
     events = parse(f"Actions: ```json\n[{act('a')}]```\nThought: next")
     assert parsed(events) == [("a", "tool", "run", {})]
-    assert texts(events, ThoughtChunk) == "next"
+    assert texts(events, ThoughtPiece) == "next"
 
 
 def test_code_fence_that_never_closes() -> None:
     """An unclosed fence neither loses the actions nor hides the headers after them."""
     events = parse(f"Actions:\n```json\n[{act('a')}]\nAnswer: done")
     assert parsed(events) == [("a", "tool", "run", {})]
-    assert texts(events, AnswerChunk) == "done"
+    assert texts(events, AnswerPiece) == "done"
     events = parse(f"Actions:\n```json\n[{act('a')}")  # fence and array both left open
     assert parsed(events) == [("a", "tool", "run", {})]
     assert invalid(events) == []
@@ -148,24 +148,24 @@ def test_code_fence_in_text_hides_headers_until_it_closes() -> None:
     """Inside a fence in an answer, header lines are text; after it closes they are headers."""
     reply = "Answer: see\n```text\nThought: not a header\n``` \nThought: real"
     events = parse(reply)
-    assert texts(events, AnswerChunk) == "see\n```text\nThought: not a header\n```"
-    assert texts(events, ThoughtChunk) == "real"
+    assert texts(events, AnswerPiece) == "see\n```text\nThought: not a header\n```"
+    assert texts(events, ThoughtPiece) == "real"
     events = parse("Answer:\n```\nAnswer: x")  # never closes: everything is answer text
-    assert events == [AnswerChunk(text="```\nAnswer: x")]
+    assert events == [AnswerPiece(text="```\nAnswer: x")]
     for inner in ("```python", "```"):  # a closer has no info string and is as long as the opener
         opener = "```" if inner == "```python" else "````"
         events = parse(f"Answer:\n{opener}\n{inner}\nThought: x\n{opener}\nThought: y")
-        assert texts(events, ThoughtChunk) == "y"
+        assert texts(events, ThoughtPiece) == "y"
 
 
 def test_code_fence_may_open_on_the_header_line() -> None:
     """A fence opened right after a header counts, so its closing line does not open another."""
     reply = f"Thought: ```\nActions: not yet\n```\nActions: [{act('a')}]\n<|Response|>"
     events = parse(reply)
-    assert texts(events, ThoughtChunk) == "```\nActions: not yet\n```"
+    assert texts(events, ThoughtPiece) == "```\nActions: not yet\n```"
     assert parsed(events) == [("a", "tool", "run", {})]
     assert events[-1] == StreamCut(marker="<|Response|>")
-    assert parse("Thought: Answer: same line") == [ThoughtChunk(text="Answer: same line")]
+    assert parse("Thought: Answer: same line") == [ThoughtPiece(text="Answer: same line")]
 
 
 # 4 -------------------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ def test_json_strings_with_brackets_quotes_escapes_and_newlines() -> None:
             },
         )
     ]
-    assert not any(isinstance(e, (StreamCut, ThoughtChunk)) for e in events)
+    assert not any(isinstance(e, (StreamCut, ThoughtPiece)) for e in events)
 
 
 def test_pretty_printed_objects_span_lines() -> None:
@@ -211,18 +211,18 @@ def test_each_action_is_sealed_when_its_object_closes() -> None:
     """ActionParsed for an object comes in the feed that delivers its closing brace."""
     parser = ReactParser()
     assert parser.feed("Actions: [") == []
-    assert parser.feed(act("a", q="x")[:-1]) == [ActionChunk(index=0, text=act("a", q="x")[:-1])]
+    assert parser.feed(act("a", q="x")[:-1]) == [ActionPiece(index=0, text=act("a", q="x")[:-1])]
     events = parser.feed("}, ")
-    assert events[0] == ActionChunk(index=0, text="}")
+    assert events[0] == ActionPiece(index=0, text="}")
     assert isinstance(events[1], ActionParsed)
     assert events[1].tag == "a"
     assert len(events) == 2
     events = parser.feed(act("b") + ", " + act("c")[:5])
-    assert [type(e) for e in events] == [ActionChunk, ActionParsed, ActionChunk]
-    assert [e.index for e in events if isinstance(e, (ActionChunk, ActionParsed))] == [1, 1, 2]
+    assert [type(e) for e in events] == [ActionPiece, ActionParsed, ActionPiece]
+    assert [e.index for e in events if isinstance(e, (ActionPiece, ActionParsed))] == [1, 1, 2]
     events = parser.feed(act("c")[5:] + "]")
     assert [(type(e), getattr(e, "index", None)) for e in events] == [
-        (ActionChunk, 2),
+        (ActionPiece, 2),
         (ActionParsed, 2),
     ]
     assert parser.close() == []
@@ -239,14 +239,14 @@ def test_cut_marker_at_line_start_cuts(marker: str) -> None:
     assert parser.cut
     assert events[-1] == StreamCut(marker=marker)
     assert parsed(events) == [("a", "tool", "run", {})]
-    assert not any(isinstance(e, AnswerChunk) for e in events)
+    assert not any(isinstance(e, AnswerPiece) for e in events)
     assert parser.feed("Answer: still no") == []
 
 
 def test_cut_marker_inside_an_open_action_invalidates_it() -> None:
     """A cut marker at a line start inside an unfinished object ends that object as invalid."""
     events = parse('Actions: [{"tag": "a",\n<|Response|>: x')
-    assert [type(e) for e in events] == [ActionChunk, ActionInvalid, StreamCut]
+    assert [type(e) for e in events] == [ActionPiece, ActionInvalid, StreamCut]
     assert "cut marker" in invalid(events)[0].error
 
 
@@ -272,8 +272,8 @@ def test_custom_cut_markers() -> None:
     """Only the configured markers cut."""
     parser = ReactParser(cut_markers=("User:",))
     events = run(["Answer: a\n<|Response|>\nUser: hi"], parser)
-    assert events == [AnswerChunk(text="a\n<|Response|>"), StreamCut(marker="User:")]
-    assert run(["Answer: a\nUser: hi"], ReactParser(cut_markers=()))[-1] == AnswerChunk(
+    assert events == [AnswerPiece(text="a\n<|Response|>"), StreamCut(marker="User:")]
+    assert run(["Answer: a\nUser: hi"], ReactParser(cut_markers=()))[-1] == AnswerPiece(
         text="a\nUser: hi"
     )
 
@@ -289,14 +289,14 @@ def test_bad_cut_marker_is_rejected(marker: str) -> None:
 
 
 def test_answer_streams_as_answer_chunks() -> None:
-    """Answer text arrives delta by delta as AnswerChunk events."""
+    """Answer text arrives delta by delta as AnswerPiece events."""
     parser = ReactParser()
     assert parser.feed("Thought: done\nAnswer: Paris is") == [
-        ThoughtChunk(text="done"),
-        AnswerChunk(text="Paris is"),
+        ThoughtPiece(text="done"),
+        AnswerPiece(text="Paris is"),
     ]
-    assert parser.feed(" 20°C,") == [AnswerChunk(text=" 20°C,")]
-    assert parser.feed(" Oslo 5°C.\n") == [AnswerChunk(text=" Oslo 5°C.")]
+    assert parser.feed(" 20°C,") == [AnswerPiece(text=" 20°C,")]
+    assert parser.feed(" Oslo 5°C.\n") == [AnswerPiece(text=" Oslo 5°C.")]
     assert parser.close() == []
 
 
@@ -304,10 +304,10 @@ def test_answer_streams_as_answer_chunks() -> None:
 
 
 def test_reply_without_headers_is_only_text() -> None:
-    """Text with no header at all comes out as TextChunk events only, whole."""
+    """Text with no header at all comes out as TextPiece events only, whole."""
     reply = "Paris is 20°C.\nThoughts are free; Actions speak.\n  Answer - none [x] {y}\n"
     events = parse(reply)
-    assert events == [TextChunk(text=reply.strip())]
+    assert events == [TextPiece(text=reply.strip())]
 
 
 # 9 -------------------------------------------------------------------------------------------
@@ -335,7 +335,7 @@ def test_malformed_items_are_invalid_and_the_array_recovers() -> None:
     assert bad[5].tag == "b"
     assert bad[6].error == "'name' must not be empty"
     assert [(e.index, e.tag) for e in events if isinstance(e, ActionParsed)] == [(7, "ok")]
-    assert texts(events, AnswerChunk) == "fine"
+    assert texts(events, AnswerPiece) == "fine"
 
 
 def test_missing_keys_are_named() -> None:
@@ -356,7 +356,7 @@ def test_array_closed_while_an_object_is_open() -> None:
     events = parse('Actions: [{"tag": "a", "name": "n", "path": "p"]\nAnswer: x')
     (bad,) = invalid(events)
     assert bad.error == "the array closed before the action object did"
-    assert texts(events, AnswerChunk) == "x"
+    assert texts(events, AnswerPiece) == "x"
 
 
 def test_header_inside_an_open_action_ends_it() -> None:
@@ -364,7 +364,7 @@ def test_header_inside_an_open_action_ends_it() -> None:
     events = parse('Actions: [{"tag": "a", "input": {\nAnswer: gave up')
     (bad,) = invalid(events)
     assert bad.error == "the action was not closed before the 'Answer:' header"
-    assert texts(events, AnswerChunk) == "gave up"
+    assert texts(events, AnswerPiece) == "gave up"
 
 
 # 10 ------------------------------------------------------------------------------------------
@@ -394,15 +394,15 @@ def test_reply_ending_inside_the_array() -> None:
 def test_whitespace_after_headers_and_before_sections_is_dropped() -> None:
     """One space after a header and a section's trailing whitespace are not emitted."""
     events = parse("Thought: a b  \n\n  Answer:    c\t \n\n")
-    assert events == [ThoughtChunk(text="a b"), AnswerChunk(text="c")]
+    assert events == [ThoughtPiece(text="a b"), AnswerPiece(text="c")]
 
 
 def test_leading_blank_lines_are_dropped_but_indentation_kept() -> None:
     """Content starting on a later line keeps its first line's indentation."""
     assert parse("Answer:\n\n    def f():\n        pass\n") == [
-        AnswerChunk(text="    def f():\n        pass")
+        AnswerPiece(text="    def f():\n        pass")
     ]
-    assert parse("\n\n  hello  \n") == [TextChunk(text="  hello")]
+    assert parse("\n\n  hello  \n") == [TextPiece(text="  hello")]
 
 
 def test_whitespace_rule_is_independent_of_splitting() -> None:
@@ -417,40 +417,40 @@ def test_whitespace_rule_is_independent_of_splitting() -> None:
 def test_whitespace_hold_back_is_bounded() -> None:
     """Of a whitespace run longer than the cap, all but the last 512 characters are emitted."""
     parser = ReactParser()
-    assert parser.feed("Thought: b") == [ThoughtChunk(text="b")]  # "a" might start "Actions:"
-    assert parser.feed(" " * 1500) == [ThoughtChunk(text=" " * (1500 - 512))]
-    assert parser.feed("\nAnswer: b") == [ThoughtChunk(text=" "), AnswerChunk(text="b")]
+    assert parser.feed("Thought: b") == [ThoughtPiece(text="b")]  # "a" might start "Actions:"
+    assert parser.feed(" " * 1500) == [ThoughtPiece(text=" " * (1500 - 512))]
+    assert parser.feed("\nAnswer: b") == [ThoughtPiece(text=" "), AnswerPiece(text="b")]
     reply = "Thought: a" + " " * 1500 + "\nAnswer: b"
-    assert parse(reply) == [ThoughtChunk(text="a" + " " * 989), AnswerChunk(text="b")]
+    assert parse(reply) == [ThoughtPiece(text="a" + " " * 989), AnswerPiece(text="b")]
 
 
 def test_sections_of_the_same_kind_are_kept_apart() -> None:
     """A second section of a kind already emitted starts with a newline."""
     events = parse(f"Thought: one\nActions: [{act('a')}]\nThought: two\nThought: three")
-    assert texts(events, ThoughtChunk) == "one\ntwo\nthree"
+    assert texts(events, ThoughtPiece) == "one\ntwo\nthree"
 
 
 # 12 ------------------------------------------------------------------------------------------
 
 
 def test_text_after_the_actions_array_is_parsed_as_sections() -> None:
-    """After the array: a header opens a section, other text is TextChunk, more arrays parse."""
+    """After the array: a header opens a section, other text is TextPiece, more arrays parse."""
     reply = (
         f"Thought: t\nActions: [{act('a')}] trailing note\nAnswer: ans\n"
         f"Actions: [{act('b')}]\nThought: again"
     )
     events = parse(reply)
-    assert [type(e) for e in events if not isinstance(e, ActionChunk)] == [
-        ThoughtChunk,
+    assert [type(e) for e in events if not isinstance(e, ActionPiece)] == [
+        ThoughtPiece,
         ActionParsed,
-        TextChunk,
-        AnswerChunk,
+        TextPiece,
+        AnswerPiece,
         ActionParsed,
-        ThoughtChunk,
+        ThoughtPiece,
     ]
-    assert texts(events, TextChunk) == "trailing note"
+    assert texts(events, TextPiece) == "trailing note"
     assert [(e.index, e.tag) for e in events if isinstance(e, ActionParsed)] == [(0, "a"), (1, "b")]
-    assert texts(events, ThoughtChunk) == "t\nagain"
+    assert texts(events, ThoughtPiece) == "t\nagain"
 
 
 # leniency and other decisions -----------------------------------------------------------------
@@ -459,18 +459,18 @@ def test_text_after_the_actions_array_is_parsed_as_sections() -> None:
 @pytest.mark.parametrize(
     ("header", "kind"),
     [
-        ("Thought:", ThoughtChunk),
-        ("THOUGHT:", ThoughtChunk),
-        ("thoughts:", ThoughtChunk),
-        ("Answer:", AnswerChunk),
-        ("answer:", AnswerChunk),
-        ("Final Answer:", AnswerChunk),
-        ("  \tAnswer:", AnswerChunk),
+        ("Thought:", ThoughtPiece),
+        ("THOUGHT:", ThoughtPiece),
+        ("thoughts:", ThoughtPiece),
+        ("Answer:", AnswerPiece),
+        ("answer:", AnswerPiece),
+        ("Final Answer:", AnswerPiece),
+        ("  \tAnswer:", AnswerPiece),
     ],
 )
 def test_header_spellings(header: str, kind: type[ReactEvent]) -> None:
     """Headers are case-insensitive, allow leading spaces and a few common variants."""
-    assert parse(f"intro\n{header} body") == [TextChunk(text="intro"), kind(text="body")]  # type: ignore[call-arg]
+    assert parse(f"intro\n{header} body") == [TextPiece(text="intro"), kind(text="body")]  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("header", ["Actions:", "Action:", "ACTIONS:"])
@@ -484,20 +484,20 @@ def test_action_header_spellings(header: str) -> None:
 )
 def test_not_headers(line: str) -> None:
     """A header must be the whole spelling, at a line start."""
-    assert parse(f"Thought: x\n{line}") == [ThoughtChunk(text=f"x\n{line}")]
+    assert parse(f"Thought: x\n{line}") == [ThoughtPiece(text=f"x\n{line}")]
 
 
 def test_bare_action_objects_without_array() -> None:
     """``Action: {...}`` without an array is accepted, and so are several such objects."""
     events = parse(f"Action: {act('a')}\n{act('b')}\nAnswer: x")
     assert [(e.index, e.tag) for e in events if isinstance(e, ActionParsed)] == [(0, "a"), (1, "b")]
-    assert texts(events, AnswerChunk) == "x"
+    assert texts(events, AnswerPiece) == "x"
 
 
 def test_prose_between_actions_header_and_array_is_skipped() -> None:
     """Text between ``Actions:`` and the ``[`` is neither text nor an action."""
     events = parse(f"Actions: I will call it now:\n[{act('a')}]")
-    assert [type(e) for e in events] == [ActionChunk, ActionParsed]
+    assert [type(e) for e in events] == [ActionPiece, ActionParsed]
 
 
 def test_input_absent_or_null_is_empty() -> None:
@@ -510,13 +510,13 @@ def test_input_absent_or_null_is_empty() -> None:
 
 
 def test_action_chunks_concatenate_to_raw() -> None:
-    """Each item's ActionChunk texts, in order, are exactly its raw text."""
+    """Each item's ActionPiece texts, in order, are exactly its raw text."""
     reply = f'Actions: [ {act("a", s="{[")} , 12 , {{"bad": ]\n'
     events = run(reply)
     for event in events:
         if isinstance(event, (ActionParsed, ActionInvalid)):
             chunks = [
-                e.text for e in events if isinstance(e, ActionChunk) and e.index == event.index
+                e.text for e in events if isinstance(e, ActionPiece) and e.index == event.index
             ]
             assert "".join(chunks) == event.raw
 
@@ -524,13 +524,13 @@ def test_action_chunks_concatenate_to_raw() -> None:
 def test_close_twice_and_feed_after_close() -> None:
     """close() is safe to repeat and feed() after it returns nothing."""
     parser = ReactParser()
-    assert parser.feed("Thought: a  ") == [ThoughtChunk(text="a")]
+    assert parser.feed("Thought: a  ") == [ThoughtPiece(text="a")]
     assert parser.close() == []
     assert parser.close() == []
     assert parser.feed("more") == []
     held = ReactParser()
     assert held.feed("Tho") == []
-    assert held.close() == [TextChunk(text="Tho")]
+    assert held.close() == [TextPiece(text="Tho")]
     assert held.close() == []
 
 
@@ -555,20 +555,20 @@ def test_render_actions_round_trips() -> None:
 def test_actions_header_mid_line_before_json() -> None:
     """A mid-line ``Actions:`` / ``Action:`` followed by ``[`` or ``{`` opens the actions."""
     events = parse(f"Thought: I will add. Actions: [{act('a', x=1)}]")
-    assert texts(events, ThoughtChunk) == "I will add."
+    assert texts(events, ThoughtPiece) == "I will add."
     assert parsed(events) == [("a", "tool", "run", {"x": 1})]
     events = parse(f"Let me call it: Action: {act('b')} Done. Answer: ok")
-    assert texts(events, TextChunk) == "Let me call it:\nDone."
+    assert texts(events, TextPiece) == "Let me call it:\nDone."
     assert parsed(events) == [("b", "tool", "run", {})]
-    assert texts(events, AnswerChunk) == "ok"
+    assert texts(events, AnswerPiece) == "ok"
     for gap in (" ", "\n", " ```json\n", "```\n  ", "\t"):  # spaces, a newline or a fence
         closer = "\n```" if "`" in gap else ""
         events = parse(f"Thought: go. Actions:{gap}[{act('c')}]{closer}\nAnswer: done")
         assert parsed(events) == [("c", "tool", "run", {})], gap
-        assert (texts(events, ThoughtChunk), texts(events, AnswerChunk)) == ("go.", "done")
+        assert (texts(events, ThoughtPiece), texts(events, AnswerPiece)) == ("go.", "done")
     events = parse(f"Thought: Actions: [{act('d')}]")  # right after a header, too
     assert parsed(events) == [("d", "tool", "run", {})]
-    assert texts(events, ThoughtChunk) == ""
+    assert texts(events, ThoughtPiece) == ""
 
 
 @pytest.mark.parametrize(
@@ -587,7 +587,7 @@ def test_mid_line_actions_without_json_is_text(reply: str) -> None:
     """Not followed by ``[`` / ``{`` (spaces and a fence aside), after a non-space, in inline
     code or in a fence, a mid-line ``Actions:`` is ordinary text."""
     events = parse(reply)
-    assert not any(isinstance(e, (ActionChunk, ActionParsed, ActionInvalid)) for e in events)
+    assert not any(isinstance(e, (ActionPiece, ActionParsed, ActionInvalid)) for e in events)
     body = reply.split(":", 1)[1].strip()
     assert "".join(e.text for e in events if isinstance(e, _CHUNKS)) == body
 
@@ -595,24 +595,24 @@ def test_mid_line_actions_without_json_is_text(reply: str) -> None:
 def test_mid_line_header_hold_back_is_bounded() -> None:
     """Only a possible mid-line header (and what may lead to its ``[``) is held back."""
     parser = ReactParser()
-    assert parser.feed("Thought: I will. Act") == [ThoughtChunk(text="I will.")]
-    assert parser.feed("ually no") == [ThoughtChunk(text=" Actually no")]
-    assert parser.feed(". Actions: ") == [ThoughtChunk(text=".")]
-    assert parser.feed("x") == [ThoughtChunk(text=" Actions: x")]
+    assert parser.feed("Thought: I will. Act") == [ThoughtPiece(text="I will.")]
+    assert parser.feed("ually no") == [ThoughtPiece(text=" Actually no")]
+    assert parser.feed(". Actions: ") == [ThoughtPiece(text=".")]
+    assert parser.feed("x") == [ThoughtPiece(text=" Actions: x")]
     assert parser.feed(" Actions:") == []
-    assert parser.close() == [ThoughtChunk(text=" Actions:")]
+    assert parser.close() == [ThoughtPiece(text=" Actions:")]
 
 
 def test_mid_line_answer_after_a_sentence() -> None:
     """``Answer:`` / ``Final Answer:`` mid-line in a thought or outside sections opens the
     answer when the text before it on the line ends a sentence; never inside an answer."""
     assert parse("Thought: done. Answer: 42") == [
-        ThoughtChunk(text="done."),
-        AnswerChunk(text="42"),
+        ThoughtPiece(text="done."),
+        AnswerPiece(text="42"),
     ]
     assert parse("Let me see! Final Answer: 42") == [
-        TextChunk(text="Let me see!"),
-        AnswerChunk(text="42"),
+        TextPiece(text="Let me see!"),
+        AnswerPiece(text="42"),
     ]
     for reply in (
         "Thought: I know the answer: 42",
@@ -635,12 +635,12 @@ def test_reply_wrapped_in_a_fence_is_parsed_as_if_unfenced(opener: str) -> None:
     ticks = "````" if "````" in opener else "```"
     reply = f"{opener}\nThought: t\nActions: [{act('a')}]\n{ticks}  \n"
     events = parse(reply)
-    assert [e for e in events if not isinstance(e, ActionChunk)] == [
-        ThoughtChunk(text="t"),
+    assert [e for e in events if not isinstance(e, ActionPiece)] == [
+        ThoughtPiece(text="t"),
         ActionParsed(index=0, tag="a", name="tool", path="run", input={}, raw=act("a")),
     ]
     events = parse(f"{opener}\nThought: t\nAnswer: 42\n{ticks}")
-    assert events == [ThoughtChunk(text="t"), AnswerChunk(text="42")]
+    assert events == [ThoughtPiece(text="t"), AnswerPiece(text="42")]
 
 
 def test_fences_inside_a_wrapped_reply() -> None:
@@ -649,26 +649,26 @@ def test_fences_inside_a_wrapped_reply() -> None:
     reply = "```\nAnswer: see\n```python\nThought: no\n```\nmore\n```\nThought: after"
     events = parse(reply)
     assert events == [
-        AnswerChunk(text="see\n```python\nThought: no\n```\nmore"),
-        ThoughtChunk(text="after"),
+        AnswerPiece(text="see\n```python\nThought: no\n```\nmore"),
+        ThoughtPiece(text="after"),
     ]
     events = parse("```\nThought: a\n`` x\n  ``\nAnswer: b\n```")  # too few: text
-    assert events == [ThoughtChunk(text="a\n`` x\n  ``"), AnswerChunk(text="b")]
+    assert events == [ThoughtPiece(text="a\n`` x\n  ``"), AnswerPiece(text="b")]
     events = parse("```\nThought: a\n``` x\nAnswer: b\n```")  # an inner fence opens
-    assert events == [ThoughtChunk(text="a\n``` x\nAnswer: b\n```")]
+    assert events == [ThoughtPiece(text="a\n``` x\nAnswer: b\n```")]
 
 
 def test_a_leading_fence_that_does_not_wrap() -> None:
     """A leading fence with a programming language is a code block, as before; a fenced JSON
     array without an ``Actions:`` header is text (Griptape requires the header too)."""
     reply = "```python\nAnswer: x\n```\nThat is the code."
-    assert parse(reply) == [TextChunk(text=reply)]
+    assert parse(reply) == [TextPiece(text=reply)]
     events = parse(f"```json\n[{act('a')}]\n```")
-    assert events == [TextChunk(text=f"[{act('a')}]")]
+    assert events == [TextPiece(text=f"[{act('a')}]")]
     assert parse("``` json and more words than an info string\nx") == [
-        TextChunk(text="``` json and more words than an info string\nx")
+        TextPiece(text="``` json and more words than an info string\nx")
     ]
-    assert parse("```") == [TextChunk(text="```")]
+    assert parse("```") == [TextPiece(text="```")]
 
 
 # issue 13: several answers ----------------------------------------------------------------------
@@ -679,13 +679,13 @@ def test_answer_sections_are_numbered() -> None:
     no separator (the number tells the sections apart)."""
     reply = "Answer: x\nThought: t\nAnswer: y\nAnswer:\n\nFinal Answer: z\n  z2\nThought: done. Answer: w"
     assert parse(reply) == [
-        AnswerChunk(text="x", section=0),
-        ThoughtChunk(text="t"),
-        AnswerChunk(text="y", section=1),
-        AnswerChunk(text="z\n  z2", section=2),
-        ThoughtChunk(text="\ndone."),
-        AnswerChunk(text="w", section=3),
+        AnswerPiece(text="x", section=0),
+        ThoughtPiece(text="t"),
+        AnswerPiece(text="y", section=1),
+        AnswerPiece(text="z\n  z2", section=2),
+        ThoughtPiece(text="\ndone."),
+        AnswerPiece(text="w", section=3),
     ]
     parser = ReactParser()
-    assert parser.feed("Answer: a\nAns") == [AnswerChunk(text="a")]
-    assert parser.feed("wer: b") == [AnswerChunk(text="b", section=1)]
+    assert parser.feed("Answer: a\nAns") == [AnswerPiece(text="a")]
+    assert parser.feed("wer: b") == [AnswerPiece(text="b", section=1)]

@@ -12,15 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentloop._react_parser import (
-    ActionChunk,
     ActionInvalid,
     ActionParsed,
-    AnswerChunk,
+    ActionPiece,
+    AnswerPiece,
     ReactEvent,
     ReactParser,
     StreamCut,
-    TextChunk,
-    ThoughtChunk,
+    TextPiece,
+    ThoughtPiece,
 )
 
 _HEADERS = ("thought:", "thoughts:", "action:", "actions:", "answer:", "final answer:")
@@ -34,17 +34,17 @@ def merge(events: Iterable[ReactEvent]) -> list[ReactEvent]:
     out: list[ReactEvent] = []
     for event in events:
         last = out[-1] if out else None
-        if isinstance(event, AnswerChunk) and isinstance(last, AnswerChunk):
+        if isinstance(event, AnswerPiece) and isinstance(last, AnswerPiece):
             if last.section == event.section:
-                out[-1] = AnswerChunk(text=last.text + event.text, section=event.section)
+                out[-1] = AnswerPiece(text=last.text + event.text, section=event.section)
             else:
                 out.append(event)
-        elif isinstance(event, (TextChunk, ThoughtChunk)) and type(last) is type(event):
-            assert isinstance(last, (TextChunk, ThoughtChunk))
+        elif isinstance(event, (TextPiece, ThoughtPiece)) and type(last) is type(event):
+            assert isinstance(last, (TextPiece, ThoughtPiece))
             out[-1] = type(event)(text=last.text + event.text)
-        elif isinstance(event, ActionChunk) and isinstance(last, ActionChunk):
+        elif isinstance(event, ActionPiece) and isinstance(last, ActionPiece):
             assert last.index == event.index
-            out[-1] = ActionChunk(index=event.index, text=last.text + event.text)
+            out[-1] = ActionPiece(index=event.index, text=last.text + event.text)
         else:
             out.append(event)
     return out
@@ -134,7 +134,7 @@ def dump(value: Any, style: Style, level: int = 0) -> str:
 
 @dataclass(frozen=True)
 class Reply:
-    """A generated valid reply and the merged events it must produce (without ActionChunk)."""
+    """A generated valid reply and the merged events it must produce (without ActionPiece)."""
 
     text: str
     expected: list[ReactEvent]
@@ -148,11 +148,11 @@ def replies(draw: st.DrawFn) -> Reply:
     if draw(st.booleans()):
         prelude = draw(_lines)
         parts.append("\n".join(prelude) + "\n")
-        expected.append(TextChunk(text="\n".join(prelude).strip()))
+        expected.append(TextPiece(text="\n".join(prelude).strip()))
     thought = draw(_lines)
     parts.append(draw(st.sampled_from(["Thought: ", "Thought:", "thought:  "])))
     parts.append("\n".join(thought))
-    expected.append(ThoughtChunk(text="\n".join(thought).strip()))
+    expected.append(ThoughtPiece(text="\n".join(thought).strip()))
     actions: list[tuple[str, str, str, dict[str, Any], str]] = []
     if draw(st.booleans()):
         objects = []
@@ -183,7 +183,7 @@ def replies(draw: st.DrawFn) -> Reply:
         answer = draw(_lines)
         parts.append("\n" + draw(st.sampled_from(["Answer: ", "Final Answer:"])))
         parts.append("\n".join(answer))
-        expected.append(AnswerChunk(text="\n".join(answer).strip()))
+        expected.append(AnswerPiece(text="\n".join(answer).strip()))
     parts.append(draw(st.sampled_from(["", "\n", "  \n\n"])))
     if draw(st.booleans()):
         marker = draw(st.sampled_from(_MARKERS))
@@ -202,15 +202,15 @@ def check_invariants(text: str, events: list[ReactEvent], parser: ReactParser) -
     terminal = [e for e in events if isinstance(e, (ActionParsed, ActionInvalid))]
     assert [e.index for e in terminal] == list(range(len(terminal)))
     for item in terminal:
-        chunks = [e.text for e in events if isinstance(e, ActionChunk) and e.index == item.index]
+        chunks = [e.text for e in events if isinstance(e, ActionPiece) and e.index == item.index]
         assert "".join(chunks) == item.raw
     sealed = -1
     for event in events:
-        if isinstance(event, ActionChunk):
+        if isinstance(event, ActionPiece):
             assert event.index == sealed + 1
         elif isinstance(event, (ActionParsed, ActionInvalid)):
             sealed = event.index
-        if isinstance(event, (TextChunk, ThoughtChunk, AnswerChunk, ActionChunk)):
+        if isinstance(event, (TextPiece, ThoughtPiece, AnswerPiece, ActionPiece)):
             assert event.text
     cuts = [i for i, e in enumerate(events) if isinstance(e, StreamCut)]
     assert cuts in ([], [len(events) - 1])
@@ -230,7 +230,7 @@ def run_checked(deltas: list[str], text: str) -> list[ReactEvent]:
 def test_valid_replies_parse_the_same_however_split(reply: Reply, data: st.DataObject) -> None:
     """Any split of a valid reply gives the one-delta events, and the generated actions."""
     whole = run_checked([reply.text], reply.text)
-    assert [e for e in whole if not isinstance(e, ActionChunk)] == reply.expected
+    assert [e for e in whole if not isinstance(e, ActionPiece)] == reply.expected
     got = [(e.tag, e.name, e.path, e.input, e.raw) for e in whole if isinstance(e, ActionParsed)]
     assert got == reply.actions
     assert run_checked(list(reply.text), reply.text) == whole
@@ -294,9 +294,9 @@ def test_work_is_linear_on_a_megabyte_in_one_character_deltas() -> None:
         for event in feed(ch):
             if type(event) is ActionParsed:
                 sealed += 1
-            elif type(event) is ThoughtChunk:
+            elif type(event) is ThoughtPiece:
                 thought += len(event.text)
-            elif type(event) is AnswerChunk:
+            elif type(event) is AnswerPiece:
                 answer += len(event.text)
     assert parser.close() == []
     assert sealed == count

@@ -6,6 +6,8 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 from pydantic import BaseModel
 
@@ -326,3 +328,45 @@ async def test_an_activity_can_answer_its_own_invalid_arguments() -> None:
         "int_parsing",
         "missing",
     ]
+
+
+async def test_a_tool_may_answer_arguments_that_break_its_schema_itself() -> None:
+    """``tool(on_invalid=...)``: its value is the action's output, and the function never runs."""
+    ran: list[int] = []
+
+    @tool(on_invalid=lambda exc: {"error": f"{exc.error_count()} bad argument(s)"})
+    async def square(x: int) -> int:
+        """Square a number."""
+        ran.append(x)
+        return x * x
+
+    model = ScriptedModel(
+        [Reply(calls=[call("square", {"x": "many"}), call("square", {"x": 3})]), "ok"]
+    )
+    result = await Agent(model, tools=[square]).run("go")
+    first, second = result.steps[0].actions
+    assert (first.is_error, first.output) == (False, {"error": "1 bad argument(s)"})
+    assert (second.is_error, second.output) == (False, 9)
+    assert ran == [3]
+
+
+async def test_calls_with_one_serial_key_run_one_at_a_time() -> None:
+    """``tool(serial_key=...)``: calls whose key is equal never overlap, in the model's order."""
+    active: list[int] = []
+    order: list[int] = []
+
+    @tool(serial_key=lambda ctx: "one")
+    async def work(n: int) -> int:
+        """Do some work."""
+        active.append(n)
+        assert len(active) == 1, active
+        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
+        order.append(n)
+        active.remove(n)
+        return n
+
+    model = ScriptedModel([Reply(calls=[call("work", {"n": i}) for i in range(4)]), "ok"])
+    result = await Agent(model, tools=[work]).run("go")
+    assert [a.output for a in result.steps[0].actions] == [0, 1, 2, 3]
+    assert order == [0, 1, 2, 3]

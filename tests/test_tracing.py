@@ -27,7 +27,6 @@ from agentloop import (
     ModelResponse,
     RetryPolicy,
     ToolError,
-    instrument_all,
     tool,
 )
 from agentloop.testing import Reply, ScriptedModel, call
@@ -269,23 +268,33 @@ async def test_a_cancelled_run_ends_its_spans(
         assert _attrs(span)["agentloop.cancelled"] is True
 
 
-async def test_no_spans_unless_asked_and_instrument_all(
+async def test_no_spans_unless_asked(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    """An agent without ``instrument`` makes no spans; ``instrument_all`` turns it on for
-    such agents, and ``instrument=False`` keeps one agent out."""
+    """An agent without ``instrument`` makes no spans; ``instrument=`` turns it on for that
+    agent, and ``instrument=False`` keeps a sub-agent out of its traced parent's trace."""
     model = ScriptedModel(["a", "b", "c"])
     agent = Agent(model)
     await agent.run("x")
     assert exporter.get_finished_spans() == ()
-    instrument_all(Instrumentation(tracer_provider=provider))
-    try:
-        await agent.run("x")
-        await agent.replace(instrument=False).run("x")
-    finally:
-        instrument_all(None)
+    await agent.replace(instrument=Instrumentation(tracer_provider=provider)).run("x")
+    await agent.replace(instrument=False).run("x")
     assert [s.name for s in exporter.get_finished_spans()] == [
         "chat scripted",
+        "invoke_agent agent",
+    ]
+    exporter.clear()
+    quiet = Agent(ScriptedModel(["inner"]), name="quiet", instrument=False)
+    parent = Agent(
+        ScriptedModel([Reply(calls=[call("quiet", {"task": "t"}, id="q")]), "done"]),
+        tools=[quiet.as_tool()],
+        instrument=Instrumentation(tracer_provider=provider),
+    )
+    await parent.run("x")
+    assert sorted(s.name for s in exporter.get_finished_spans()) == [
+        "chat scripted",
+        "chat scripted",
+        "execute_tool quiet",
         "invoke_agent agent",
     ]
 

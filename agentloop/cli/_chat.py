@@ -13,7 +13,7 @@ import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 
-from .._errors import AgentLoopError, ModelError, SessionError
+from .. import AgentLoopError, ModelError, SessionError
 from ..goals import GoalRecord, get_goal_record, render_goal, start_goal
 from ._follow import Style, follow, make_view
 from ._run import AgentOptions, build_agent, enter_store

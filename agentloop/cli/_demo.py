@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from .._agent import Agent
+from .. import Agent
 from ..goals import setup_goal
 from ..testing import Reply, ScriptedModel, Thought, call
 from ..tools import Toolkit, activity, tool

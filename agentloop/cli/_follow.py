@@ -8,8 +8,7 @@ from typing import Literal, Protocol, TextIO
 
 import anyio
 
-from .. import _events as ev
-from .._agent import RunStream
+from .. import Event, RunStream
 from ._plain import AnswerView, JsonView, PlainView
 from ._track import Tracker
 
@@ -20,7 +19,7 @@ TICK = 0.05
 class View(Protocol):
     ticks: bool
 
-    def handle(self, event: ev.Event) -> None: ...
+    def handle(self, event: Event) -> None: ...
 
     def tick(self) -> None: ...
 

@@ -21,7 +21,19 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from .. import _events as ev
+from .. import (
+    ActionFinished,
+    ActionStarted,
+    AnswerDelta,
+    AttemptDiscarded,
+    Event,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    TextDelta,
+    ThoughtDelta,
+)
 from ._track import DISCARD_REASONS, Tracker, answer_text, call_text, result_text
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -97,16 +109,16 @@ class LiveView:
 
     # -- events ---------------------------------------------------------------------------------
 
-    def handle(self, event: ev.Event) -> None:
+    def handle(self, event: Event) -> None:
         now = self.tracker.now()
         branch = event.branch if event.parent_run_id else None
         match event:
-            case ev.TextDelta() | ev.ThoughtDelta() | ev.AnswerDelta():
+            case TextDelta() | ThoughtDelta() | AnswerDelta():
                 self._text(event, now, branch).chunks.append(event.text)
-            case ev.RunStarted():
+            case RunStarted():
                 if self.show_input or branch:
                     self._note(now, "you", Text(event.input, style="bold"), branch)
-            case ev.ActionStarted():
+            case ActionStarted():
                 info = self.tracker.action(event)
                 self._blocks.append(
                     _ActionBlock(
@@ -118,14 +130,14 @@ class LiveView:
                         bool(info and info.during_stream),
                     )
                 )
-            case ev.ActionFinished():
+            case ActionFinished():
                 self._action_finished(event, now)
-            case ev.StepFinished():
+            case StepFinished():
                 for block in self._texts.get((event.run_id, event.step.attempt), ()):
                     block.state = "kept"
                     if event.step.answer is not None and block.kind == "model":
                         block.kind = "answer"
-            case ev.AttemptDiscarded():
+            case AttemptDiscarded():
                 blocks = self._texts.get((event.run_id, event.attempt), [])
                 reason = DISCARD_REASONS.get(event.reason, event.reason)
                 for block in blocks:
@@ -134,9 +146,9 @@ class LiveView:
                 if not blocks:
                     text = Text(f"attempt {event.attempt} discarded: {reason}", style="yellow")
                     self._note(now, "retry", text, branch)
-            case ev.RunFinished():
+            case RunFinished():
                 self._run_finished(event, now, branch)
-            case ev.RunFailed():
+            case RunFailed():
                 self._settle(event.run_id)
                 message = f"run failed: {event.error.kind}: {event.error.message}"
                 self._note(now, "failed", Text(message, style="bold red"), branch)
@@ -146,11 +158,11 @@ class LiveView:
         self._draw(now)
 
     def _text(
-        self, event: ev.TextDelta | ev.ThoughtDelta | ev.AnswerDelta, now: float, branch: str | None
+        self, event: TextDelta | ThoughtDelta | AnswerDelta, now: float, branch: str | None
     ) -> _TextBlock:
         kind = {"text_delta": "model", "thought_delta": "think", "answer_delta": "answer"}
         blocks = self._texts.setdefault((event.run_id, event.attempt), [])
-        section = event.section if isinstance(event, ev.AnswerDelta) else 0
+        section = event.section if isinstance(event, AnswerDelta) else 0
         last = blocks[-1] if blocks else None
         if (
             last is not None
@@ -164,7 +176,7 @@ class LiveView:
         self._blocks.append(block)
         return block
 
-    def _action_finished(self, event: ev.ActionFinished, now: float) -> None:
+    def _action_finished(self, event: ActionFinished, now: float) -> None:
         for block in self._blocks:
             if (
                 isinstance(block, _ActionBlock)
@@ -180,7 +192,7 @@ class LiveView:
             text = f"[{goal.status.value}] {goal.objective}"
             self._note(now, "goal", Text(text, style=style), None)
 
-    def _run_finished(self, event: ev.RunFinished, now: float, branch: str | None) -> None:
+    def _run_finished(self, event: RunFinished, now: float, branch: str | None) -> None:
         self._settle(event.run_id)
         result = event.result
         if self.final_panel and branch is None and result.error is None and result.steps:

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from .._errors import AgentLoopError, UserError
+from .. import AgentLoopError, UserError
 
 DEBUG_ENV = "AGENTLOOP_DEBUG"
 

@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from .. import _events as ev
+from .. import (
+    ActionFinished,
+    ActionStarted,
+    AnswerDelta,
+    AttemptDiscarded,
+    Event,
+    ProviderEvent,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    TextDelta,
+    ThoughtDelta,
+)
 from ._track import (
     DISCARD_REASONS,
     Timing,
@@ -39,11 +51,11 @@ class PlainView:
         self._drafts: dict[tuple[str, int], list[str]] = {}  # an attempt's text, to withdraw
         self._said: dict[tuple[str, int, str], list[str]] = {}  # by kind, to spot the answer
 
-    def _stamp(self, event: ev.Event | None = None) -> str:
+    def _stamp(self, event: Event | None = None) -> str:
         where = f" [{event.branch}]" if event is not None and event.parent_run_id else ""
         return f"[{self.tracker.now():5.2f}s]{where}"
 
-    def _line(self, text: str, event: ev.Event | None = None) -> None:
+    def _line(self, text: str, event: Event | None = None) -> None:
         self._break()
         self.out.write(f"{self._stamp(event)} {text}\n")
         self.out.flush()
@@ -53,35 +65,35 @@ class PlainView:
             self.out.write("\n")
             self._open = None
 
-    def handle(self, event: ev.Event) -> None:
+    def handle(self, event: Event) -> None:
         match event:
-            case ev.TextDelta() | ev.ThoughtDelta() | ev.AnswerDelta():
+            case TextDelta() | ThoughtDelta() | AnswerDelta():
                 self._delta(event)
-            case ev.RunStarted():
+            case RunStarted():
                 if self.show_input or event.parent_run_id:
                     self._line(f"run    {short(event.input, 100)}", event)
-            case ev.ActionStarted():
+            case ActionStarted():
                 info = self.tracker.action(event)
                 note = "  · started while the reply streams" if info and info.during_stream else ""
                 self._line(f"▶ {call_text(event.name, event.path, event.input)}{note}", event)
-            case ev.ActionFinished():
+            case ActionFinished():
                 self._finished(event)
-            case ev.AttemptDiscarded():
+            case AttemptDiscarded():
                 self._discarded(event)
-            case ev.ProviderEvent():
+            case ProviderEvent():
                 self._line(f"· provider {event.part.type}", event)
-            case ev.RunFinished():
+            case RunFinished():
                 self._run_finished(event)
-            case ev.RunFailed():
+            case RunFailed():
                 self._line(f"■ run failed: {event.error.kind}: {event.error.message}", event)
             case _:
                 pass
 
-    def _delta(self, event: ev.TextDelta | ev.ThoughtDelta | ev.AnswerDelta) -> None:
+    def _delta(self, event: TextDelta | ThoughtDelta | AnswerDelta) -> None:
         key = (event.run_id, event.attempt, _LABELS[event.type])
         self._drafts.setdefault((event.run_id, event.attempt), []).append(event.text)
         said = self._said.setdefault(key, [])
-        section = event.section if isinstance(event, ev.AnswerDelta) else 0
+        section = event.section if isinstance(event, AnswerDelta) else 0
         line = (*key, section)
         if self._open != line:
             if self._open is not None and self._open[:3] == key:  # a later answer section
@@ -93,7 +105,7 @@ class PlainView:
         self.out.write(event.text)
         self.out.flush()
 
-    def _finished(self, event: ev.ActionFinished) -> None:
+    def _finished(self, event: ActionFinished) -> None:
         result = event.result
         info = self.tracker.action(event)
         took = (
@@ -107,7 +119,7 @@ class PlainView:
         if result.name in ("create_goal", "update_goal") and self.tracker.goal is not None:
             self._line(f"◎ {goal_text(self.tracker.goal)}", event)
 
-    def _discarded(self, event: ev.AttemptDiscarded) -> None:
+    def _discarded(self, event: AttemptDiscarded) -> None:
         draft = "".join(self._drafts.pop((event.run_id, event.attempt), []))
         why = DISCARD_REASONS.get(event.reason, event.reason)
         if not draft.strip():
@@ -117,7 +129,7 @@ class PlainView:
         self.out.write(f"{' ' * 9}~~{short(draft, 100)}~~\n")
         self.out.flush()
 
-    def _run_finished(self, event: ev.RunFinished) -> None:
+    def _run_finished(self, event: RunFinished) -> None:
         result = event.result
         if result.error is not None:
             self._line(f"■ no answer: {result.error.kind}: {result.error.message}", event)
@@ -155,7 +167,7 @@ class JsonView:
     def __init__(self, out: TextIO) -> None:
         self.out = out
 
-    def handle(self, event: ev.Event) -> None:
+    def handle(self, event: Event) -> None:
         self.out.write(event.to_json() + "\n")
         self.out.flush()
 
@@ -174,8 +186,8 @@ class AnswerView:
     def __init__(self, out: TextIO) -> None:
         self.out = out
 
-    def handle(self, event: ev.Event) -> None:
-        if isinstance(event, ev.RunFinished) and event.parent_run_id is None:
+    def handle(self, event: Event) -> None:
+        if isinstance(event, RunFinished) and event.parent_run_id is None:
             if event.result.error is None:
                 self.out.write(answer_text(event.result).rstrip() + "\n")
                 self.out.flush()

@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import UserError
-from ..models._base import Model
-from ..models._registry import known_providers, resolve_model
+from .. import UserError
+from ..models import Model, resolve_model
 from ..tools import Tool, Toolkit, Toolset
 
 if TYPE_CHECKING:
@@ -43,12 +42,14 @@ def make_model(spec: str | None, *, base_url: str | None = None) -> Model:
             f"or set {MODEL_ENV}"
         )
     provider, sep, name = spec.partition(":")
+    if provider == "test":
+        from .. import testing  # noqa: F401  (registers the "test:" models)
     if base_url is None:
         return resolve_model(spec)
     if not sep or not name:
         raise UserError(f"model string {spec!r} is not of the form 'provider:model'")
     if provider not in _HTTP_PROVIDERS:
-        known = ", ".join(p for p in known_providers() if p in _HTTP_PROVIDERS)
+        known = ", ".join(_HTTP_PROVIDERS)
         raise UserError(f"--base-url needs an HTTP provider ({known}), not {provider!r}")
     if not base_url.startswith(("http://", "https://")):
         raise UserError(f"--base-url must be an http:// or https:// URL, not {base_url!r}")

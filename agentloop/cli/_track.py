@@ -13,9 +13,20 @@ from typing import Any
 
 import anyio
 
-from .. import _events as ev
-from .._steps import ActionResult, RunResult
-from ..goals import GoalRecord, decode_goal
+from .. import (
+    ActionFinished,
+    ActionResult,
+    ActionStarted,
+    AttemptDiscarded,
+    Event,
+    ModelCallFinished,
+    ModelCallStarted,
+    RunFailed,
+    RunFinished,
+    RunResult,
+    RunStarted,
+)
+from ..goals import GoalRecord, get_goal_record
 
 GOAL_TOOLS = frozenset({"create_goal", "get_goal", "update_goal"})
 
@@ -75,42 +86,42 @@ class Tracker:
     def now(self) -> float:
         return anyio.current_time() - self.start
 
-    def is_root(self, event: ev.Event) -> bool:
+    def is_root(self, event: Event) -> bool:
         return event.parent_run_id is None
 
-    def see(self, event: ev.Event) -> None:
+    def see(self, event: Event) -> None:
         now = self.now()
         match event:
-            case ev.RunStarted() if self.root_run_id is None and event.parent_run_id is None:
+            case RunStarted() if self.root_run_id is None and event.parent_run_id is None:
                 self.root_run_id = event.run_id
                 self.start = anyio.current_time()  # times count from the run's start
-            case ev.ModelCallStarted():
+            case ModelCallStarted():
                 self.attempts[(event.run_id, event.attempt)] = AttemptInfo(now, event.model)
-            case ev.ModelCallFinished():
+            case ModelCallFinished():
                 info = self.attempts.get((event.run_id, event.attempt))
                 if info is not None:
                     info.finished = now
-            case ev.AttemptDiscarded():
+            case AttemptDiscarded():
                 info = self.attempts.get((event.run_id, event.attempt))
                 if info is not None:
                     info.discarded = event.reason
-            case ev.ActionStarted():
+            case ActionStarted():
                 key = (event.run_id, event.attempt)
                 attempt = self.attempts.get(key)
                 streaming = attempt is not None and attempt.finished is None
                 self.actions[(event.run_id, event.tag)] = ActionInfo(
                     event.name, event.path, event.input, key, now, streaming
                 )
-            case ev.ActionFinished():
+            case ActionFinished():
                 action = self.actions.get((event.run_id, event.result.tag))
                 if action is not None:
                     action.finished = now
                     action.result = event.result
                 self._goal_from(event.result)
-            case ev.RunFinished() if event.parent_run_id is None:
+            case RunFinished() if event.parent_run_id is None:
                 self.result = event.result
                 self.ended = now
-            case ev.RunFailed() if event.parent_run_id is None:
+            case RunFailed() if event.parent_run_id is None:
                 self.failure = f"{event.error.kind}: {event.error.message}"
                 self.ended = now
             case _:
@@ -119,12 +130,12 @@ class Tracker:
     def _goal_from(self, result: ActionResult) -> None:
         if result.name not in GOAL_TOOLS or not isinstance(result.output, dict):
             return
-        goal = decode_goal(result.output.get("goal"))
+        goal = get_goal_record(result.output)  # the output holds it under "goal", as the state does
         if goal is not None:
             self.goal = goal
 
-    def action(self, event: ev.ActionStarted | ev.ActionFinished) -> ActionInfo | None:
-        tag = event.tag if isinstance(event, ev.ActionStarted) else event.result.tag
+    def action(self, event: ActionStarted | ActionFinished) -> ActionInfo | None:
+        tag = event.tag if isinstance(event, ActionStarted) else event.result.tag
         return self.actions.get((event.run_id, tag))
 
     def timing(self) -> Timing:

@@ -16,11 +16,8 @@ from ._enforce import setup_goal as setup_goal
 from ._host import start_goal as start_goal
 from ._record import GoalRecord as GoalRecord
 from ._record import GoalStatus as GoalStatus
-from ._record import decode_goal as decode_goal
-from ._record import encode_goal as encode_goal
 from ._record import get_goal_record as get_goal_record
 from ._record import render_goal as render_goal
-from ._record import state_key as state_key
 from ._tools import GoalToolSet as GoalToolSet
 
 __all__ = [
@@ -32,11 +29,8 @@ __all__ = [
     "GoalStatus",
     "GoalToolSet",
     "RetryEvent",
-    "decode_goal",
-    "encode_goal",
     "get_goal_record",
     "render_goal",
     "setup_goal",
     "start_goal",
-    "state_key",
 ]

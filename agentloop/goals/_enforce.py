@@ -8,10 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from .._agent import Agent
-from .._errors import UserError
-from .._middleware import ModelCall
-from ..models._types import Message, ModelRequest, ModelResponse
+from .. import Agent, ModelCall, UserError
+from ..models import Message, ModelRequest, ModelResponse
 from ._record import DEFAULT_PREFIX, GoalRecord, GoalStatus, decode_goal, state_key
 from ._tools import GoalToolSet
 

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._errors import SessionBusy, SessionConflict, SessionNotFound, UserError
+from .. import SessionBusy, SessionConflict, SessionNotFound, UserError
 from ._record import DEFAULT_PREFIX, GoalRecord, encode_goal, state_key
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from .. import Agent
     from ..sessions import SessionStore
 
 # How long start_goal's lease lasts: it is held only for one read and one commit.

@@ -5,7 +5,7 @@ when the actions start, so parallel goal calls in one reply apply one after anot
 returned, never raised: ``{"error": "INVALID_ARGS: …"}`` or ``{"error": "INVALID_STATE: …"}``.
 Arguments that break a tool's schema (a missing, empty or wrongly typed ``objective``, a
 ``status`` other than ``complete`` / ``blocked``, an unknown argument) get the tool's own
-``INVALID_ARGS`` answer, through ``make_activity(on_invalid=...)``, not the runtime's generic
+``INVALID_ARGS`` answer, through ``tool(on_invalid=...)``, not the runtime's generic
 ``invalid_arguments`` error.
 """
 
@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._context import RunContext
-from ..tools._context import ToolContext
-from ..tools._tool import Tool, make_activity
+from .. import RunContext, UserError
+from ..tools import Tool, ToolContext, tool
 from ._record import DEFAULT_PREFIX, GoalRecord, GoalStatus, decode_goal, encode_goal, state_key
 
 if TYPE_CHECKING:
@@ -36,8 +35,6 @@ class GoalToolSet:
 
     def __init__(self, *, state_key_prefix: str = DEFAULT_PREFIX) -> None:
         if state_key_prefix.startswith("temp:"):
-            from .._errors import UserError
-
             raise UserError("a goal's state key must persist: do not use a 'temp:' prefix")
         self.prefix = state_key_prefix
         self._tools = tuple(self._build())
@@ -109,17 +106,7 @@ class GoalToolSet:
 
 
 def _tool(fn: Callable[..., Any], serial: Callable[[RunContext], str]) -> Tool:
-    activity = make_activity(
-        fn,
-        tool_name=fn.__name__,
-        path=None,
-        description=None,
-        eager=True,
-        timeout=None,
-        serial_key=serial,
-        on_invalid=_invalid_args(_EXPECTED[fn.__name__]),
-    )
-    return Tool(name=fn.__name__, description=activity.description, activities={None: activity})
+    return tool(serial_key=serial, on_invalid=_invalid_args(_EXPECTED[fn.__name__]))(fn)
 
 
 def _invalid_args(expected: str) -> Callable[[ValidationError], dict[str, Any]]:

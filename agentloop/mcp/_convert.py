@@ -14,9 +14,8 @@ import re
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._errors import ToolError, UserError
-from ..tools._schema import _strip_titles
-from ..tools._tool import Activity, Tool
+from .. import ToolError, UserError
+from ..tools import Activity, Tool
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -142,11 +141,24 @@ def parameters(schema: Any) -> dict[str, Any]:
     uses the server's own schema, not this one."""
     if not isinstance(schema, Mapping):
         return {"type": "object", "properties": {}}
-    out: dict[str, Any] = _strip_titles({k: v for k, v in schema.items() if k != "$schema"})
+    out: dict[str, Any] = _without_titles({k: v for k, v in schema.items() if k != "$schema"})
     out.setdefault("type", "object")
     if out["type"] == "object" and not isinstance(out.get("properties"), Mapping):
         out["properties"] = {}
     return out
+
+
+def _without_titles(node: Any) -> Any:
+    """``title`` annotations removed at every level (a property named ``title`` stays)."""
+    if isinstance(node, dict):
+        return {
+            k: _without_titles(v)
+            for k, v in node.items()
+            if not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(node, list):
+        return [_without_titles(v) for v in node]
+    return node
 
 
 def schema_checker(schema: Mapping[str, Any]) -> Callable[[Any], list[tuple[tuple[Any, ...], str]]]:

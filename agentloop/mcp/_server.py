@@ -22,14 +22,14 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 from anyio.abc import TaskStatus
 
-from .._errors import AgentLoopError, ToolError, UserError
-from ..tools._tool import Tool
+from .. import AgentLoopError, ToolError, UserError
+from ..tools import Tool
 from . import _convert
 
 if TYPE_CHECKING:
     from mcp import Client
 
-    from .._context import RunContext
+    from .. import RunContext
 
 logger = logging.getLogger("agentloop.mcp")
 

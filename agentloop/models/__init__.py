@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._assemble import ResponseBuilder as ResponseBuilder
 from ._assemble import collect as collect
 from ._base import Model as Model
+from ._registry import register_provider as register_provider
 from ._registry import resolve_model as resolve_model
 from ._types import CitationDelta as CitationDelta
 from ._types import FinishDelta as FinishDelta
@@ -24,11 +25,11 @@ from ._types import OutputSchema as OutputSchema
 from ._types import Part as Part
 from ._types import ProviderBlock as ProviderBlock
 from ._types import ProviderPart as ProviderPart
-from ._types import TextDelta as TextDelta
 from ._types import TextPart as TextPart
-from ._types import ThoughtDelta as ThoughtDelta
+from ._types import TextPiece as TextPiece
 from ._types import ThoughtDone as ThoughtDone
 from ._types import ThoughtPart as ThoughtPart
+from ._types import ThoughtPiece as ThoughtPiece
 from ._types import ToolCallArgsDelta as ToolCallArgsDelta
 from ._types import ToolCallEnd as ToolCallEnd
 from ._types import ToolCallPart as ToolCallPart
@@ -38,6 +39,7 @@ from ._types import ToolResultPart as ToolResultPart
 from ._types import ToolSpec as ToolSpec
 from ._types import Usage as Usage
 from ._types import UsageDelta as UsageDelta
+from ._types import wire_tool_name as wire_tool_name
 
 __all__ = [
     "CitationDelta",
@@ -56,11 +58,11 @@ __all__ = [
     "ProviderBlock",
     "ProviderPart",
     "ResponseBuilder",
-    "TextDelta",
     "TextPart",
-    "ThoughtDelta",
+    "TextPiece",
     "ThoughtDone",
     "ThoughtPart",
+    "ThoughtPiece",
     "ToolCallArgsDelta",
     "ToolCallEnd",
     "ToolCallPart",
@@ -71,5 +73,7 @@ __all__ = [
     "Usage",
     "UsageDelta",
     "collect",
+    "register_provider",
     "resolve_model",
+    "wire_tool_name",
 ]

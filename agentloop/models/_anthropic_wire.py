@@ -32,11 +32,11 @@ from ._types import (
     ModelSettings,
     ProviderBlock,
     ProviderPart,
-    TextDelta,
     TextPart,
-    ThoughtDelta,
+    TextPiece,
     ThoughtDone,
     ThoughtPart,
+    ThoughtPiece,
     ToolCallArgsDelta,
     ToolCallEnd,
     ToolCallPart,
@@ -205,7 +205,7 @@ class AnthropicDecoder:
                 text = delta.get("text")
                 if text:
                     self._text.append(text)
-                    out.append(TextDelta(text))
+                    out.append(TextPiece(text))
                     self.meter.used += len(text)
             elif dtype == "input_json_delta":
                 block = self._blocks.get(data.get("index", -1))
@@ -217,7 +217,7 @@ class AnthropicDecoder:
                         out.append(ToolCallArgsDelta(id=block.id, text=partial))
             elif dtype == "thinking_delta":
                 if delta.get("thinking"):
-                    out.append(ThoughtDelta(delta["thinking"]))
+                    out.append(ThoughtPiece(delta["thinking"]))
                     self.meter.used += len(delta["thinking"])
             elif dtype == "signature_delta":
                 block = self._blocks.get(data.get("index", -1))
@@ -262,13 +262,13 @@ class AnthropicDecoder:
             self._blocks[index] = _Block("text")
             if block.get("text"):
                 self._text.append(block["text"])
-                out.append(TextDelta(block["text"]))
+                out.append(TextPiece(block["text"]))
             for citation in block.get("citations") or []:
                 out.append(CitationDelta(citation))
         elif btype == "thinking":
             b = self._blocks[index] = _Block("thinking")
             if block.get("thinking"):
-                out.append(ThoughtDelta(block["thinking"]))
+                out.append(ThoughtPiece(block["thinking"]))
             if block.get("signature"):
                 b.signature.append(block["signature"])
         elif btype == "redacted_thinking":
@@ -309,12 +309,12 @@ class AnthropicDecoder:
         if btype == "text":
             if block.get("text"):
                 self._text.append(block["text"])
-                out.append(TextDelta(block["text"]))
+                out.append(TextPiece(block["text"]))
             for citation in block.get("citations") or []:
                 out.append(CitationDelta(citation))
         elif btype == "thinking":
             if block.get("thinking"):
-                out.append(ThoughtDelta(block["thinking"]))
+                out.append(ThoughtPiece(block["thinking"]))
             out.append(ThoughtDone(signature=block.get("signature") or None))
         elif btype == "redacted_thinking":
             out.append(ThoughtDone(redacted=True, signature=block.get("data") or ""))

@@ -13,11 +13,11 @@ from ._types import (
     ModelResponse,
     Part,
     ProviderBlock,
-    TextDelta,
     TextPart,
-    ThoughtDelta,
+    TextPiece,
     ThoughtDone,
     ThoughtPart,
+    ThoughtPiece,
     ToolCallArgsDelta,
     ToolCallEnd,
     ToolCallPart,
@@ -56,10 +56,10 @@ class ResponseBuilder:
 
     def add(self, delta: ModelDelta) -> None:
         match delta:
-            case TextDelta(text=text):
+            case TextPiece(text=text):
                 self._open("text")
                 self._buffer.append(text)
-            case ThoughtDelta(text=text):
+            case ThoughtPiece(text=text):
                 self._open("thought")
                 self._buffer.append(text)
             case ThoughtDone():

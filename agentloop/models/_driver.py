@@ -24,7 +24,7 @@ from agentloop._errors import UserError
 
 from ._base import Model
 from ._encode import FragmentCache
-from ._http import DeltaStream, WireDecoder, check_remote_allowed, is_loopback
+from ._stream import DeltaStream, WireDecoder, check_remote_allowed, is_loopback
 from ._transport import DirectSender, RawResponse, SDKSender, Sender, direct_eligible
 from ._types import Message, ModelRequest, ModelSettings, ModelStream, ToolSpec
 

@@ -29,10 +29,10 @@ from ._types import (
     ModelDelta,
     ModelRequest,
     ModelSettings,
-    TextDelta,
     TextPart,
-    ThoughtDelta,
+    TextPiece,
     ThoughtPart,
+    ThoughtPiece,
     ToolCallArgsDelta,
     ToolCallEnd,
     ToolCallPart,
@@ -203,11 +203,11 @@ class ChatDecoder:
         if delta:
             content = delta.get("content")
             if content:
-                out.append(TextDelta(content))
+                out.append(TextPiece(content))
                 self.meter.used += len(content)
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning and isinstance(reasoning, str):
-                out.append(ThoughtDelta(reasoning))
+                out.append(ThoughtPiece(reasoning))
                 self.meter.used += len(reasoning)
             refusal = delta.get("refusal")
             if refusal:
@@ -281,10 +281,10 @@ class ChatDecoder:
             message = choice.get("message") or {}
             reasoning = message.get("reasoning_content") or message.get("reasoning")
             if reasoning and isinstance(reasoning, str):
-                out.append(ThoughtDelta(reasoning))
+                out.append(ThoughtPiece(reasoning))
                 meter.used += len(reasoning)
             if message.get("content"):
-                out.append(TextDelta(message["content"]))
+                out.append(TextPiece(message["content"]))
                 meter.used += len(message["content"])
             if message.get("refusal"):
                 self._refusal.append(message["refusal"])

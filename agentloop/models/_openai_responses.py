@@ -33,11 +33,11 @@ from ._types import (
     ModelSettings,
     ProviderBlock,
     ProviderPart,
-    TextDelta,
     TextPart,
-    ThoughtDelta,
+    TextPiece,
     ThoughtDone,
     ThoughtPart,
+    ThoughtPiece,
     ToolCallArgsDelta,
     ToolCallEnd,
     ToolCallPart,
@@ -213,7 +213,7 @@ class ResponsesDecoder:
         if kind == "response.output_text.delta":
             delta = data.get("delta")
             if delta:
-                out.append(TextDelta(delta))
+                out.append(TextPiece(delta))
                 self.meter.used += len(delta)
         elif kind == "response.function_call_arguments.delta":
             call_id = self._calls.get(data.get("item_id", ""))
@@ -223,11 +223,11 @@ class ResponsesDecoder:
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             if data.get("delta"):
                 self._thought_items.add(data.get("item_id", ""))
-                out.append(ThoughtDelta(data["delta"]))
+                out.append(ThoughtPiece(data["delta"]))
                 self.meter.used += len(data["delta"])
         elif kind == "response.reasoning_summary_part.added":
             if data.get("summary_index", 0) > 0:
-                out.append(ThoughtDelta("\n\n"))
+                out.append(ThoughtPiece("\n\n"))
                 self.meter.used += 2
         elif kind == "response.function_call_arguments.done":
             call_id = self._calls.get(data.get("item_id", ""))
@@ -297,14 +297,14 @@ class ResponsesDecoder:
                 content = item.get("content") or []
                 texts = [s.get("text", "") for s in (*summary, *content) if s.get("text")]
                 if texts:
-                    out.append(ThoughtDelta("\n\n".join(texts)))
+                    out.append(ThoughtPiece("\n\n".join(texts)))
             out.append(ThoughtDone(signature=item.get("encrypted_content") or "", id=item_id))
         elif kind == "message":
             if not streamed:
                 for part in item.get("content") or []:
                     if part.get("type") == "output_text":
                         if part.get("text"):
-                            out.append(TextDelta(part["text"]))
+                            out.append(TextPiece(part["text"]))
                         for annotation in part.get("annotations") or []:
                             out.append(CitationDelta(annotation))
                     elif part.get("type") == "refusal" and part.get("refusal"):

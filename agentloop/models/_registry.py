@@ -1,21 +1,50 @@
-"""``"provider:model"`` strings, resolved lazily so that no provider SDK is imported until used."""
+"""``"provider:model"`` strings. Each provider prefix names a factory, registered explicitly.
+
+The built-in drivers import their module (and its SDK) on first use only; ``agentloop.testing``
+registers ``test:`` when it is imported.
+"""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
 from .._errors import UserError
 from ._base import Model
 
-# provider prefix -> (module, class name). The module is imported on first use only.
-_PROVIDERS: dict[str, tuple[str, str]] = {
-    "openai": ("agentloop.models.openai", "OpenAIChatModel"),
-    "openai-chat": ("agentloop.models.openai", "OpenAIChatModel"),
-    "openai-responses": ("agentloop.models.openai", "OpenAIResponsesModel"),
-    "anthropic": ("agentloop.models.anthropic", "AnthropicModel"),
-    "test": ("agentloop.testing", "EchoModel"),
+ModelFactory = Callable[[str], Model]
+
+
+def _openai_chat(name: str) -> Model:
+    from .openai import OpenAIChatModel
+
+    return OpenAIChatModel(name)
+
+
+def _openai_responses(name: str) -> Model:
+    from .openai import OpenAIResponsesModel
+
+    return OpenAIResponsesModel(name)
+
+
+def _anthropic(name: str) -> Model:
+    from .anthropic import AnthropicModel
+
+    return AnthropicModel(name)
+
+
+_PROVIDERS: dict[str, ModelFactory] = {
+    "openai": _openai_chat,
+    "openai-chat": _openai_chat,
+    "openai-responses": _openai_responses,
+    "anthropic": _anthropic,
 }
+
+
+def register_provider(prefix: str, factory: ModelFactory) -> None:
+    """Make ``"prefix:name"`` resolve to ``factory(name)`` (a later registration replaces one)."""
+    if not prefix or ":" in prefix:
+        raise UserError(f"a provider prefix is a non-empty name without ':', not {prefix!r}")
+    _PROVIDERS[prefix] = factory
 
 
 def known_providers() -> tuple[str, ...]:
@@ -32,11 +61,11 @@ def resolve_model(spec: str | Model) -> Model:
             f"model string {spec!r} is not of the form 'provider:model'; "
             f"providers: {', '.join(_PROVIDERS)}"
         )
-    try:
-        module_name, class_name = _PROVIDERS[provider]
-    except KeyError:
+    factory = _PROVIDERS.get(provider)
+    if factory is None:
         raise UserError(
-            f"unknown model provider {provider!r} in {spec!r}; known: {', '.join(_PROVIDERS)}"
-        ) from None
-    factory: Callable[[str], Model] = getattr(importlib.import_module(module_name), class_name)
+            f"unknown model provider {provider!r} in {spec!r}; known: {', '.join(_PROVIDERS)} "
+            "(agentloop.models.register_provider adds one; importing agentloop.testing adds "
+            "'test')"
+        )
     return factory(name)

@@ -17,21 +17,70 @@ Two senders, one shape (``post(body) -> RawResponse``):
 Reading: the SDK path reads the transport's byte stream directly rather than through
 ``aiter_raw()``, whose four nested async generators leave the innermost one to the garbage
 collector when a stream is closed early (trio reports that as a ResourceWarning).
+
+The direct sender, the direct read and the bounded error body read private attributes of httpx2
+and of the SDK clients. They run only on the versions those were checked on (``CHECKED``);
+with any other version the SDK's own path runs. ``tests/models/test_transport_internals.py``
+fails when an installed version leaves ``CHECKED`` or an attribute read here changes.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
+import re
 from collections.abc import Awaitable, Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from agentloop._errors import ModelStreamError
 
 from ._bounds import Chunks, Inflating, read_prefix
 from ._errors_map import error_from_status, secrets_of
 
-__all__ = ["DirectSender", "RawResponse", "SDKSender", "Sender", "direct_eligible"]
+__all__ = [
+    "CHECKED",
+    "DirectSender",
+    "RawResponse",
+    "SDKSender",
+    "Sender",
+    "direct_eligible",
+    "internals_checked",
+]
+
+logger = logging.getLogger("agentloop")
+
+# The versions whose private attributes this module was checked on: [from, to) per distribution.
+# Widen a range only after tests/models/test_transport_internals.py passes on the new version.
+CHECKED: Final = {
+    "httpx2": ((2, 16), (2, 17)),
+    "openai": ((3, 57), (3, 58)),
+    "anthropic": ((2, 14), (2, 15)),
+}
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"2.16.2"`` -> ``(2, 16, 2)``; a pre-release counts as its release (``"3.0rc1"`` -> (3, 0))."""
+    return tuple(int(m.group()) for m in (re.match(r"\d+", p) for p in version.split(".")) if m)
+
+
+@functools.cache
+def internals_checked() -> bool:
+    """Whether every installed distribution in ``CHECKED`` is a version checked there."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist, (low, high) in CHECKED.items():
+        try:
+            found = version(dist)
+        except PackageNotFoundError:
+            return False
+        if not low <= _release(found) < high:
+            logger.debug(
+                "%s %s is not a version checked for the direct paths: SDK path", dist, found
+            )
+            return False
+    return True
+
 
 # We inflate these ourselves, in bounded steps (see ``_bounds``); the direct path asks for them
 # only. Other encodings (which we never ask for) are left to the SDK's client.
@@ -117,14 +166,22 @@ def _httpx_chunks(response: Any) -> Chunks:
 
 def _raw_httpx_chunks(response: Any) -> Chunks:
     """The body's bytes as they came (still encoded), read as directly as the client allows."""
-    inner = getattr(getattr(response, "stream", None), "_stream", None)
-    aiohttp_response = getattr(inner, "_aiohttp_response", None)
+    return _transport_chunks(response) or _GeneratorChunks(response.aiter_raw())
+
+
+def _transport_chunks(response: Any) -> Chunks | None:
+    """The httpx2 response's transport stream (aiohttp's or httpcore's), read without
+    ``aiter_raw()``'s layers; ``None`` on an unchecked version or when it is not found."""
+    if not internals_checked():
+        return None
+    inner = getattr(getattr(response, "stream", None), "_stream", None)  # internal
+    aiohttp_response = getattr(inner, "_aiohttp_response", None)  # internal
     if aiohttp_response is not None and hasattr(aiohttp_response, "content"):
         return _AiohttpChunks(aiohttp_response.content)
-    core = getattr(inner, "_httpcore_stream", None)
+    core = getattr(inner, "_httpcore_stream", None)  # internal
     if core is not None and hasattr(core, "__aiter__"):
         return _GeneratorChunks(core.__aiter__())
-    return _GeneratorChunks(response.aiter_raw())
+    return None
 
 
 class _HttpxRaw:
@@ -200,8 +257,12 @@ class SDKSender:
         self._response_type = httpx2.Response
         self.base_url = str(client.base_url)
         self.kind = kind
-        http: Any = getattr(client, "_client", None)
-        if bound_errors and isinstance(getattr(http, "event_hooks", None), dict):
+        http: Any = getattr(client, "_client", None)  # internal
+        if (
+            bound_errors
+            and internals_checked()
+            and isinstance(getattr(http, "event_hooks", None), dict)
+        ):
             hooks = http.event_hooks
             if _bound_error_body not in hooks.get("response", []):
                 hooks["response"] = [*hooks.get("response", []), _bound_error_body]
@@ -255,16 +316,28 @@ async def _bound_error_body(response: Any) -> None:
             await chunks.aclose()
         finally:
             await response.aclose()
-    response._content = body
+    response._content = body  # internal
     response.is_stream_consumed = True  # read (in part): the SDK takes the body from _content
+
+
+# Client attributes that, when set, make credentials change per request (two are internal).
+DYNAMIC_CREDENTIALS: Final = (
+    "_api_key_provider",
+    "_provider_runtime",
+    "workload_identity",
+    "credentials",
+)
 
 
 def direct_eligible(client: Any) -> bool:
     """Whether the client's credentials are the same on every request (a static key), so the
-    headers it computes once can be reused."""
+    headers it computes once can be reused (only on checked versions: a private attribute
+    the SDK renames would hide a dynamic credential)."""
+    if not internals_checked():
+        return False
     if getattr(client, "custom_auth", None) is not None:
         return False
-    for dynamic in ("_api_key_provider", "_provider_runtime", "workload_identity", "credentials"):
+    for dynamic in DYNAMIC_CREDENTIALS:
         if getattr(client, dynamic, None) is not None:
             return False
     return bool(getattr(client, "auth_headers", None))

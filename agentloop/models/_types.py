@@ -11,10 +11,10 @@ import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
-    from .._context import RunContext
+    from .._context import StateView
 
 # ---------------------------------------------------------------------------------------------
 # Message parts
@@ -271,12 +271,14 @@ FinishReason: TypeAlias = Literal[
 
 
 @dataclass(frozen=True, slots=True)
-class TextDelta:
+class TextPiece:
+    """A piece of the reply's text; appended to the open text part."""
+
     text: str
 
 
 @dataclass(frozen=True, slots=True)
-class ThoughtDelta:
+class ThoughtPiece:
     """A piece of reasoning text; appended to the open thought part."""
 
     text: str
@@ -347,8 +349,8 @@ class FinishDelta:
 
 
 ModelDelta: TypeAlias = (
-    TextDelta
-    | ThoughtDelta
+    TextPiece
+    | ThoughtPiece
     | ThoughtDone
     | ToolCallStart
     | ToolCallArgsDelta
@@ -380,18 +382,18 @@ class ModelResponse:
     attempt: int | None = None
     partial: bool = False
     refusal: str | None = None
-    _discard: Any = field(default=None, repr=False, compare=False)
+    _attempts: AttemptLog | None = field(default=None, repr=False, compare=False)
 
     def replace(self, **changes: Any) -> ModelResponse:
         return dataclasses.replace(self, **changes)
 
-    def discard(self, reason: Literal["goal", "middleware", "retry"] = "middleware") -> None:
+    def discard(self, reason: DiscardReason = "middleware") -> None:
         """Withdraw this attempt's streamed text: the caller receives ``AttemptDiscarded``.
 
         A middleware that asks the model again calls this on the reply it throws away.
         """
-        if self._discard is not None and self.attempt is not None:
-            self._discard(self.attempt, reason)
+        if self._attempts is not None and self.attempt is not None:
+            self._attempts.discard(self.attempt, reason)
 
     @property
     def text(self) -> str:
@@ -431,3 +433,82 @@ class ModelProfile:
 
 
 ModelStream: TypeAlias = AbstractAsyncContextManager[AsyncIterator[ModelDelta]]
+
+
+# ---------------------------------------------------------------------------------------------
+# The run, as middleware and tools see it (the engine implements these; drivers never use them)
+
+DiscardReason: TypeAlias = Literal["retry", "goal", "middleware"]
+
+
+class AttemptLog(Protocol):
+    """The engine's record of a run's attempts: the seam behind ``ModelResponse.discard``."""
+
+    def discard(self, attempt: int, reason: DiscardReason) -> None:
+        """Mark the attempt discarded; ``AttemptDiscarded`` goes out before the next event."""
+        ...
+
+
+class RunContext(Protocol):
+    """A read-only view of the run, given to middleware (``request.run``) and tools.
+
+    Middleware objects are shared by concurrent runs and hold no per-run state: they keep it in
+    ``scratch(self)``, a dict private to this run (and branch).
+    """
+
+    __slots__ = ()
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def parent_run_id(self) -> str | None: ...
+
+    @property
+    def root_run_id(self) -> str: ...
+
+    @property
+    def agent_name(self) -> str: ...
+
+    @property
+    def branch(self) -> str: ...
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    @property
+    def state(self) -> StateView: ...
+
+    @property
+    def step(self) -> int:
+        """The index of the step in progress (0-based)."""
+        ...
+
+    @property
+    def max_steps(self) -> int:
+        """The agent's ``max_steps``: model calls (steps) the run may make."""
+        ...
+
+    @property
+    def last_step(self) -> bool:
+        """This step's model call is the last the run may make: actions of its reply do not
+        run (the run ends with ``max_steps_exceeded``), and a ReAct reply's text is taken as
+        the answer."""
+        ...
+
+    def is_final_answer(self, response: ModelResponse) -> bool:
+        """Whether the loop would end the run with ``response`` as its answer: the test goal
+        enforcement uses for a premature final. It judges content, not ``finish_reason``."""
+        ...
+
+    @property
+    def deps(self) -> Any:
+        """Whatever the caller passed as ``deps=`` (database handles, clients, …)."""
+        ...
+
+    @property
+    def variables(self) -> Mapping[str, Any]: ...
+
+    def scratch(self, owner: object) -> dict[str, Any]:
+        """A per-run, per-branch dict private to ``owner`` (usually a middleware object)."""
+        ...

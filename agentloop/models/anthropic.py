@@ -14,7 +14,7 @@ from agentloop._errors import UserError
 
 from ._anthropic_wire import AnthropicDecoder, build_anthropic_body
 from ._driver import SDKModel
-from ._http import WireDecoder
+from ._stream import WireDecoder
 from ._types import ModelProfile, ModelRequest, ModelSettings
 
 __all__ = ["AnthropicModel"]

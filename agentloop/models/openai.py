@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 from agentloop._errors import UserError
 
 from ._driver import SDKModel, Transport
-from ._http import WireDecoder
 from ._openai_chat import ChatDecoder, build_chat_body
 from ._openai_responses import ResponsesDecoder, build_responses_body
+from ._stream import WireDecoder
 from ._types import ModelProfile, ModelRequest, ModelSettings
 
 __all__ = ["OpenAIChatModel", "OpenAIResponsesModel"]

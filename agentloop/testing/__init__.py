@@ -3,10 +3,12 @@ plays recorded or scripted provider responses to the real SDK clients over a soc
 
 Real provider calls fail inside a test suite that sets ``AGENTLOOP_BLOCK_REMOTE_MODELS=1``
 (drivers then refuse any base URL that is not loopback); agentloop's own suite sets it.
+Importing this package registers the ``test:`` model provider (``Agent("test:echo")``).
 """
 
 from __future__ import annotations
 
+from ..models import register_provider as _register_provider
 from ._faults import FaultInjector as FaultInjector
 from ._faults import FaultProfile as FaultProfile
 from ._faults import corrupted as corrupted
@@ -23,14 +25,14 @@ from ._models import ScriptError as ScriptError
 from ._models import Thought as Thought
 from ._models import call as call
 from ._scenarios import EmulatedProvider as EmulatedProvider
-from ._server import Chunk as Chunk
+from ._script import Chunk as Chunk
+from ._script import RecordedRequest as RecordedRequest
+from ._script import ScriptedResponse as ScriptedResponse
+from ._script import load_recording as load_recording
 from ._server import ProviderServer as ProviderServer
-from ._server import RecordedRequest as RecordedRequest
-from ._server import ScriptedResponse as ScriptedResponse
 from ._server import ServerStats as ServerStats
-from ._server import load_recording as load_recording
-from ._server import raise_fd_limit as raise_fd_limit
-from ._server_main import ProviderServerProcess as ProviderServerProcess
+
+_register_provider("test", EchoModel)  # "test:echo" and the like, for smoke tests
 
 __all__ = [
     "Chunk",
@@ -40,7 +42,6 @@ __all__ = [
     "FaultProfile",
     "FunctionModel",
     "ProviderServer",
-    "ProviderServerProcess",
     "RecordedRequest",
     "Reply",
     "ScriptError",
@@ -52,7 +53,6 @@ __all__ = [
     "call",
     "corrupted",
     "load_recording",
-    "raise_fd_limit",
     "rate_limited",
     "reset_midway",
     "server_failed",

@@ -1,7 +1,6 @@
 """Fault injection for the loopback provider server: make a provider misbehave on purpose.
 
-Give ``ProviderServer`` (a thread) or ``ProviderServerProcess`` (a separate process) a
-``FaultProfile`` and it answers a seeded random share of requests with faults, on the wire, so
+Give ``ProviderServer`` a ``FaultProfile`` and it answers a seeded random share of requests with faults, on the wire, so
 your agent meets them through the real SDK clients and drivers::
 
     from agentloop import Agent, RetryPolicy
@@ -15,8 +14,7 @@ your agent meets them through the real SDK clients and drivers::
         ...  # run your agent: it must still answer
         print(server.faults.counts)  # {"rate_limit": 3, "server_error": 0, "reset": 1, ...}
 
-For load, run the provider in its own process: ``ProviderServerProcess(faults=profile)``; its
-``stats["faults"]`` holds the counts once it has stopped.
+A profile is plain JSON (``to_json``/``from_json``), so a server in another process can take it.
 
 Each request gets at most one fault, drawn in arrival order from ``random.Random(seed)``:
 
@@ -44,7 +42,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._server import Chunk, RecordedRequest, ScriptedResponse
+from ._script import Chunk, RecordedRequest, ScriptedResponse
 
 __all__ = [
     "FAULT_KINDS",

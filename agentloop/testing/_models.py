@@ -11,18 +11,18 @@ from typing import Any, TypeAlias
 
 import anyio
 
-from .._errors import ModelError
-from ..models._base import Model
-from ..models._types import (
+from .. import ModelError
+from ..models import (
     FinishDelta,
     FinishReason,
+    Model,
     ModelDelta,
     ModelProfile,
     ModelRequest,
     ModelStream,
-    TextDelta,
-    ThoughtDelta,
+    TextPiece,
     ThoughtDone,
+    ThoughtPiece,
     ToolCallArgsDelta,
     ToolCallEnd,
     ToolCallStart,
@@ -161,7 +161,7 @@ class _ScriptedBase(Model):
                         name=item.name, args=item.args, id=f"call_{calls}", path=item.path
                     )
             for delta in _to_deltas(item):
-                if isinstance(delta, TextDelta | ThoughtDelta | ToolCallArgsDelta):
+                if isinstance(delta, TextPiece | ThoughtPiece | ToolCallArgsDelta):
                     out_chars += len(delta.text)
                 yield delta
         if reply.raise_after is not None:
@@ -240,11 +240,11 @@ def _chunks(text: str, size: int | None) -> list[str]:
 
 def _to_deltas(item: str | ScriptedCall | Thought) -> list[ModelDelta]:
     if isinstance(item, str):
-        return [TextDelta(item)] if item else []
+        return [TextPiece(item)] if item else []
     if item is _THOUGHT_END:
         return [ThoughtDone()]
     if isinstance(item, Thought):
-        return [ThoughtDelta(item.text)]
+        return [ThoughtPiece(item.text)]
     call_id = item.id or "call"
     arguments = item.arguments()
     return [

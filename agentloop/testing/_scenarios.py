@@ -14,7 +14,7 @@ import itertools
 import json
 from typing import Any
 
-from ._server import Chunk, RecordedRequest, ScriptedResponse
+from ._script import Chunk, RecordedRequest, ScriptedResponse
 
 __all__ = ["EmulatedProvider"]
 

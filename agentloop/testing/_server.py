@@ -3,7 +3,8 @@
 Provider drivers are tested through their SDKs over a real socket: transport mocks tied to one HTTP
 library break silently when the SDK changes its HTTP stack, a socket does not. The server runs its
 own event loop in its own thread (``with ProviderServer(...) as server``, usable from sync and async
-tests) or in a separate process (``python -m agentloop.testing._server_main``) for benchmarks.
+tests); ``tests/support/provider_process.py`` in the repository runs it in a separate process for
+benchmarks and load tests.
 
 Each request is recorded (method, path, headers, body) and answered by a handler, or from a FIFO
 script, with a ``ScriptedResponse``: status, headers and a body given whole or as chunks with
@@ -15,18 +16,14 @@ chosen offsets, or with the connection reset after a number of body bytes. With
 from __future__ import annotations
 
 import inspect
-import itertools
-import json
-import random
 import socket
 import struct
 import sys
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeAlias, cast
 
 import anyio
@@ -34,20 +31,13 @@ import anyio.lowlevel
 from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskStatus
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from ._faults import FaultInjector, FaultProfile
+from ._script import Chunk, RecordedRequest, ScriptedResponse
+
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
-    from ._faults import FaultInjector, FaultProfile
-
-__all__ = [
-    "Chunk",
-    "ProviderServer",
-    "RecordedRequest",
-    "ScriptedResponse",
-    "ServerStats",
-    "load_recording",
-    "raise_fd_limit",
-]
+__all__ = ["ProviderServer", "ServerStats"]
 
 _MAX_HEAD = 1 << 16
 _REASONS = {
@@ -68,120 +58,6 @@ _REASONS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """A piece of a response body, sent after waiting ``delay`` seconds."""
-
-    data: bytes
-    delay: float = 0.0
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ScriptedResponse:
-    """What the server answers to one request.
-
-    ``body`` is bytes (sent as one piece) or a sequence of pieces (bytes or ``Chunk``). With
-    ``split_at`` (byte offsets) or ``split_seed`` (random boundaries, pieces of 1..``split_max``
-    bytes) the whole body is re-split, ``chunk_delay`` seconds apart. ``inject`` inserts bytes at
-    body offsets (malformed streams). ``reset_after`` resets the connection (TCP RST) after that
-    many body bytes, ``reset_delay`` seconds later (time for the client to read what it got).
-    Bodies are sent with chunked transfer encoding unless ``chunked=False``.
-    """
-
-    status: int = 200
-    headers: Mapping[str, str] = field(default_factory=dict)
-    body: bytes | Sequence[bytes | Chunk] = b""
-    split_at: Sequence[int] | None = None
-    split_seed: int | None = None
-    split_max: int = 64
-    chunk_delay: float = 0.0
-    inject: Mapping[int, bytes] = field(default_factory=dict)
-    reset_after: int | None = None
-    reset_delay: float = 0.05
-    chunked: bool = True
-
-    @classmethod
-    def sse(cls, body: bytes | Sequence[bytes | Chunk], **kwargs: Any) -> ScriptedResponse:
-        """A ``text/event-stream`` response."""
-        headers = {"content-type": "text/event-stream; charset=utf-8", **kwargs.pop("headers", {})}
-        return cls(body=body, headers=headers, **kwargs)
-
-    @classmethod
-    def json(cls, value: Any, *, status: int = 200, **kwargs: Any) -> ScriptedResponse:
-        """A JSON response (``value`` is encoded, or sent as is when it is bytes)."""
-        data = value if isinstance(value, bytes) else json.dumps(value).encode()
-        headers = {"content-type": "application/json", **kwargs.pop("headers", {})}
-        return cls(status=status, body=data, headers=headers, chunked=False, **kwargs)
-
-    def pieces(self) -> list[Chunk]:
-        """The body as the pieces the server will send, in order."""
-        raw: list[Chunk] = (
-            [Chunk(self.body)]
-            if isinstance(self.body, bytes)
-            else [p if isinstance(p, Chunk) else Chunk(p) for p in self.body]
-        )
-        if self.inject:
-            raw = _inject(raw, self.inject)
-        if self.split_at is None and self.split_seed is None:
-            return [p for p in raw if p.data or p.delay]
-        data = b"".join(p.data for p in raw)
-        cuts = (
-            sorted({c for c in self.split_at if 0 < c < len(data)})
-            if self.split_at is not None
-            else _random_cuts(len(data), self.split_seed or 0, self.split_max)
-        )
-        bounds = [0, *cuts, len(data)]
-        return [
-            Chunk(data[a:b], self.chunk_delay if i else 0.0)
-            for i, (a, b) in enumerate(itertools.pairwise(bounds))
-        ]
-
-
-def _random_cuts(size: int, seed: int, split_max: int) -> list[int]:
-    rng = random.Random(seed)
-    cuts: list[int] = []
-    at = rng.randint(1, max(1, split_max))
-    while at < size:
-        cuts.append(at)
-        at += rng.randint(1, max(1, split_max))
-    return cuts
-
-
-def _inject(pieces: list[Chunk], inject: Mapping[int, bytes]) -> list[Chunk]:
-    out: list[Chunk] = []
-    offset = 0
-    todo = sorted(inject.items())
-    for piece in pieces:
-        data = piece.data
-        end = offset + len(data)
-        parts: list[bytes] = []
-        cursor = 0
-        while todo and todo[0][0] <= end:
-            at, extra = todo.pop(0)
-            parts += [data[cursor : at - offset], extra]
-            cursor = at - offset
-        parts.append(data[cursor:])
-        out.append(Chunk(b"".join(parts), piece.delay))
-        offset = end
-    if todo:
-        out.append(Chunk(b"".join(extra for _, extra in todo)))
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """A request as the server received it. Header names are lower-cased."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    body: bytes
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.body) if self.body else None
-
-
 @dataclass(slots=True)
 class ServerStats:
     """Counters, updated by the server thread (read them under ``ProviderServer.wait_until``)."""
@@ -197,45 +73,6 @@ class ServerStats:
 
 
 Handler: TypeAlias = Callable[[RecordedRequest], "ScriptedResponse | Awaitable[ScriptedResponse]"]
-
-
-def load_recording(prefix: str | Path) -> ScriptedResponse:
-    """The response of a recorded fixture: ``<prefix>.meta.json`` and ``<prefix>.response.*``."""
-    prefix = Path(prefix)
-    meta = json.loads(prefix.with_name(prefix.name + ".meta.json").read_text())
-    sse = prefix.with_name(prefix.name + ".response.sse")
-    body_path = sse if sse.exists() else prefix.with_name(prefix.name + ".response.json")
-    return ScriptedResponse(
-        status=int(meta["status"]),
-        headers=dict(meta.get("headers", {})),
-        body=body_path.read_bytes(),
-        chunked=sse.exists(),
-    )
-
-
-def raise_fd_limit(required: int | None = None) -> int:
-    """Raise this process's open-file limit to its hard limit; return the new soft limit.
-
-    With ``required``, fail loudly (``RuntimeError``) when the limit stays below it.
-    """
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not POSIX
-        return -1
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or hard > soft:
-        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError):  # pragma: no cover - platform refused
-            pass
-    if required is not None and soft < required:
-        raise RuntimeError(
-            f"open-file limit is {soft}, below the {required} descriptors this run needs; "
-            "raise the hard limit (ulimit -Hn) and try again"
-        )
-    return soft
 
 
 class ProviderServer:
@@ -257,8 +94,6 @@ class ProviderServer:
         backend: str = "asyncio",
         faults: FaultProfile | None = None,
     ) -> None:
-        from ._faults import FaultInjector
-
         self._handler = handler
         self._faults = FaultInjector(faults) if faults is not None else None
         self._host = host

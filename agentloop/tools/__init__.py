@@ -1,10 +1,11 @@
-"""Tools: ``@tool`` functions, ``Toolkit`` classes, ``ToolContext`` and ``Toolset``."""
+"""Tools: ``@tool`` functions, ``Toolkit`` classes, ``ToolContext``, ``Toolset`` and ``ToolLimits``."""
 
 from __future__ import annotations
 
 from ._context import ToolContext as ToolContext
-from ._executor import default_thread_limiter as default_thread_limiter
-from ._executor import default_tool_limiter as default_tool_limiter
+from ._limits import ToolLimits as ToolLimits
+from ._limits import default_thread_limiter as default_thread_limiter
+from ._limits import default_tool_limiter as default_tool_limiter
 from ._tool import Activity as Activity
 from ._tool import Tool as Tool
 from ._tool import Toolkit as Toolkit
@@ -16,6 +17,7 @@ __all__ = [
     "Activity",
     "Tool",
     "ToolContext",
+    "ToolLimits",
     "Toolkit",
     "Toolset",
     "activity",

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, final
 
 if TYPE_CHECKING:
-    from .._context import RunContext, StateView
-    from .._steps import Action, RunResult
+    from .._context import StateView
+    from .._steps import Action
+    from ..models._types import RunContext
 
 
 @final
@@ -19,14 +20,13 @@ class ToolContext:
     ``state`` becomes read-only.
     """
 
-    __slots__ = ("_abandoned", "_subrun", "action", "run", "step")
+    __slots__ = ("_abandoned", "action", "run", "step")
 
     def __init__(self, *, run: RunContext, action: Action, step: int) -> None:
         self.run = run
         self.action = action
         self.step = step
-        self._abandoned = False
-        self._subrun: RunResult | None = None  # set by a sub-agent tool; kept in the result
+        self._abandoned = False  # see abandon()
 
     @property
     def run_id(self) -> str:
@@ -59,3 +59,10 @@ class ToolContext:
 
     def __repr__(self) -> str:
         return f"ToolContext(run_id={self.run_id!r}, tag={self.action.tag!r})"
+
+
+def abandon(ctx: ToolContext) -> None:
+    """The runtime stopped waiting for this sync tool's thread (cancelled or timed out) while
+    the thread still runs: from now on the tool's ``state`` is read-only, so that a tool the
+    run has given up on cannot change it behind the run's back."""
+    ctx._abandoned = True

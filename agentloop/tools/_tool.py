@@ -5,19 +5,19 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar, final, overload
 
 from .._errors import UserError
 from ..models._types import TOOL_NAME_SEPARATOR, ToolSpec, wire_tool_name
 from ._context import ToolContext
+from ._schema import args_model, json_schema, parse_docstring
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
-    from .._context import RunContext
-from ._schema import args_model, json_schema, parse_docstring
+    from ..models._types import RunContext
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,6 +33,17 @@ def check_name(kind: str, name: str) -> str:
             f"{TOOL_NAME_SEPARATOR!r} (it is sent to providers as a function name)"
         )
     return name
+
+
+def check_unique_names(tools: Sequence[Tool]) -> None:
+    """Tool names are unique: the model calls a tool by its name. Checked when an agent is
+    made (its tools) and when a run starts (with its toolsets' tools)."""
+    names = [t.name for t in tools]
+    if len(set(names)) == len(names):
+        return
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise UserError(f"duplicate tool names: {', '.join(duplicates)}")
 
 
 @final
@@ -173,6 +184,8 @@ def tool(
     eager: bool = True,
     timeout: float | None = None,
     side_effects: bool = False,
+    serial_key: Callable[[RunContext], str] | None = None,
+    on_invalid: Callable[[ValidationError], Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -185,6 +198,8 @@ def tool(
     eager: bool = True,
     timeout: float | None = None,
     side_effects: bool = False,
+    serial_key: Callable[[RunContext], str] | None = None,
+    on_invalid: Callable[[ValidationError], Any] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of an ``async def`` or plain ``def`` function.
 
@@ -194,6 +209,10 @@ def tool(
     middleware chain before starting; ``timeout`` (seconds) turns a slow call into an error
     result. ``side_effects=True``: in a session run the tool starts only once its reply is
     committed, so that a re-run after a crash repeats the same ``idempotency_key``.
+    Calls whose ``serial_key(run_context)`` is equal run one at a time, in the order the model
+    gave them. ``on_invalid(validation_error)`` answers arguments that break the schema itself
+    (its value is the action's output; the function is not called), instead of the runtime's
+    ``invalid_arguments`` error result.
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
@@ -206,6 +225,8 @@ def tool(
             eager=eager,
             timeout=timeout,
             side_effects=side_effects,
+            serial_key=serial_key,
+            on_invalid=on_invalid,
         )
         return Tool(name=tool_name, description=activity.description, activities={None: activity})
 

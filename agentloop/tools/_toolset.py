@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from .._context import RunContext
+    from ..models._types import RunContext
     from ._tool import Tool
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentloop.testing._server import ScriptedResponse
+from agentloop.testing import ScriptedResponse
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentloop.testing._server import ProviderServer, RecordedRequest, ScriptedResponse
+from agentloop.testing import ProviderServer, RecordedRequest, ScriptedResponse
 
 from ._proc import run
 from ._wire import text_stream

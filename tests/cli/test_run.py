@@ -20,7 +20,7 @@ from agentloop import (
     event_from_json,
 )
 from agentloop.cli import main
-from agentloop.testing._server import ProviderServer, RecordedRequest, ScriptedResponse
+from agentloop.testing import ProviderServer, RecordedRequest, ScriptedResponse
 
 from ._proc import KEYS, run
 from ._wire import text_stream, tool_call_stream

@@ -21,7 +21,7 @@ from agentloop.models import (
     ToolCallEnd,
     ToolCallStart,
 )
-from agentloop.testing._server import ProviderServer, ScriptedResponse
+from agentloop.testing import ProviderServer, ScriptedResponse
 
 from ._provider_expectations import EXPECTED, Expect, matches
 from ._provider_helpers import (

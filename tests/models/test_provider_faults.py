@@ -16,13 +16,13 @@ from agentloop.models import (
     ModelDelta,
     ModelRequest,
     ProviderPart,
-    TextDelta,
+    TextPiece,
     ThoughtPart,
     ToolCallArgsDelta,
     ToolCallEnd,
     ToolCallStart,
 )
-from agentloop.testing._server import ProviderServer, ScriptedResponse, load_recording
+from agentloop.testing import ProviderServer, ScriptedResponse, load_recording
 
 from ._provider_helpers import SYNTHETIC, build, load, make_model
 
@@ -122,7 +122,7 @@ async def test_anthropic_error_event_after_text(transport: str, server: Provider
     deltas, error = await run(
         server, "anthropic", synthetic("anthropic", "stream_error_event_overloaded"), transport
     )
-    assert [d for d in deltas if isinstance(d, TextDelta)] == [TextDelta("Partial answ")]
+    assert [d for d in deltas if isinstance(d, TextPiece)] == [TextPiece("Partial answ")]
     assert isinstance(error, errors.ModelStreamError)
     assert error.retryable is True
     assert error.request_id == "req_syn_stream"
@@ -138,7 +138,7 @@ async def test_responses_failed_event(transport: str, server: ProviderServer) ->
         synthetic("openai-responses", "stream_response_failed"),
         transport,
     )
-    assert [d for d in deltas if isinstance(d, TextDelta)] == [TextDelta("Partial")]
+    assert [d for d in deltas if isinstance(d, TextPiece)] == [TextPiece("Partial")]
     assert isinstance(error, errors.ModelStreamError)
     assert error.retryable is True
     assert error.request_id == "req_syn_failed"
@@ -160,7 +160,7 @@ async def test_chat_error_object_in_stream(transport: str, server: ProviderServe
     deltas, error = await run(
         server, "openai-chat", synthetic("openai-chat", "stream_error_object"), transport
     )
-    assert TextDelta("Hi") in deltas
+    assert TextPiece("Hi") in deltas
     assert isinstance(error, errors.ModelStreamError)
     assert error.retryable is True
 
@@ -191,7 +191,7 @@ async def test_chat_stream_cut_before_done(transport: str, server: ProviderServe
     deltas, error = await run(
         server, "openai-chat", synthetic("openai-chat", "stream_cut_before_done"), transport
     )
-    assert "".join(d.text for d in deltas if isinstance(d, TextDelta)) == "Hello wor"
+    assert "".join(d.text for d in deltas if isinstance(d, TextPiece)) == "Hello wor"
     assert isinstance(error, errors.ModelConnectionError)
     assert error.retryable is True
 
@@ -310,7 +310,7 @@ async def test_chat_text_then_three_parallel_calls(transport: str, server: Provi
     )
     assert error is None
     kinds = [
-        (type(d).__name__, getattr(d, "id", None)) for d in deltas if not isinstance(d, TextDelta)
+        (type(d).__name__, getattr(d, "id", None)) for d in deltas if not isinstance(d, TextPiece)
     ]
     assert kinds[:9] == [
         ("ToolCallStart", "call_a"),

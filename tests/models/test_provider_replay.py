@@ -20,7 +20,7 @@ from agentloop.models import (
     ToolResultPart,
     ToolSpec,
 )
-from agentloop.testing._server import ProviderServer, ScriptedResponse
+from agentloop.testing import ProviderServer, ScriptedResponse
 
 from ._provider_helpers import load, make_model
 

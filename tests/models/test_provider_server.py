@@ -18,15 +18,10 @@ from agentloop.models import (
     ToolResultPart,
     ToolSpec,
 )
+from agentloop.testing import Chunk, RecordedRequest, ScriptedResponse
 from agentloop.testing._scenarios import EmulatedProvider
-from agentloop.testing._server import (
-    Chunk,
-    ProviderServer,
-    RecordedRequest,
-    ScriptedResponse,
-    raise_fd_limit,
-)
-from agentloop.testing._server_main import ProviderServerProcess
+from agentloop.testing._server import ProviderServer
+from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
 from ._provider_helpers import make_model
 

@@ -16,11 +16,19 @@ import pytest
 
 from agentloop import UserError
 from agentloop import _errors as errors
-from agentloop.models import Message, ModelRequest, ModelSettings, TextDelta, resolve_model
+from agentloop.models import (
+    Message,
+    ModelRequest,
+    ModelSettings,
+    TextPiece,
+    _registry,
+    register_provider,
+    resolve_model,
+)
 from agentloop.models._driver import merge_settings
 from agentloop.models.anthropic import AnthropicModel
 from agentloop.models.openai import OpenAIChatModel, OpenAIResponsesModel
-from agentloop.testing._server import Chunk, ProviderServer, ScriptedResponse
+from agentloop.testing import Chunk, ProviderServer, ScriptedResponse
 
 from ._provider_helpers import load, make_model
 
@@ -60,9 +68,9 @@ async def test_leaving_the_stream_early_closes_the_response(
         with anyio.fail_after(10):
             async with model.stream(REQUEST) as stream:
                 async for delta in stream:
-                    if isinstance(delta, TextDelta):
+                    if isinstance(delta, TextPiece):
                         break
-    assert isinstance(delta, TextDelta)
+    assert isinstance(delta, TextPiece)
     assert await _wait_closed(server, 1)
 
 
@@ -80,10 +88,10 @@ async def test_cancellation_closes_the_response(
             async with model.stream(REQUEST) as stream:
                 async for delta in stream:
                     seen.append(delta)
-                    if isinstance(delta, TextDelta) and scope.deadline == float("inf"):
+                    if isinstance(delta, TextPiece) and scope.deadline == float("inf"):
                         scope.deadline = anyio.current_time() + 0.2
     assert scope.cancelled_caught
-    assert any(isinstance(d, TextDelta) for d in seen)
+    assert any(isinstance(d, TextPiece) for d in seen)
     assert await _wait_closed(server, 1)
 
 
@@ -200,6 +208,41 @@ def test_resolve_model_strings() -> None:
     assert type(resolve_model("openai-responses:gpt-5")) is OpenAIResponsesModel
     assert type(resolve_model("anthropic:claude-sonnet-4-5")) is AnthropicModel
     assert resolve_model("openai:gpt-4o").name == "gpt-4o"
+
+
+def test_providers_are_registered_explicitly() -> None:
+    """``test:`` models exist once ``agentloop.testing`` is imported (it registers them); an
+    unknown provider's error says how to add one."""
+    code = textwrap.dedent(
+        """
+        from agentloop import UserError
+        from agentloop.models import resolve_model
+        try:
+            resolve_model("test:echo")
+        except UserError as exc:
+            print(exc)
+        import agentloop.testing
+        print(type(resolve_model("test:echo")).__name__, resolve_model("test:echo").name)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    refused, resolved = out.stdout.strip().splitlines()
+    assert "unknown model provider 'test'" in refused
+    assert "register_provider" in refused and "agentloop.testing" in refused
+    assert resolved == "EchoModel echo"
+
+
+def test_register_provider() -> None:
+    """A registered prefix resolves to its factory; a prefix with ':' is refused."""
+    register_provider("mine", lambda name: OpenAIChatModel(name))
+    try:
+        assert resolve_model("mine:m").name == "m"
+    finally:
+        del _registry._PROVIDERS["mine"]
+    with pytest.raises(errors.UserError, match="unknown model provider 'mine'"):
+        resolve_model("mine:m")
+    with pytest.raises(errors.UserError, match="without ':'"):
+        register_provider("a:b", OpenAIChatModel)
 
 
 def test_profiles() -> None:

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from agentloop import Agent, ToolContext, UserError, tool
-from agentloop.goals import GoalOptions, GoalRecord, encode_goal, setup_goal
+from agentloop.goals import GoalOptions, GoalRecord, setup_goal
+from agentloop.goals._record import encode_goal
 from agentloop.sessions import InMemoryStore
 from agentloop.testing import Reply, ScriptedModel, call
 

@@ -57,7 +57,7 @@ from agentloop.testing import (
     ScriptedResponse,
     call,
 )
-from agentloop.tools._executor import DEFAULT_TOOL_CONCURRENCY, default_tool_limiter
+from agentloop.tools._limits import DEFAULT_TOOL_CONCURRENCY, default_tool_limiter
 
 from ._support import make_model
 

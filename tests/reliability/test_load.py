@@ -10,8 +10,9 @@ from pathlib import Path
 import anyio
 
 from agentloop.sessions import SQLiteStore
-from agentloop.testing import FaultProfile, ProviderServerProcess
-from agentloop.testing._load import run_load
+from agentloop.testing import FaultProfile
+from tests.support.load import run_load
+from tests.support.provider_process import ProviderServerProcess
 
 SESSIONS = 500
 PROFILE = FaultProfile(

@@ -88,7 +88,7 @@ class Dripping(Model):
         async def deltas() -> AsyncIterator[mt.ModelDelta]:
             for _ in range(1_000_000):
                 await anyio.sleep(15)  # a keep-alive: bytes, but never a delta
-            yield mt.TextDelta("never")  # pragma: no cover
+            yield mt.TextPiece("never")  # pragma: no cover
 
         yield deltas()
 

@@ -8,7 +8,7 @@ takes stays bounded: measured here with ``tracemalloc`` (peak), through the real
 transports over a loopback socket. The responses are built before tracing starts, so only what
 the client side allocates is measured.
 
-The bounds (``agentloop/models/_http.py``): every text-ish field a decoder keeps or delivers is
+The bounds (``agentloop/models/_stream.py``): every text-ish field a decoder keeps or delivers is
 counted against ``max_reply_chars`` (a tool call, a citation, a provider block also count a fixed
 ``STRUCTURE_CHARS``); the raw bytes read from the wire (after decompression) against a wire
 budget of ``WIRE_BYTES_PER_CHAR * max_reply_chars + WIRE_BYTES_BASE``; a non-streamed document

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL cluster for tests and benchmarks (not imported by the package).
+"""A throwaway PostgreSQL cluster for tests and benchmarks.
 
 It runs the installed server binaries (``pg_config --bindir``, else the newest
 ``/usr/lib/postgresql/*/bin``) on a private data folder that listens only on a unix socket in that

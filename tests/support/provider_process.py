@@ -2,10 +2,10 @@
 
 ::
 
-    python -m agentloop.testing._server_main [--port 0] [--chunk-delay 0.0] [--text-chunks 6]
-                                             [--min-fds 0] [--faults '{"rate_limit": 0.05}']
+    python -m tests.support.provider_process [--port 0] [--chunk-delay 0.0] [--text-chunks 6]
+                                       [--min-fds 0] [--faults '{"rate_limit": 0.05}']
 
-It serves the emulated provider (``_scenarios.EmulatedProvider``) for the three APIs, prints
+It serves the emulated provider (``agentloop.testing.EmulatedProvider``) for the three APIs, prints
 ``READY <port>`` once listening, and runs until its standard input closes (or it is signalled);
 then it prints ``STATS <json>`` (with ``"faults"``: the faults injected, by kind, when
 ``--faults`` gave a ``FaultProfile`` as JSON). The open-file limit is raised to the hard limit first; with
@@ -18,20 +18,48 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from ._faults import FaultProfile
-from ._scenarios import EmulatedProvider
-from ._server import ProviderServer, raise_fd_limit
+from agentloop.testing import EmulatedProvider, FaultProfile, ProviderServer
 
-__all__ = ["ProviderServerProcess", "main"]
+__all__ = ["ProviderServerProcess", "main", "raise_fd_limit"]
+
+# The child imports this module from the repository root, wherever the parent runs.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def raise_fd_limit(required: int | None = None) -> int:
+    """Raise this process's open-file limit to its hard limit; return the new soft limit.
+
+    With ``required``, fail loudly (``RuntimeError``) when the limit stays below it.
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return -1
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):  # pragma: no cover - platform refused
+            pass
+    if required is not None and soft < required:
+        raise RuntimeError(
+            f"open-file limit is {soft}, below the {required} descriptors this run needs; "
+            "raise the hard limit (ulimit -Hn) and try again"
+        )
+    return soft
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agentloop.testing._server_main")
+    parser = argparse.ArgumentParser(prog="python -m tests.support.provider_process")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--chunk-delay", type=float, default=0.0)
@@ -59,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-_ENTRY = "import sys; from agentloop.testing._server_main import main; sys.exit(main())"
+_ENTRY = "import sys; from tests.support.provider_process import main; sys.exit(main())"
 
 
 class ProviderServerProcess:
@@ -103,8 +131,13 @@ class ProviderServerProcess:
         return self._proc.pid
 
     def start(self) -> Self:
+        path = os.pathsep.join(filter(None, (_ROOT, os.environ.get("PYTHONPATH"))))
         self._proc = subprocess.Popen(
-            self._cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            self._cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": path},
         )
         line = self._proc.stdout.readline() if self._proc.stdout is not None else ""
         if not line.startswith("READY "):

@@ -32,9 +32,9 @@ from ._transport import RawResponse
 from ._types import (
     CitationDelta,
     ModelDelta,
-    TextDelta,
-    ThoughtDelta,
+    TextPiece,
     ThoughtDone,
+    ThoughtPiece,
     ToolCallArgsDelta,
     ToolCallEnd,
     ToolCallStart,
@@ -54,7 +54,7 @@ def _well_typed(delta: ModelDelta) -> bool:
     """A decoder builds deltas from JSON it did not write: reject values of the wrong type
     (a number where text belongs) before they reach the runtime."""
     match delta:
-        case TextDelta(text=text) | ThoughtDelta(text=text):
+        case TextPiece(text=text) | ThoughtPiece(text=text):
             return type(text) is str
         case ToolCallStart(id=id, name=name):
             return type(id) is str and type(name) is str

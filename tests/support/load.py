@@ -28,13 +28,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from .._agent import Agent
-from .._retry import RetryPolicy
-from ..sessions import InMemoryStore, RunEndRecord, RunRecord, SessionStore, StepRecord
-from ..tools._context import ToolContext
-from ..tools._tool import Tool, tool
-from ._models import FunctionModel
-from ._scenarios import _ANSWER
+from agentloop import Agent, RetryPolicy, Tool, ToolContext, tool
+from agentloop.sessions import InMemoryStore, RunEndRecord, RunRecord, SessionStore, StepRecord
+from agentloop.testing import FunctionModel
+from agentloop.testing._scenarios import _ANSWER
 
 __all__ = ["LOAD_RETRY", "CancelReport", "LoadReport", "run_cancel_load", "run_load"]
 
@@ -112,12 +109,12 @@ class _Ledger:
 
 def _make_model(api: str, url: str, max_connections: int) -> Any:
     if api == "anthropic":
-        from ..models.anthropic import AnthropicModel
+        from agentloop.models.anthropic import AnthropicModel
 
         return AnthropicModel(
             "emulated", base_url=url, api_key="load-key", max_connections=max_connections
         )
-    from ..models.openai import OpenAIChatModel, OpenAIResponsesModel
+    from agentloop.models.openai import OpenAIChatModel, OpenAIResponsesModel
 
     cls = OpenAIChatModel if api == "openai-chat" else OpenAIResponsesModel
     return cls(

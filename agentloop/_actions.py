@@ -1,4 +1,5 @@
-"""Running actions: lookup, argument validation, limits, timeouts, threads, tool middleware.
+"""Running actions: admission, lookup, argument validation, limits, timeouts, threads, tool
+middleware.
 
 Every failure the model can fix becomes an error result on that one action; only cancellation
 (and the runtime's own faults) propagate.
@@ -12,7 +13,7 @@ import json
 import logging
 import math
 import types
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -20,52 +21,27 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import sniffio
 from anyio.abc import TaskGroup
-from anyio.lowlevel import RunVar
 
-from .._errors import ToolError, UserError
-from .._middleware import ToolCall
-from .._steps import Action, ActionErrorKind, ActionResult
-from .._time import fail_after
-from ..models._types import ToolCallPart, ToolSpec
-from ._context import ToolContext
-from ._schema import MAX_ARGUMENT_DEPTH, nesting_exceeds, strip_nones, text_nesting_exceeds
+from ._errors import ToolError
+from ._middleware import ToolCall
+from ._steps import Action, ActionErrorKind, ActionResult, RunResult
 from ._threads import Job, NoWorkerThread
-from ._tool import Activity, Tool
+from ._time import fail_after
+from .models._types import RunContext, ToolCallPart, ToolSpec
+from .tools._context import ToolContext, abandon
+from .tools._limits import ToolLimits, default_thread_limiter, default_tool_limiter
+from .tools._schema import MAX_ARGUMENT_DEPTH, nesting_exceeds, strip_nones, text_nesting_exceeds
+from .tools._tool import Activity, Tool, check_unique_names
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
-    from .._context import RunContext, Ticket
+    from ._context import Ticket
 
-DEFAULT_TOOL_CONCURRENCY = 256
-_TASK_NAME = "agentloop.tools._executor.Executor._execute"  # what start_soon used to name it
-DEFAULT_THREAD_CONCURRENCY = 32
+_TASK_NAME = "agentloop._actions.Executor._execute"  # what start_soon used to name it
 BLOCKING_WARNING_SECONDS = 0.1  # an async tool's step longer than this is a warning
 
 logger = logging.getLogger("agentloop")
-
-_tool_limiter: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_tool_limiter")
-_thread_limiter: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_thread_limiter")
-
-
-def default_tool_limiter() -> anyio.CapacityLimiter:
-    """The process-wide (per event loop) limit on actions running at once."""
-    try:
-        return _tool_limiter.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(DEFAULT_TOOL_CONCURRENCY)
-        _tool_limiter.set(limiter)
-        return limiter
-
-
-def default_thread_limiter() -> anyio.CapacityLimiter:
-    """The per event loop limit on worker threads running sync tools."""
-    try:
-        return _thread_limiter.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(DEFAULT_THREAD_CONCURRENCY)
-        _thread_limiter.set(limiter)
-        return limiter
 
 
 class Toolbox:
@@ -73,12 +49,9 @@ class Toolbox:
 
     __slots__ = ("_tools",)
 
-    def __init__(self, tools: Iterable[Tool]) -> None:
-        self._tools: dict[str, Tool] = {}
-        for t in tools:
-            if t.name in self._tools:
-                raise UserError(f"two tools are named {t.name!r}; tool names must be unique")
-            self._tools[t.name] = t
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        check_unique_names(tools)
+        self._tools: dict[str, Tool] = {t.name: t for t in tools}
 
     def __bool__(self) -> bool:
         return bool(self._tools)
@@ -118,15 +91,6 @@ class Toolbox:
     def has_side_effects(self, name: str, path: str | None) -> bool:
         found = self.find(name, path)
         return isinstance(found, tuple) and found[1].side_effects
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolLimits:
-    max_actions_per_step: int = 64
-    max_parallel_actions: int = 16
-    max_output_chars: int = 100_000
-    tool_limiter: anyio.CapacityLimiter | None = None
-    thread_limiter: anyio.CapacityLimiter | None = None
 
 
 def truncate(text: str, max_chars: int) -> str:
@@ -172,6 +136,39 @@ def action_of(part: ToolCallPart, attempt: int) -> Action:
             if not nesting_exceeds(decoded, MAX_ARGUMENT_DEPTH):
                 arguments = decoded
     return Action(tag=part.id, name=part.name, path=part.path, input=arguments, attempt=attempt)
+
+
+def refusal(
+    pending: PendingAction, *, count: int, limit: int, duplicate: bool, out_of_steps: bool
+) -> ActionResult | None:
+    """Why an action of a reply does not run, if it does not: the one admission rule, both for
+    starting an action the moment it is sealed and for settling the accepted reply. ``count``:
+    the action's place in its reply (from 1); ``duplicate``: an earlier action of the reply has
+    its tag; ``out_of_steps``: no model call is left to read the results."""
+    action = pending.action
+    if out_of_steps:
+        return error_result(
+            action, "not_run", "not run: this was the run's last allowed step (max_steps)"
+        )
+    if pending.part.error is not None:
+        return error_result(action, "invalid_action", pending.part.error)
+    if duplicate:
+        return error_result(
+            action, "duplicate_tag", f"another action of this reply has tag {action.tag!r}"
+        )
+    if count > limit:
+        return error_result(
+            action, "too_many_actions", f"more than {limit} actions in one reply; not run"
+        )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class SubrunOutput:
+    """What a sub-agent tool (``Agent.as_tool``) returns: the action's output is the sub-run's,
+    and the action's result keeps the sub-run's whole result (``subrun``)."""
+
+    result: RunResult
 
 
 class PendingAction:
@@ -391,10 +388,11 @@ async def _invoke_tool(toolbox: Toolbox, limits: ToolLimits, call: ToolCall) -> 
             raise
         message = f"the tool raised {type(exc).__name__} without being cancelled"
         return error_result(action, "tool_error", message)
-    result = _success(action, value, max_chars)
-    if ctx._subrun is not None:
-        result = dataclasses.replace(result, subrun=ctx._subrun)
-    return result
+    if isinstance(value, SubrunOutput):
+        return dataclasses.replace(
+            _success(action, value.result.output, max_chars), subrun=value.result
+        )
+    return _success(action, value, max_chars)
 
 
 _TOO_DEEP = f"invalid arguments: nested more than {MAX_ARGUMENT_DEPTH} levels deep"
@@ -499,7 +497,7 @@ async def _in_thread(
             job.start()
             await job.done.wait()
     except BaseException as exc:
-        ctx._abandoned = True
+        abandon(ctx)
         if not job.started:
             job.fn = job.kwargs = None
             if isinstance(exc, TimeoutError):

@@ -1,0 +1,43 @@
+"""``ToolLimits``: the bounds a caller sets on a run's actions, and the shared default limiters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio
+from anyio.lowlevel import RunVar
+
+DEFAULT_TOOL_CONCURRENCY = 256
+DEFAULT_THREAD_CONCURRENCY = 32
+
+_tool_limiter: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_tool_limiter")
+_thread_limiter: RunVar[anyio.CapacityLimiter] = RunVar("agentloop_thread_limiter")
+
+
+def default_tool_limiter() -> anyio.CapacityLimiter:
+    """The process-wide (per event loop) limit on actions running at once."""
+    try:
+        return _tool_limiter.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(DEFAULT_TOOL_CONCURRENCY)
+        _tool_limiter.set(limiter)
+        return limiter
+
+
+def default_thread_limiter() -> anyio.CapacityLimiter:
+    """The per event loop limit on worker threads running sync tools."""
+    try:
+        return _thread_limiter.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(DEFAULT_THREAD_CONCURRENCY)
+        _thread_limiter.set(limiter)
+        return limiter
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolLimits:
+    max_actions_per_step: int = 64
+    max_parallel_actions: int = 16
+    max_output_chars: int = 100_000
+    tool_limiter: anyio.CapacityLimiter | None = None
+    thread_limiter: anyio.CapacityLimiter | None = None

@@ -1,0 +1,203 @@
+"""The layering documented at the top of ``agentloop/__init__.py``, checked on the import graph.
+
+The graph is read from the source with ``ast``: every ``import`` counts, at module level, under
+``TYPE_CHECKING`` or inside a function, because each is a dependency a reader (and a type
+checker) has to follow.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+import agentloop
+
+PACKAGE = Path(agentloop.__file__).parent
+
+# The layers, bottom to top. An entry names a module and, unless it is ``agentloop`` itself,
+# the modules under it. The engine's modules are layers of their own: each imports downward.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("agentloop._errors", "agentloop._time", "agentloop._context", "agentloop._version"),  # leaves
+    ("agentloop.models",),
+    ("agentloop.sessions",),
+    (  # the values of a run
+        "agentloop._steps",
+        "agentloop._events",
+        "agentloop._final",
+        "agentloop._cost",
+        "agentloop._retry",
+        "agentloop._middleware",
+        "agentloop._instrument",
+    ),
+    ("agentloop.tools",),  # tool definitions
+    # the engine
+    ("agentloop._react_parser",),
+    ("agentloop._prompt",),
+    ("agentloop._threads",),
+    ("agentloop._actions",),
+    ("agentloop._session_run",),
+    ("agentloop._run",),
+    ("agentloop._tracing",),
+    ("agentloop._turn",),
+    ("agentloop._loop",),
+    ("agentloop._agent",),
+    ("agentloop",),  # the public facade
+    ("agentloop.goals", "agentloop.mcp", "agentloop.testing", "agentloop.cli"),  # seam users
+    ("agentloop.__main__",),
+)
+
+SEAM_USERS = ("agentloop.goals", "agentloop.mcp", "agentloop.testing", "agentloop.cli")
+
+# What a seam user may import: the public packages and modules (besides its own package).
+PUBLIC = frozenset(
+    {
+        "agentloop",
+        "agentloop.models",
+        "agentloop.models.anthropic",
+        "agentloop.models.openai",
+        "agentloop.tools",
+        "agentloop.sessions",
+        *SEAM_USERS,
+    }
+)
+
+# Edges that break the layering today, each with what removes it (issue 15). An entry that no
+# longer exists fails the test: delete it then.
+_RAISE_FOR_ERROR = "raise_for_result becomes RunResult.raise_for_error; then agentloop's names"
+KNOWN: dict[tuple[str, str], str] = {
+    ("agentloop._run", "agentloop._agent"): "the run reads its settings from a per-run plan",
+    ("agentloop.cli._run", "agentloop._agent"): _RAISE_FOR_ERROR,
+    ("agentloop.cli._run", "agentloop._errors"): _RAISE_FOR_ERROR,
+    ("agentloop.cli._run", "agentloop._loop"): _RAISE_FOR_ERROR,
+    ("agentloop.cli._run", "agentloop._retry"): _RAISE_FOR_ERROR,
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path]) -> Iterator[str]:
+    """The ``agentloop`` modules that ``name`` imports, anywhere in its source."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name in modules)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                if submodule in modules:
+                    yield submodule
+                elif source in modules:
+                    yield source
+
+
+@functools.cache
+def import_graph() -> dict[str, frozenset[str]]:
+    """Each module's imports (read once per session: the tests share it)."""
+    modules = _modules()
+    return {
+        name: frozenset(m for m in _imported(name, path, modules) if m != name)
+        for name, path in modules.items()
+    }
+
+
+def _layer(module: str) -> int:
+    for index, entries in enumerate(LAYERS):
+        for entry in entries:
+            if module == entry or (entry != "agentloop" and module.startswith(entry + ".")):
+                return index
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS and the package docstring")
+
+
+def _edges() -> Iterator[tuple[str, str]]:
+    for source, targets in import_graph().items():
+        for target in targets:
+            if (source, target) not in KNOWN:
+                yield source, target
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in import_graph():
+        _layer(module)
+
+
+def test_imports_go_downward_only() -> None:
+    upward = [
+        f"{source} -> {target}" for source, target in _edges() if _layer(target) > _layer(source)
+    ]
+    assert upward == []
+
+
+def test_seam_users_import_public_seams_only() -> None:
+    """goals, MCP, the CLI and testing build on what a user could build on."""
+    private = []
+    for source, target in _edges():
+        own = next((p for p in SEAM_USERS if source == p or source.startswith(p + ".")), None)
+        if own is None or target == own or target.startswith(own + "."):
+            continue
+        if target not in PUBLIC:
+            private.append(f"{source} -> {target}")
+    assert private == []
+
+
+def test_no_import_cycle() -> None:
+    graph: dict[str, set[str]] = {s: set() for s in import_graph()}
+    for source, target in _edges():
+        graph[source].add(target)
+    assert _cycles(graph) == []
+
+
+def test_known_exceptions_still_exist() -> None:
+    """Each known exception is an edge of the graph still: a removed one leaves ``KNOWN``."""
+    graph = import_graph()
+    gone = [f"{s} -> {t}" for s, t in KNOWN if t not in graph.get(s, frozenset())]
+    assert gone == []
