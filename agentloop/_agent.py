@@ -26,7 +26,7 @@ from ._middleware import ModelMiddleware, ToolMiddleware
 from ._output import Output, parse_output
 from ._prompt import Ruleset, compile_template, render, system_message
 from ._retry import RetryPolicy
-from ._run import Emitter, _Run, run_of
+from ._run import Emitter, Launch, run_of
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
 from .models._base import Model
@@ -233,7 +233,7 @@ class Agent:
 
     # -- running --------------------------------------------------------------------------------
 
-    def _new_run(
+    def _launch(
         self,
         user_input: str,
         emitter: Emitter,
@@ -247,7 +247,7 @@ class Agent:
         wait_for_session: float | None = None,
         resume: bool = False,
         run_key: str | None = None,
-    ) -> _Run:
+    ) -> Launch:
         if not isinstance(user_input, str):
             raise UserError(f"input must be a string, not {type(user_input).__name__}")
         spec = None
@@ -272,8 +272,8 @@ class Agent:
             raise UserError("resume needs session=... (and a store)")
         elif run_key is not None:
             raise UserError("run_key needs session=... (and a store): runs are keyed per session")
-        return _Run(
-            self,
+        return Launch(
+            agent=self,
             run_id=uuid.uuid4().hex,
             user_input=user_input,
             branch=self.name,
@@ -313,7 +313,7 @@ class Agent:
         ``result.error`` set, or raises the matching ``RunError`` with ``raise_on_error=True``.
         A model failure after retries, the run's deadline and runtime faults raise.
         """
-        run = self._new_run(
+        launch = self._launch(
             input,
             Emitter(None),
             session=session,
@@ -325,7 +325,7 @@ class Agent:
             state=state,
             run_key=run_key,
         )
-        return await _to_end(run, raise_on_error)
+        return await _to_end(launch, raise_on_error)
 
     def stream(
         self,
@@ -347,7 +347,7 @@ class Agent:
         run. Leaving the block early cancels the run cleanly. Options as for ``run``.
         """
         return RunStream(
-            lambda emitter: self._new_run(
+            lambda emitter: self._launch(
                 input,
                 emitter,
                 session=session,
@@ -378,7 +378,7 @@ class Agent:
         idempotency keys), else by asking the model again. An expired lease is taken over; a
         live one is ``SessionBusy`` unless ``wait_for_session`` gives it time to expire. With
         no unfinished run it raises ``NothingToResume``."""
-        run = self._new_run(
+        launch = self._launch(
             "",
             Emitter(None),
             session=session,
@@ -387,7 +387,7 @@ class Agent:
             deps=deps,
             resume=True,
         )
-        return await _to_end(run, raise_on_error)
+        return await _to_end(launch, raise_on_error)
 
     async def unfinished_run(
         self, *, session: str, store: SessionStore | None = None
@@ -414,7 +414,7 @@ class Agent:
     ) -> RunStream:
         """``resume``, streamed."""
         return RunStream(
-            lambda emitter: self._new_run(
+            lambda emitter: self._launch(
                 "",
                 emitter,
                 session=session,
@@ -444,8 +444,8 @@ class Agent:
             if busy["running"]:
                 branch = f"{branch}#{ctx.action.tag}"
             busy["running"] += 1
-            sub = _Run(
-                child,
+            sub = Launch(
+                agent=child,
                 run_id=uuid.uuid4().hex,
                 user_input=task,
                 branch=branch,
@@ -459,7 +459,8 @@ class Agent:
                 result = await execute(sub)
             finally:
                 busy["running"] -= 1
-                parent.absorb(sub)
+                if sub.run is not None:
+                    parent.absorb(sub.run)
             if result.error is not None:
                 raise ToolError(f"the {tool_name} agent failed: {result.error.message}")
             return SubrunOutput(result)
@@ -546,8 +547,8 @@ def _tools_and_toolsets(
     return tuple(tools), tuple(toolsets)
 
 
-async def _to_end(run: _Run, raise_on_error: bool) -> RunResult:
-    result = await execute(run)
+async def _to_end(launch: Launch, raise_on_error: bool) -> RunResult:
+    result = await execute(launch)
     if raise_on_error:
         result.raise_for_error()
     return result
@@ -559,9 +560,9 @@ class RunStream:
     manager; ``cancel(reason)`` stops the run from any task."""
 
     def __init__(
-        self, make_run: Callable[[Emitter], _Run], *, buffer: int, raise_on_error: bool
+        self, launch: Callable[[Emitter], Launch], *, buffer: int, raise_on_error: bool
     ) -> None:
-        self._make_run = make_run
+        self._launch = launch
         self._buffer = buffer
         self._raise_on_error = raise_on_error
         self._scope = anyio.CancelScope()
@@ -575,19 +576,19 @@ class RunStream:
 
     async def __aenter__(self) -> RunStream:
         send, receive = anyio.create_memory_object_stream[ev.Event](self._buffer)
-        run = self._make_run(Emitter(send))
-        self.run_id = run.run_id
+        launch = self._launch(Emitter(send))
+        self.run_id = launch.run_id
         self._receive = receive
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._tg.start_soon(self._drive, run, send)
+        self._tg.start_soon(self._drive, launch, send)
         return self
 
-    async def _drive(self, run: _Run, send: MemoryObjectSendStream[ev.Event]) -> None:
+    async def _drive(self, launch: Launch, send: MemoryObjectSendStream[ev.Event]) -> None:
         async with send:
             with self._scope:
                 try:
-                    self._result = await execute(run)
+                    self._result = await execute(launch)
                 except Exception as exc:
                     self._error = exc
             if self._scope.cancelled_caught:

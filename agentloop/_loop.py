@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -36,15 +36,8 @@ from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visibl
 from ._middleware import compose
 from ._plan import plan_run
 from ._prompt import build_prompt, replay_step
-from ._run import _Run
-from ._session_run import (
-    SessionBinding,
-    SessionSpec,
-    end_record,
-    load,
-    step_to_json,
-    stored_result,
-)
+from ._run import Launch, _Run
+from ._session_run import SessionScope
 from ._steps import ActionResult, RunErrorInfo, RunResult, Step
 from ._tracing import tool_span, traced_model_call, traced_run
 from ._turn import call_model
@@ -56,59 +49,67 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 logger = logging.getLogger("agentloop")
-T = TypeVar("T")
 
 
-def execute(run: _Run) -> Awaitable[RunResult]:
+def execute(launch: Launch) -> Awaitable[RunResult]:
     """Run to the one terminal event. A failure is emitted as ``RunFailed`` and re-raised;
     cancellation emits nothing and propagates. With a session, the run holds its lease
     throughout and records how it ended (shielded, so that a cancelled run says so too).
     (Not a coroutine itself: an untraced run costs no extra frame.)"""
-    if run.instrument is not None:
-        return traced_run(run, _execute)
-    return _execute(run)
+    if launch.instrument is not None:
+        return traced_run(launch, _execute)
+    return _execute(launch)
 
 
-async def _execute(run: _Run) -> RunResult:
-    """The release in ``finally`` (after ``_record_end``, which releases with the end) is
-    bounded and never raises: a cancelled run stays cancelled, a finished run finished."""
-    logger.debug("run %s started: agent %s, branch %s", run.run_id, run.agent.name, run.branch)
-    binding: SessionBinding | None = None
+async def _execute(launch: Launch) -> RunResult:
+    """The release in ``finally`` (after ``end``, which releases with the end) is bounded and
+    never raises: a cancelled run stays cancelled, a finished run finished."""
+    logger.debug(
+        "run %s started: agent %s, branch %s", launch.run_id, launch.agent.name, launch.branch
+    )
+    session: SessionScope | None = None
+    spec = launch.session_spec
+    if spec is not None:
+        agent = launch.agent
+        try:
+            session = await SessionScope.open(
+                spec,
+                owner=launch.run_id,
+                ttl=agent.lease_ttl,
+                memory=agent.memory,
+                parse_output=agent.parse_output,
+            )
+        except Exception as exc:
+            await _failed(launch.start(), exc)  # a run that never held its session
+            raise
+    run = launch.start(session)
     cancelled = False
     try:
-        if run.session_spec is not None:
-            binding = await _open_session(run, run.session_spec)
         await run.emit(ev.RunStarted, agent=run.agent.name, input=run.user_input)
-        if binding is None:
-            result = await _with_deadline(run)
-        elif run.earlier_result is not None:
-            result = run.earlier_result  # its run_key names a finished run: never run twice
+        if session is not None and session.earlier_result is not None:
+            result = session.earlier_result  # its run_key names a finished run: never run twice
         else:
-            result = await _beside(_with_deadline(run), binding.keep_alive())
+            result = await _with_deadline(run)
     except Exception as exc:
-        if binding is not None:
-            await _record_end(run, binding, "failed", error=exc)
-        info = RunErrorInfo(kind=type(exc).__name__, message=str(exc))
-        logger.debug("run %s failed: %s", run.run_id, info.kind)
-        await run.emit(ev.RunFailed, error=info)
+        if session is not None:
+            await session.end("failed", error=exc)
+        await _failed(run, exc)
         raise
     except BaseException as exc:
         cancelled = True
         # KeyboardInterrupt and SystemExit end the process, not just the run: like a crash,
         # they leave the run unended (resumable), not recorded as cancelled.
-        if binding is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            await _record_end(run, binding, "cancelled")
+        if session is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                # The cancellation's traceback holds the frames of the whole call chain it
+                # unwound: thousands of runs cancelled at once would keep them all alive while
+                # their ends are batched, for the garbage collector to walk again and again.
+                exc.__traceback__ = None
+            await session.end("cancelled")
         raise
     finally:
-        if binding is not None:
-            # A cancelled run waits for its release at most release_timeout (2 s). Another
-            # one waits for a busy store as long as its lease lasts (then it has expired by
-            # itself), at least end_timeout, and retries a failing one for end_timeout.
-            if cancelled:
-                await binding.release()
-            else:
-                wait = max(binding.end_timeout, binding.ttl)
-                await binding.release(within=wait, retry_for=binding.end_timeout)
+        if session is not None:
+            await session.release(wait_for_store=not cancelled)
     logger.debug(
         "run %s finished: %d steps, %d model calls, %s",
         run.run_id,
@@ -120,75 +121,15 @@ async def _execute(run: _Run) -> RunResult:
     return result
 
 
-async def _open_session(run: _Run, spec: SessionSpec) -> SessionBinding:
-    agent = run.agent
-    binding, session = await SessionBinding.open(
-        spec, owner=run.run_id, ttl=agent.lease_ttl, memory=agent.memory
-    )
-    try:
-        loaded = load(session, memory=agent.memory, resume=spec.resume, run_key=spec.run_key)
-        if loaded.finished is not None:
-            run.earlier_result = stored_result(agent, loaded)
-    except BaseException:
-        await binding.release()
-        raise
-    run.attach_session(binding, loaded)
-    return binding
-
-
-async def _record_end(
-    run: _Run, binding: SessionBinding, status: Literal["failed", "cancelled"], **kw: Any
-) -> None:
-    """Record how the run ended and release its lease, in one store operation batched with the
-    other runs ending at once; shielded, bounded (a cancelled run: ``release_timeout``, 2 s, so
-    cancellation stays fast; a failed one: ``end_timeout``, 10 s) and best effort: transient
-    store errors are retried within the bound, and an end still not recorded is logged as a
-    warning and left for resume (the run stays unfinished in the history). Nothing is written
-    for a run whose record never reached the history, nor after its end was committed (a
-    cancel that arrives just after the final commit leaves the run finished)."""
-    if not binding.recorded or binding.ended:
-        return
-    timeout = binding.release_timeout if status == "cancelled" else binding.end_timeout
-    await binding.end(end_record(run.run_id, status, **kw), run.state, within=timeout)
-
-
-async def _beside(main: Awaitable[T], side: Awaitable[None]) -> T:
-    """Await ``main`` while ``side`` runs; if ``side`` fails, ``main`` is cancelled and the
-    failure raised. Errors leave bare, not in an exception group."""
-    failure: list[Exception] = []
-    outcome: list[T] = []
-    with anyio.CancelScope() as scope:
-
-        async def watch() -> None:
-            try:
-                await side
-            except Exception as exc:
-                failure.append(exc)
-                scope.cancel()
-
-        error: Exception | None = None
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(watch)
-                try:
-                    outcome.append(await main)
-                except Exception as exc:
-                    error = exc
-                tg.cancel_scope.cancel()
-        except BaseExceptionGroup as group:
-            _raise_exit(group)
-            raise
-        if error is not None:
-            raise error
-    if failure:
-        raise failure[0]
-    return outcome[0]
+async def _failed(run: _Run, exc: Exception) -> None:
+    info = RunErrorInfo(kind=type(exc).__name__, message=str(exc))
+    logger.debug("run %s failed: %s", run.run_id, info.kind)
+    await run.emit(ev.RunFailed, error=info)
 
 
 async def _with_deadline(run: _Run) -> RunResult:
     agent = run.agent
-    # Without toolsets the task group is entered directly (one coroutine less per waiting run).
-    body = _in_task_group(run, agent.static_tools) if not agent.toolsets else _with_toolsets(run)
+    body = _in_task_group(run, None if agent.toolsets else agent.static_tools, run.session)
     deadline = agent.deadline
     if deadline is None:
         return await body
@@ -200,28 +141,58 @@ async def _with_deadline(run: _Run) -> RunResult:
 async def _with_toolsets(run: _Run) -> RunResult:
     async with AsyncExitStack() as stack:
         tools = await _resolve_tools(run, stack)
-        return await _in_task_group(run, tools)
+        return await _in_task_group(run, tools, None)
 
 
-async def _in_task_group(run: _Run, tools: Sequence[Tool]) -> RunResult:
-    """Own the run's task group; its tasks never raise, and the loop's error leaves it bare."""
+async def _in_task_group(
+    run: _Run, tools: Sequence[Tool] | None, session: SessionScope | None
+) -> RunResult:
+    """Own the run's task group; its tasks never raise, and the loop's error leaves it bare.
+
+    It hosts the renewal of the session's lease (no task group of its own per run: thousands
+    of runs wait at once): a lease lost, or a store failing until it would expire, cancels the
+    run and is raised instead. Toolsets (``tools`` is None) start inside it, so the lease is
+    renewed meanwhile, and the loop gets a task group of its own within their scopes."""
     error: Exception | None = None
     exits: list[BaseException] = []  # KeyboardInterrupt/SystemExit from tools (they cancel tg)
+    lost: list[Exception] = []
+    renewal = anyio.CancelScope() if session is not None else None
     try:
         async with anyio.create_task_group() as tg:
+            if session is not None and renewal is not None:
+                tg.start_soon(_renew, session, renewal, tg.cancel_scope, lost)
             try:
+                if tools is None:
+                    return await _with_toolsets(run)
                 return await _loop(run, tg, Toolbox(tools), exits)
             except Exception as exc:
                 error = exc
                 tg.cancel_scope.cancel()
+            finally:
+                if renewal is not None:
+                    renewal.cancel()
     except BaseExceptionGroup as group:
         _raise_exit(group)
         raise
     if exits:
         raise exits[0]
-    if error is None:  # cancelled from inside without a failure: a fault of ours
-        raise RuntimeError("the run's task group was cancelled without an error")
-    raise error
+    if error is not None:
+        raise error
+    if lost:
+        raise lost[0]
+    raise RuntimeError("the run's task group was cancelled without an error")  # a fault of ours
+
+
+async def _renew(
+    session: SessionScope, renewal: anyio.CancelScope, run: anyio.CancelScope, lost: list[Exception]
+) -> None:
+    """Keep the lease until ``renewal`` is cancelled; if it is lost, cancel the ``run``."""
+    with renewal:
+        try:
+            await session.keep_alive()
+        except Exception as exc:
+            lost.append(exc)
+            run.cancel()
 
 
 def _raise_exit(group: BaseExceptionGroup[BaseException]) -> None:
@@ -264,14 +235,17 @@ async def _loop(
     # One user message for the whole run: the same object in every step's prompt lets the
     # driver reuse its encoded JSON instead of encoding it again on every step.
     user = mt.Message.user(run.user_input)
+    session = run.session
     if run.resumed:
         run.replayed = [replay_step(step, plan.tool_mode) for step in run.steps]
-    elif run.binding is not None:
-        await run.binding.commit([_run_record(run)], run.state)
-        run.binding.recorded = True
+    elif session is not None:
+        await session.start(agent=plan.name, branch=run.branch, user_input=run.user_input)
     while True:
         if len(run.steps) >= plan.max_steps:
-            return await _checkpoint(run, None, _limit_result(run))
+            result = _limit_result(run)
+            if session is not None:
+                await session.commit_step(None, result)
+            return result
         # Resuming, the reply of the step in flight may be committed: it is never asked again.
         response = run.take_committed_reply()
         if response is None:
@@ -293,47 +267,18 @@ async def _loop(
             try:
                 response = await model_call(request)
             except RunError as exc:
-                return await _checkpoint(run, None, _result(run, error=exc))
+                result = _result(run, error=exc)
+                if session is not None:
+                    await session.commit_step(None, result)
+                return result
         step, done = await _settle(run, executor, response)
         run.steps.append(step)
         run.replayed.append(replay_step(step, plan.tool_mode))
-        await _checkpoint(run, step, done)
+        if session is not None:
+            await session.commit_step(step, done)
         await run.emit(ev.StepFinished, step=step)
         if done is not None:
             return done
-
-
-@overload
-async def _checkpoint(run: _Run, step: Step | None, done: RunResult) -> RunResult: ...
-@overload
-async def _checkpoint(run: _Run, step: Step | None, done: None) -> None: ...
-async def _checkpoint(run: _Run, step: Step | None, done: RunResult | None) -> RunResult | None:
-    """Commit a completed step (and the end of the run, with its last step) to the session."""
-    if run.binding is not None:
-        from .sessions import StepRecord
-
-        records: list[Any] = []
-        if step is not None:
-            records.append(StepRecord(run_id=run.run_id, index=step.index, step=step_to_json(step)))
-        if done is not None:
-            records.append(end_record(run.run_id, "finished", result=done))
-        await run.binding.commit(records, run.state)
-        run.binding.ended = done is not None
-    return done
-
-
-def _run_record(run: _Run) -> Any:
-    from .sessions import RunRecord
-
-    spec = run.session_spec
-    return RunRecord(
-        run_id=run.run_id,
-        agent=run.agent.name,
-        branch=run.branch,
-        input=run.user_input,
-        parent_run_id=run.parent_run_id,
-        run_key=spec.run_key if spec is not None else None,
-    )
 
 
 async def _resolve_tools(run: _Run, stack: AsyncExitStack) -> list[Tool]:
@@ -380,8 +325,8 @@ async def _settle(
         sealed.setdefault(p.part.id, []).append(p)
     step_index = len(run.steps)
     out_of_steps = run.last_step and plan.reflect_on_tool_use
-    if not out_of_steps and _commits_reply(run, executor, response):
-        await _commit_reply(run, step_index, response)
+    if not out_of_steps and run.session is not None and _commits_reply(run, executor, response):
+        await run.session.commit_reply(step_index, response)
     pendings: list[PendingAction] = []
     seen: set[str] = set()
     limit = plan.tool_limits.max_actions_per_step
@@ -460,27 +405,10 @@ def _commits_reply(run: _Run, executor: Executor, response: mt.ModelResponse) ->
     """A session run commits a reply before its actions when one has side effects: after a
     crash, resume runs them from the committed reply, with the same idempotency keys. A
     resumed reply is committed already."""
-    if run.binding is None or response.attempt == run.committed_attempt:
+    if response.attempt == run.committed_attempt:
         return False
     toolbox = executor.toolbox
     return any(toolbox.has_side_effects(p.name, p.path) for p in response.tool_calls)
-
-
-async def _commit_reply(run: _Run, index: int, response: mt.ModelResponse) -> None:
-    from .sessions import ReplyRecord
-
-    binding = run.binding
-    if binding is None:
-        return
-    reply = Step(
-        index=index,
-        attempt=response.attempt or 0,
-        parts=response.parts,
-        finish_reason=response.finish_reason,
-        usage=response.usage,
-    )
-    record = ReplyRecord(run_id=run.run_id, index=index, step=step_to_json(reply))
-    await binding.commit([record], run.state)
 
 
 def _thought(response: mt.ModelResponse, *, with_text: bool) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast, final
 
 import anyio
@@ -15,7 +16,7 @@ from ._context import StateView
 from ._final import REACT_REMINDER, final_text
 from ._instrument import Instrumentation
 from ._instrument import resolve as resolve_instrument
-from ._steps import ActionResult, RunResult, Step
+from ._steps import ActionResult, Step
 from .models._types import (
     DiscardReason,
     FinishReason,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
     from ._agent import Agent
     from ._plan import Plan
-    from ._session_run import Loaded, SessionBinding, SessionSpec
+    from ._session_run import SessionScope, SessionSpec
 
 
 class _Done:
@@ -134,72 +135,86 @@ class AttemptRecord:
         return any(p.started for p in self.actions)
 
 
+@dataclass(kw_only=True, slots=True)
+class Launch:
+    """A run as asked for, before it starts. The run is built from it once, when it starts:
+    a session run once its session is loaded, as that decides who the run is (resuming, the
+    unfinished run's id, input and steps)."""
+
+    agent: Agent
+    run_id: str
+    user_input: str
+    branch: str
+    emitter: Emitter
+    state: StateView
+    parent: _Run | None = None
+    session_id: str | None = None
+    deps: Any = None
+    variables: Mapping[str, Any] | None = None
+    memory: Sequence[Message] = ()
+    session_spec: SessionSpec | None = None
+    instrument: Instrumentation | None = field(init=False)
+    span: Span | None = None  # the run's span, when it is traced
+    run: _Run | None = None  # the run, once started
+
+    def __post_init__(self) -> None:
+        parent = self.parent
+        self.instrument = resolve_instrument(
+            self.agent.instrumentation, parent.instrument if parent is not None else None
+        )
+
+    def start(self, session: SessionScope | None = None) -> _Run:
+        """Build the run (with what its session loaded, if it has one)."""
+        self.run = _Run(self, session)
+        return self.run
+
+
 class _Run:
     """Everything one run (or sub-run) owns. ``RunView`` is its public, read-only face, and it
     is the ``AttemptLog`` of the responses it streams."""
 
-    def __init__(
-        self,
-        agent: Agent,
-        *,
-        run_id: str,
-        user_input: str,
-        branch: str,
-        emitter: Emitter,
-        state: StateView,
-        parent: _Run | None = None,
-        session_id: str | None = None,
-        deps: Any = None,
-        variables: Mapping[str, Any] | None = None,
-        memory: Sequence[Message] = (),
-        session_spec: SessionSpec | None = None,
-    ) -> None:
+    def __init__(self, launch: Launch, session: SessionScope | None = None) -> None:
+        agent = launch.agent
+        parent = launch.parent
         self.agent = agent
-        self.run_id = run_id
+        self.run_id = launch.run_id if session is None else session.run_id
         self.parent_run_id = parent.run_id if parent is not None else None
-        self.root_run_id: str = parent.root_run_id if parent is not None else run_id
-        self.user_input = user_input
-        self.branch = branch
-        self.emitter = emitter
-        self.state = state
-        self.session_id = session_id
-        self.deps = deps
-        self.variables: Mapping[str, Any] = dict(variables or {})
-        self.memory = tuple(memory)
-        self.session_spec = session_spec
-        self.binding: SessionBinding | None = None
+        self.root_run_id: str = parent.root_run_id if parent is not None else self.run_id
+        self.user_input = launch.user_input
+        self.branch = launch.branch
+        self.emitter = launch.emitter
+        self.state = launch.state
+        self.session_id = launch.session_id
+        self.deps = launch.deps
+        self.variables: Mapping[str, Any] = dict(launch.variables or {})
+        self.memory = tuple(launch.memory)
+        self.session = session
         self.resumed = False
         self.committed_reply: Step | None = None  # resuming: the step in flight's reply
         self.committed_attempt: int | None = None  # that reply's attempt, once taken
-        self.earlier_result: RunResult | None = None  # a run_key named a finished run
         self.plan: Plan  # set by the loop once the tools are known
         self.steps: list[Step] = []
         self.replayed: list[tuple[Message, ...]] = []
         self.usage_by_model: dict[str, Usage] = {}
         self.scratch: dict[int, dict[str, Any]] = {}
         self.context: RunContext = RunView(self)
-        self.instrument: Instrumentation | None = resolve_instrument(
-            agent.instrumentation, parent.instrument if parent is not None else None
-        )
-        self.span: Span | None = None  # the run's span, when it is traced
+        self.instrument: Instrumentation | None = launch.instrument
+        self.span: Span | None = launch.span
         self._attempt_count = 0
         self.attempts: dict[int, AttemptRecord] = {}
         self._pending_discards: list[tuple[int, DiscardReason]] | None = None  # made on need
-
-    def attach_session(self, binding: SessionBinding, loaded: Loaded) -> None:
-        """Take state and memory from the session (and, resuming, the run so far)."""
-        self.binding = binding
-        self.session_id = binding.session_id
-        self.state = loaded.state
-        self.memory = (*loaded.memory, *self.memory)
-        if loaded.run_id is not None:
-            self.resumed = binding.recorded = True
-            self.run_id = self.root_run_id = loaded.run_id
-            self.user_input = loaded.user_input or ""
-            self.steps = list(loaded.steps)
-            self.committed_reply = loaded.reply
-            known = [*self.steps, *([loaded.reply] if loaded.reply is not None else [])]
-            self._attempt_count = max((s.attempt for s in known), default=0)
+        if session is not None:  # state and memory from the session (resuming, the run so far)
+            loaded = session.loaded
+            self.session_id = session.session_id
+            self.state = loaded.state
+            self.memory = (*loaded.memory, *self.memory)
+            if session.resumed:
+                self.resumed = True
+                self.user_input = loaded.user_input or ""
+                self.steps = list(loaded.steps)
+                self.committed_reply = loaded.reply
+                known = [*self.steps, *([loaded.reply] if loaded.reply is not None else [])]
+                self._attempt_count = max((s.attempt for s in known), default=0)
 
     @property
     def last_step(self) -> bool:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from pydantic import TypeAdapter
 
-    from ._agent import Agent
+    from .models._types import ModelResponse
     from .sessions import Lease, Record, RunEndRecord, RunRecord, Session, SessionStore
 
 
@@ -95,16 +95,21 @@ class Loaded:
     finished: tuple[RunRecord, RunEndRecord] | None = None  # the run a run_key names, if ended
 
 
-class SessionBinding:
-    """Holds the session's lease for one run and commits through it.
+class SessionScope:
+    """One run's hold on its session, from the lease to its release.
 
-    The run's end goes out with the release of its lease (``end``; ``release`` alone after an
-    end committed with the last step), batched with the other runs ending at the same time on
-    stores that can (``BaseStore.finish_run``). Both are shielded, bounded and best effort:
-    transient store errors are retried within the bound, and what still fails is logged, never
-    raised, so a cancelled run stays cancelled and a finished run finished. A lease left behind
-    expires by itself after ``ttl``; an end left unrecorded leaves the run unfinished in the
-    history, which a resume picks up."""
+    ``open`` takes the lease and loads the history; the run is built from what it loaded
+    (``run_id``, ``loaded``, ``earlier_result``: its identity is decided here, once). Then
+    ``start`` records the run, ``commit_reply`` and ``commit_step`` commit its progress (the
+    run's end goes with its last step), and ``end`` records a failed or cancelled end.
+
+    An end goes out with the release of the lease, batched with the other runs ending at the
+    same time on stores that can (``BaseStore.finish_run``); ``release`` alone follows an end
+    committed with the last step. Both are shielded, bounded and best effort: transient store
+    errors are retried within the bound, and what still fails is logged, never raised, so a
+    cancelled run stays cancelled and a finished run finished. A lease left behind expires by
+    itself after ``ttl``; an end left unrecorded leaves the run unfinished in the history,
+    which a resume picks up."""
 
     release_timeout = 2.0
     """Seconds a release, or a cancelled run's end and release, may take."""
@@ -117,16 +122,21 @@ class SessionBinding:
         self,
         store: SessionStore,
         lease: Lease,
-        version: int,
         ttl: float,
         *,
+        run_id: str,
+        run_key: str | None = None,
         acquired_at: float | None = None,
     ) -> None:
         self.store = store
         self.lease = lease
-        self.version = version
+        self.version = 0
         self.ttl = ttl
         self.session_id = lease.session_id
+        self.run_id = run_id
+        self.run_key = run_key
+        self.loaded = Loaded(state=StateView(None), memory=())
+        self.earlier_result: RunResult | None = None  # the run_key names a finished run
         # Whether the history holds this run's record, and its end: a run that ends before its
         # record was written records nothing, and a recorded end is never followed by another.
         self.recorded = False
@@ -138,8 +148,17 @@ class SessionBinding:
 
     @classmethod
     async def open(
-        cls, spec: SessionSpec, *, owner: str, ttl: float, memory: Memory
-    ) -> tuple[SessionBinding, Session]:
+        cls,
+        spec: SessionSpec,
+        *,
+        owner: str,
+        ttl: float,
+        memory: Memory,
+        parse_output: Callable[[str], Any],
+    ) -> SessionScope:
+        """Take the session's lease as ``owner`` and load what the run needs: resuming, the
+        unfinished run (whose id the run takes); with a ``run_key`` of a finished run, its
+        result."""
         store = spec.store
         try:
             await store.create(spec.session_id)
@@ -153,7 +172,7 @@ class SessionBinding:
             wait=spec.wait is not None,
             timeout=spec.wait,
         )
-        binding = cls(store, lease, 0, ttl, acquired_at=acquired_at)
+        scope = cls(store, lease, ttl, run_id=owner, run_key=spec.run_key, acquired_at=acquired_at)
         try:
             # One more run than memory needs: the unfinished run a resume picks up. A run key
             # may name any earlier run: then the whole history is read.
@@ -161,14 +180,64 @@ class SessionBinding:
             session = await store.get(spec.session_id, history_limit=limit)
             if session is None:
                 raise SessionNotFound(f"session {spec.session_id!r} was deleted")
+            scope.version = session.version
+            loaded = load(session, memory=memory, resume=spec.resume, run_key=spec.run_key)
+            if loaded.finished is not None:
+                scope.earlier_result = stored_result(parse_output, loaded)
         except BaseException:
-            await binding.release()
+            await scope.release()
             raise
-        binding.version = session.version
-        return binding, session
+        scope.loaded = loaded
+        if loaded.run_id is not None:  # resuming: the run is the unfinished one, recorded
+            scope.run_id = loaded.run_id
+            scope.recorded = True
+        return scope
 
-    async def commit(self, records: Sequence[Record], state: StateView) -> None:
-        changed, deleted = state.take_changes()
+    @property
+    def resumed(self) -> bool:
+        """The run goes on from an unfinished run of the history."""
+        return self.loaded.run_id is not None
+
+    async def start(self, *, agent: str, branch: str, user_input: str) -> None:
+        """Record the run, before its first model call (a resumed run is recorded already)."""
+        from .sessions import RunRecord
+
+        record = RunRecord(
+            run_id=self.run_id, agent=agent, branch=branch, input=user_input, run_key=self.run_key
+        )
+        await self._commit([record])
+        self.recorded = True
+
+    async def commit_reply(self, index: int, response: ModelResponse) -> None:
+        """Commit the reply of step ``index`` before its actions with side effects run: after a
+        crash, resume runs them from this reply, with the same idempotency keys."""
+        from .sessions import ReplyRecord
+
+        reply = Step(
+            index=index,
+            attempt=response.attempt or 0,
+            parts=response.parts,
+            finish_reason=response.finish_reason,
+            usage=response.usage,
+        )
+        await self._commit([ReplyRecord(run_id=self.run_id, index=index, step=step_to_json(reply))])
+
+    async def commit_step(self, step: Step | None, done: RunResult | None = None) -> None:
+        """Commit a completed step, and the end of the run (``done``) with its last step."""
+        from .sessions import StepRecord
+
+        records: list[Record] = []
+        if step is not None:
+            records.append(
+                StepRecord(run_id=self.run_id, index=step.index, step=step_to_json(step))
+            )
+        if done is not None:
+            records.append(end_record(self.run_id, "finished", result=done))
+        await self._commit(records)
+        self.ended = done is not None
+
+    async def _commit(self, records: Sequence[Record]) -> None:
+        changed, deleted = self.loaded.state.take_changes()
         self.version = await self.store.commit(
             self.session_id,
             expected_version=self.version,
@@ -219,24 +288,30 @@ class SessionBinding:
                 self.valid_until = started + self.ttl
                 break
 
-    async def end(self, record: Record, state: StateView, *, within: float) -> None:
-        """Record the run's end and release the lease, in one store operation (batched with
-        other runs ending at once), shielded and bounded by ``within`` seconds; transient errors are
-        retried within it. An end not recorded is logged as a warning: the run stays unfinished
-        in the history, for a resume."""
-        changed, deleted = state.take_changes()
+    async def end(
+        self, status: Literal["failed", "cancelled"], *, error: BaseException | None = None
+    ) -> None:
+        """Record how the run ended and release the lease, in one store operation batched with
+        the other runs ending at once; shielded and bounded (a cancelled run:
+        ``release_timeout``, so cancellation stays fast; a failed one: ``end_timeout``), with
+        transient errors retried within the bound. An end not recorded is logged as a warning:
+        the run stays unfinished in the history, for a resume. Nothing is written for a run
+        whose record never reached the history, nor after its end was committed (a cancel that
+        arrives just after the final commit leaves the run finished)."""
+        if not self.recorded or self.ended:
+            return
+        within = self.release_timeout if status == "cancelled" else self.end_timeout
+        changed, deleted = self.loaded.state.take_changes()
         outcome = await self._finish(
             within,
             lambda left: self._finish_once(
                 left,
                 expected_version=self.version,
-                records=[record],
+                records=[end_record(self.run_id, status, error=error)],
                 set_state=changed,
                 delete_state=deleted,
             ),
         )
-        run_id = getattr(record, "run_id", "?")
-        status = getattr(record, "status", "?")
         if isinstance(outcome, int):
             self.version = outcome
             self.ended = True
@@ -245,20 +320,24 @@ class SessionBinding:
                 "the end of run %s (%s) was not recorded in session %r: %s; the run stays"
                 " unfinished in the history, to resume (its lease expires by itself within"
                 " %gs)",
-                run_id,
+                self.run_id,
                 status,
                 self.session_id,
                 outcome,
                 self.ttl,
             )
 
-    async def release(self, *, within: float | None = None, retry_for: float | None = None) -> None:
-        """Release the lease (once), shielded, bounded (``release_timeout`` unless ``within``
-        says otherwise) and best effort: a failure is logged, never raised; the lease expires
-        by itself after ``ttl``."""
+    async def release(self, *, wait_for_store: bool = False) -> None:
+        """Release the lease (once), shielded and best effort: a failure is logged, never
+        raised; the lease expires by itself after ``ttl``. It waits ``release_timeout`` (a
+        cancelled run's, so cancellation stays fast); ``wait_for_store`` (a run that was not
+        cancelled) waits for a busy store as long as the lease lasts (then it has expired by
+        itself), at least ``end_timeout``, and retries a failing one for ``end_timeout``."""
         if self.released:
             return
-        bound = self.release_timeout if within is None else within
+        bound, retry_for = self.release_timeout, None
+        if wait_for_store:
+            bound, retry_for = max(self.end_timeout, self.ttl), self.end_timeout
         outcome = await self._finish(bound, self._finish_once, busy_ok=True, retry_for=retry_for)
         if isinstance(outcome, str):
             _logger.warning(
@@ -410,7 +489,7 @@ def unfinished_runs(session: Session) -> list[RunRecord]:
     ]
 
 
-def stored_result(agent: Agent, loaded: Loaded) -> RunResult:
+def stored_result(parse_output: Callable[[str], Any], loaded: Loaded) -> RunResult:
     """The result of the finished run a ``run_key`` named, rebuilt from its records (the
     per-model usage split is not stored)."""
     from ._steps import RunErrorInfo
@@ -422,7 +501,7 @@ def stored_result(agent: Agent, loaded: Loaded) -> RunResult:
     text = end.output if isinstance(end.output, str) else None
     output: Any = end.output
     if text is not None and end.error is None:
-        output = agent.parse_output(text)
+        output = parse_output(text)
     usage = Usage(**{k: v for k, v in end.usage.items() if k in _USAGE_FIELDS})
     error = None
     if end.error is not None:

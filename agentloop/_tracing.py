@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from ._middleware import ModelCall, ToolCall, ToolCallNext, ToolMiddleware
-    from ._run import _Run
+    from ._run import Launch, _Run
     from ._steps import ActionResult, RunResult
 
 logger = logging.getLogger("agentloop")
@@ -75,42 +75,46 @@ def _instrument(run: _Run) -> Instrumentation:
     return run.instrument
 
 
-async def traced_run(run: _Run, body: Callable[[_Run], Awaitable[RunResult]]) -> RunResult:
+async def traced_run(launch: Launch, body: Callable[[Launch], Awaitable[RunResult]]) -> RunResult:
     """The run's ``invoke_agent`` span, a child of the caller's current span."""
     from opentelemetry.trace import SpanKind
 
-    instrument = _instrument(run)
-    model = run.agent.resolved_model()
+    instrument = launch.instrument
+    if instrument is None:
+        raise RuntimeError(f"run {launch.run_id} is not traced")
+    model = launch.agent.resolved_model()
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": run.agent.name,
+        "gen_ai.agent.name": launch.agent.name,
         "gen_ai.provider.name": model.provider,
         "gen_ai.request.model": model.name,
-        "agentloop.branch": run.branch,
+        "agentloop.branch": launch.branch,
     }
-    if run.parent_run_id is not None:
-        attributes["agentloop.parent_run_id"] = run.parent_run_id
+    if launch.parent is not None:
+        attributes["agentloop.parent_run_id"] = launch.parent.run_id
     if instrument.include_content:
-        attributes["gen_ai.input.messages"] = _json([_text_message("user", run.user_input)])
+        attributes["gen_ai.input.messages"] = _json([_text_message("user", launch.user_input)])
     span = instrument.tracer().start_span(
-        f"invoke_agent {run.agent.name}", kind=SpanKind.INTERNAL, attributes=attributes
+        f"invoke_agent {launch.agent.name}", kind=SpanKind.INTERNAL, attributes=attributes
     )
     if span.is_recording():
-        run.span = span
+        launch.span = span
     else:
         # No SDK installed, or sampled out: the run's calls and actions would make spans
         # nobody records, so they make none (the run's span is still current for user code).
-        run.instrument = None
+        launch.instrument = None
     with _current(span):
         try:
-            result = await body(run)
+            result = await body(launch)
         finally:
-            # Set at the end: resuming a session run takes over the recorded run id.
-            span.set_attribute("gen_ai.agent.id", run.run_id)
-            if run.session_id is not None:
+            # Set at the end, from the run as started: resuming, a session run is the recorded
+            # one. (A run whose session could not be opened never started.)
+            run = launch.run
+            span.set_attribute("gen_ai.agent.id", launch.run_id if run is None else run.run_id)
+            if run is not None and run.session_id is not None:
                 span.set_attribute("gen_ai.conversation.id", run.session_id)
-            span.set_attribute("agentloop.steps", len(run.steps))
-            _usage_attributes(span, run.usage)
+            span.set_attribute("agentloop.steps", 0 if run is None else len(run.steps))
+            _usage_attributes(span, mt.Usage() if run is None else run.usage)
         if result.error is not None:
             _fail(span, result.error.kind, result.error.message)
         if instrument.include_content and result.text is not None:

@@ -246,7 +246,7 @@ class _Attempt:
             out_of_steps=run.last_step and run.plan.reflect_on_tool_use,
         )
         if refused is None and self.executor.toolbox.is_eager(
-            part.name, part.path, committing=run.binding is not None
+            part.name, part.path, committing=run.session is not None
         ):
             await self.executor.start(pending, step=len(run.steps))
 

@@ -70,7 +70,6 @@ PUBLIC = frozenset(
 KNOWN: dict[tuple[str, str], str] = {
     ("agentloop._run", "agentloop._agent"): "the run reads its settings from a per-run plan",
     ("agentloop._plan", "agentloop._agent"): "the engine types the agent by a protocol",
-    ("agentloop._session_run", "agentloop._agent"): "the session lifecycle in a SessionScope",
 }
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from agentloop import Agent, ModelRequest, SessionBusy, SessionStoreError, _session_run
 from agentloop import _events as ev
-from agentloop._session_run import SessionBinding
+from agentloop._session_run import SessionScope
 from agentloop.sessions import InMemoryStore, Lease, RunEndRecord, SQLiteStore
 from agentloop.sessions._base import Finish
 from agentloop.sessions._codec import EncodedRecord, StateDelta
@@ -83,7 +83,7 @@ class FaultyStore(InMemoryStore):
 @pytest.fixture
 def bounds(monkeypatch: pytest.MonkeyPatch, timescale: float) -> float:
     """The release and end-record bounds (2 s and 10 s), scaled to the test's time."""
-    binding = _session_run.SessionBinding
+    binding = _session_run.SessionScope
     monkeypatch.setattr(binding, "release_timeout", 2.0 * timescale, raising=False)
     monkeypatch.setattr(binding, "end_timeout", 10.0 * timescale, raising=False)
     monkeypatch.setattr(binding, "retry_first", 0.05 * timescale, raising=False)
@@ -252,14 +252,14 @@ async def test_a_batch_handed_to_its_thread_after_the_bound_still_records_every_
     gave up before its thread began, anyio dropped the job and every run of the batch lost its
     end record.) The bound is 0.5 s of real time, not scaled down: the store's own time for
     the batch must fit in it on a loaded machine."""
-    monkeypatch.setattr(SessionBinding, "release_timeout", 0.5, raising=False)
+    monkeypatch.setattr(SessionScope, "release_timeout", 0.5, raising=False)
     runs = 50
     async with _LateSQLiteStore(tmp_path / "s.db") as store:
         store.go = go = anyio.Event()
 
         async def late() -> None:
             await store.reached.wait()
-            await anyio.sleep(3 * SessionBinding.release_timeout)  # every bound has passed
+            await anyio.sleep(3 * SessionScope.release_timeout)  # every bound has passed
             go.set()
 
         assert await _cancel_waiting_runs(store, runs, late) == runs
@@ -421,7 +421,7 @@ async def test_cancel_with_a_locked_postgresql_row_stays_cancellation_and_is_bou
 
     from agentloop.sessions import PostgresStore
 
-    monkeypatch.setattr(_session_run.SessionBinding, "release_timeout", 0.5, raising=False)
+    monkeypatch.setattr(_session_run.SessionScope, "release_timeout", 0.5, raising=False)
     events: list[str] = []
     started, returned = anyio.Event(), anyio.Event()
     async with PostgresStore(pg_schema_dsn, lock_timeout=30.0) as store:
