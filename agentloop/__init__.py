@@ -17,15 +17,17 @@ and those below, and no modules import each other in a cycle.
    ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``).
 5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
 6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_threads``,
-   ``_actions`` (the action executor), ``_session_run``, ``_run``, ``_tracing``, ``_turn``,
-   ``_loop``, ``_agent``.
+   ``_actions`` (the action executor), ``_session_run`` (the session lifecycle, ``SessionScope``),
+   ``_plan`` (what a run reads of its agent, ``RunnableAgent``, and its frozen ``Plan``),
+   ``_run``, ``_tracing``, ``_turn``, ``_loop``, ``_agent``.
 7. This module, the public facade.
 8. Seam users: ``goals``, ``mcp``, ``testing``, ``cli``. They import public seams only: the
    packages ``agentloop``, ``agentloop.models`` (with ``models.openai`` and
    ``models.anthropic``), ``agentloop.tools``, ``agentloop.sessions``, and each other's.
 
-The engine's seams: middleware and tools see a run through ``RunContext`` (the engine's
-``RunView`` implements it); ``ModelResponse.discard`` reports to an ``AttemptLog`` (the engine's
+The engine's seams: the engine reads an agent through ``RunnableAgent`` (``Agent`` implements
+it); middleware and tools see a run through ``RunContext`` (the engine's ``RunView`` implements
+it); ``ModelResponse.discard`` reports to an ``AttemptLog`` (the engine's
 run); a sub-agent tool finds its parent run with ``_run.run_of`` and returns a ``SubrunOutput``;
 the executor marks an abandoned sync tool with ``tools._context.abandon``.
 """

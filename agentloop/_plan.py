@@ -4,18 +4,70 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._prompt import RESPONSE_MARKER
 
 if TYPE_CHECKING:
     from ._actions import Toolbox
-    from ._agent import Agent
+    from ._instrument import Instrumentation
     from ._middleware import ModelMiddleware, ToolMiddleware
     from ._retry import RetryPolicy
+    from ._session_run import Memory
     from .models._base import Model
     from .models._types import Message, ModelSettings, OutputSchema, ToolMode, ToolSpec
     from .tools._limits import ToolLimits
+    from .tools._tool import Tool
+    from .tools._toolset import Toolset
+
+
+class RunnableAgent(Protocol):
+    """What the engine reads of an agent (``Agent`` is the implementation). Naming it here
+    keeps the engine below ``_agent``: a run depends on these members, not on the class."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def deadline(self) -> float | None: ...
+    @property
+    def lease_ttl(self) -> float: ...
+    @property
+    def memory(self) -> Memory: ...
+    @property
+    def max_steps(self) -> int: ...
+    @property
+    def max_reply_chars(self) -> int | None: ...
+    @property
+    def reflect_on_tool_use(self) -> bool: ...
+    @property
+    def settings(self) -> ModelSettings: ...
+    @property
+    def tool_limits(self) -> ToolLimits: ...
+    @property
+    def retry(self) -> RetryPolicy: ...
+    @property
+    def model_middleware(self) -> Sequence[ModelMiddleware]: ...
+    @property
+    def tool_middleware(self) -> Sequence[ToolMiddleware]: ...
+    @property
+    def static_tools(self) -> tuple[Tool, ...]: ...
+    @property
+    def toolsets(self) -> tuple[Toolset, ...]: ...
+    @property
+    def output_schema(self) -> OutputSchema | None: ...
+    @property
+    def instrumentation(self) -> Instrumentation | Literal[False] | None: ...
+    def resolved_model(self) -> Model: ...
+    def effective_tool_mode(self, has_tools: bool) -> ToolMode: ...
+    def render_instructions(self, variables: Mapping[str, Any]) -> str | None: ...
+    def system_message(
+        self,
+        instructions: str | None,
+        tools: Sequence[Tool],
+        tool_mode: ToolMode,
+        teach_output: bool,
+    ) -> Message | None: ...
+    def parse_output(self, text: str) -> Any: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,7 +94,7 @@ class Plan:
     tool_middleware: Sequence[ToolMiddleware]
 
 
-def plan_run(agent: Agent, toolbox: Toolbox, variables: Mapping[str, Any]) -> Plan:
+def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any]) -> Plan:
     """The plan of a run of ``agent`` with ``toolbox`` (its tools, toolsets' included) and the
     run's ``variables``. The system message comes from the agent's cache: runs of one agent
     mostly share it."""

@@ -29,8 +29,7 @@ from .models._types import (
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from ._agent import Agent
-    from ._plan import Plan
+    from ._plan import Plan, RunnableAgent
     from ._session_run import SessionScope, SessionSpec
 
 
@@ -141,7 +140,7 @@ class Launch:
     a session run once its session is loaded, as that decides who the run is (resuming, the
     unfinished run's id, input and steps)."""
 
-    agent: Agent
+    agent: RunnableAgent
     run_id: str
     user_input: str
     branch: str

@@ -38,8 +38,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentloop._prompt",),
     ("agentloop._threads",),
     ("agentloop._actions",),
-    ("agentloop._plan",),
     ("agentloop._session_run",),
+    ("agentloop._plan",),
     ("agentloop._run",),
     ("agentloop._tracing",),
     ("agentloop._turn",),
@@ -64,13 +64,6 @@ PUBLIC = frozenset(
         *SEAM_USERS,
     }
 )
-
-# Edges that break the layering today, each with what removes it (issue 15). An entry that no
-# longer exists fails the test: delete it then.
-KNOWN: dict[tuple[str, str], str] = {
-    ("agentloop._run", "agentloop._agent"): "the run reads its settings from a per-run plan",
-    ("agentloop._plan", "agentloop._agent"): "the engine types the agent by a protocol",
-}
 
 
 def _modules() -> dict[str, Path]:
@@ -124,8 +117,7 @@ def _layer(module: str) -> int:
 def _edges() -> Iterator[tuple[str, str]]:
     for source, targets in import_graph().items():
         for target in targets:
-            if (source, target) not in KNOWN:
-                yield source, target
+            yield source, target
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -192,10 +184,3 @@ def test_no_import_cycle() -> None:
     for source, target in _edges():
         graph[source].add(target)
     assert _cycles(graph) == []
-
-
-def test_known_exceptions_still_exist() -> None:
-    """Each known exception is an edge of the graph still: a removed one leaves ``KNOWN``."""
-    graph = import_graph()
-    gone = [f"{s} -> {t}" for s, t in KNOWN if t not in graph.get(s, frozenset())]
-    assert gone == []
