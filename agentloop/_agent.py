@@ -49,16 +49,41 @@ _SYSTEM_CACHE_SIZE = 64
 class Agent:
     """An agent: a model, tools and instructions. Immutable and safe to share between any
     number of concurrent runs; ``replace(...)`` returns a changed copy. Its attributes are its
-    settings as given (validated).
+    settings as given (validated when the agent is made).
 
-    ``model`` is a ``Model`` or a ``"provider:model"`` string (``resolved_model()``: resolved
-    on first use).
-    ``instructions`` is a jinja2 template (sandboxed) rendered with ``variables``.
-    ``tool_mode`` is ``"native"`` (provider tool calling), ``"react"`` (the
-    ``Thought:/Actions:/Answer:`` text protocol) or ``"auto"`` (native when the model supports
-    it). With ``reflect_on_tool_use=False`` the run ends after the first action step and its
-    output is the actions' results. ``instrument`` traces runs with OpenTelemetry (``True`` or
-    an ``Instrumentation``; ``None`` inherits a parent run's; ``False`` opts out).
+    Args:
+        model: A ``Model``, or a ``"provider:model"`` string resolved on first use
+            (``resolved_model()``); an agent closes a model it made (``aclose``).
+        name: Names the agent's runs and their branch (1-64 of ``[A-Za-z0-9_-]``).
+        instructions: The system instructions: a sandboxed jinja2 template, rendered with
+            ``variables`` and each run's own.
+        tools: Tools (``@tool`` functions, ``Tool``), ``Toolkit`` objects, plain functions
+            (made tools) and ``Toolset`` objects (tools found when a run starts).
+        rulesets: Named lists of rules added to the system message.
+        output_type: The type of the answer (validated with pydantic, re-asked on a
+            validation error); ``None`` or ``str`` for text.
+        max_steps: The most model calls a run makes; the last one knows it is the last.
+        reflect_on_tool_use: ``False`` ends the run after its first action step, with the
+            actions' results as the output.
+        tool_mode: ``"native"`` (provider tool calling), ``"react"`` (the
+            ``Thought:/Actions:/Answer:`` text protocol) or ``"auto"`` (native when the model
+            supports it).
+        model_middleware: Around each model call, the first outermost.
+        tool_middleware: Around each action, the first outermost.
+        settings: Sampling settings sent with every request.
+        retry: How model calls are retried (below all middleware).
+        deadline: Seconds a whole run may take (``RunDeadlineExceeded``).
+        tool_limits: Concurrency, output size and per-step action limits of tools.
+        max_reply_chars: The largest reply a run accepts (``reply_too_large``); it also bounds
+            what the drivers buffer.
+        event_buffer: Events a stream holds for a slow consumer before the run waits.
+        react_template: A jinja2 template replacing the built-in ReAct system prompt.
+        variables: Template variables for ``instructions``.
+        store: The session store of runs given a ``session=``.
+        memory: How much of a session's earlier runs each run replays.
+        lease_ttl: Seconds a run's session lease lasts; it is renewed every third of that.
+        instrument: OpenTelemetry tracing: ``True`` or an ``Instrumentation``; ``None``
+            inherits a parent run's; ``False`` opts out.
     """
 
     model: Model | str
