@@ -8,7 +8,6 @@ Every failure the model can fix becomes an error result on that one action; only
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import math
@@ -323,7 +322,7 @@ def make_terminal(
     toolbox: Toolbox, limits: ToolLimits
 ) -> Callable[[ToolCall], Awaitable[ActionResult]]:
     """The innermost tool call: validate, invoke, and turn failures into error results."""
-    return functools.partial(_invoke_tool, toolbox, limits)
+    return lambda call: _invoke_tool(toolbox, limits, call)
 
 
 async def _invoke_tool(toolbox: Toolbox, limits: ToolLimits, call: ToolCall) -> ActionResult:
