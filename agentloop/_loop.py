@@ -33,7 +33,7 @@ from ._errors import (
     RunError,
 )
 from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visible_thought
-from ._middleware import compose
+from ._middleware import ModelCall, compose
 from ._plan import plan_run
 from ._prompt import build_prompt, replay_step
 from ._run import Launch, _Run
@@ -224,14 +224,13 @@ async def _loop(
         exits=exits,
     )
 
-    def model_terminal(request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
+    def untraced(request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
         return call_model(run, executor, request)
 
-    traced = run.instrument is not None
-    model_call = compose(
-        plan.model_middleware,
-        traced_model_call(run, model_terminal) if traced else model_terminal,
-    )
+    model_terminal: ModelCall = untraced
+    if run.instrument is not None:
+        model_terminal = traced_model_call(run, untraced)
+    model_call = compose(plan.model_middleware, model_terminal)
     # One user message for the whole run: the same object in every step's prompt lets the
     # driver reuse its encoded JSON instead of encoding it again on every step.
     user = mt.Message.user(run.user_input)
