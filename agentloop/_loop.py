@@ -241,10 +241,7 @@ async def _loop(
         await session.start(agent=plan.name, branch=run.branch, user_input=run.user_input)
     while True:
         if len(run.steps) >= plan.max_steps:
-            result = _limit_result(run)
-            if session is not None:
-                await session.commit_step(None, result)
-            return result
+            return await _ended(run, _limit_result(run))
         # Resuming, the reply of the step in flight may be committed: it is never asked again.
         response = run.take_committed_reply()
         if response is None:
@@ -266,10 +263,7 @@ async def _loop(
             try:
                 response = await model_call(request)
             except RunError as exc:
-                result = _result(run, error=exc)
-                if session is not None:
-                    await session.commit_step(None, result)
-                return result
+                return await _ended(run, _result(run, error=exc))
         step, done = await _settle(run, executor, response)
         run.steps.append(step)
         run.replayed.append(replay_step(step, plan.tool_mode))
@@ -278,6 +272,14 @@ async def _loop(
         await run.emit(ev.StepFinished, step=step)
         if done is not None:
             return done
+
+
+async def _ended(run: _Run, result: RunResult) -> RunResult:
+    """The run ends without a step of its own (out of steps, or a model call that failed):
+    its end goes to the session."""
+    if run.session is not None:
+        await run.session.commit_step(None, result)
+    return result
 
 
 async def _resolve_tools(run: _Run, stack: AsyncExitStack) -> list[Tool]:

@@ -47,10 +47,6 @@ def register_provider(prefix: str, factory: ModelFactory) -> None:
     _PROVIDERS[prefix] = factory
 
 
-def known_providers() -> tuple[str, ...]:
-    return tuple(_PROVIDERS)
-
-
 def resolve_model(spec: str | Model) -> Model:
     """A ``Model`` for ``"provider:model"`` (for example ``"anthropic:claude-sonnet-4-5"``)."""
     if isinstance(spec, Model):
