@@ -6,4 +6,7 @@ named ``test_*``). CI checks them with ``mypy --strict`` and ``pyright`` (strict
 ``# pyright: ignore[rule]`` for pyright; both checkers report an ignore that is not needed
 (mypy's ``warn_unused_ignores``, pyright's ``reportUnnecessaryTypeIgnoreComment``, and pyright
 does not honour ``# type: ignore`` here), so a wrong use that stopped being an error fails them.
+
+(Not ``tests/typing``: a script run from ``tests/`` has that folder first on ``sys.path``, where
+a package named ``typing`` would hide the standard library's.)
 """
