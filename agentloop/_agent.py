@@ -20,6 +20,7 @@ from . import _events as ev
 from ._actions import SubrunOutput
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
+from ._generic import subscript_callable
 from ._instrument import Instrumentation
 from ._instrument import coerce as coerce_instrument
 from ._loop import execute
@@ -52,6 +53,7 @@ _SYSTEM_CACHE_SIZE = 64
 
 
 @final
+@subscript_callable
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Agent(Generic[DepsT, OutputT]):
     """An agent: a model, tools and instructions. Immutable and safe to share between any

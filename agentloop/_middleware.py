@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 
 from typing_extensions import TypeVar
 
+from ._generic import subscript_callable
 from ._steps import Action, ActionResult
 from .models._types import ModelRequest, ModelResponse
 
@@ -29,6 +30,7 @@ ModelMiddleware: TypeAlias = Callable[[ModelRequest, ModelCall], Awaitable[Model
 DepsT = TypeVar("DepsT", default=Any)
 
 
+@subscript_callable
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCall(Generic[DepsT]):
     """One action on its way to its tool; a tool middleware may ``replace`` it. A middleware

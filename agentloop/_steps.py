@@ -10,6 +10,7 @@ from typing import Any, Generic, Literal, TypeAlias, cast
 from typing_extensions import TypeVar
 
 from ._errors import RUN_ERRORS, RunError
+from ._generic import subscript_callable
 from .models._types import Part, ThoughtPart, ToolCallPart, Usage
 
 OutputT = TypeVar("OutputT", default=Any)
@@ -113,6 +114,7 @@ class RunErrorInfo:
     message: str
 
 
+@subscript_callable
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunResult(Generic[OutputT]):
     """The outcome of a run.

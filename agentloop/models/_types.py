@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias
 
 from typing_extensions import TypeVar
 
+from .._generic import subscript_callable
+
 if TYPE_CHECKING:
     from .._context import StateView
 
@@ -181,6 +183,7 @@ class ModelSettings:
 ToolMode: TypeAlias = Literal["native", "react"]
 
 
+@subscript_callable
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelRequest(Generic[DepsT]):
     """One model call, derived from the run's state. Middleware may ``replace`` it.
