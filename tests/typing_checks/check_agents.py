@@ -72,10 +72,11 @@ async def streams(agent: Agent[Deps, Trip]) -> None:
 
 async def wrong_uses(agent: Agent[Deps, Trip]) -> None:
     result = await agent.run("plan", deps=Deps(api_key="k"))
-    wrong: int = result.unwrap()  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
+    wrong: int = result.output  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
+    unwrapped: int = result.unwrap()  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
     maybe: Trip = result.output  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
     await agent.run("plan", deps="not Deps")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     await agent.resume(session="s", deps=1)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     agent.stream("plan", deps=[])  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     Agent("openai:gpt-4o-mini", output_type="Trip")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
-    del wrong, maybe
+    del wrong, unwrapped, maybe
