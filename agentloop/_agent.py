@@ -8,17 +8,19 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, cast, final
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, cast, final, overload
 
 import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from typing_extensions import TypeVar
 
 from . import _events as ev
 from ._actions import SubrunOutput
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
+from ._generic import subscript_callable
 from ._instrument import Instrumentation
 from ._instrument import coerce as coerce_instrument
 from ._loop import execute
@@ -40,16 +42,28 @@ from .tools._toolset import Toolset
 if TYPE_CHECKING:
     from .sessions import RunRecord, SessionStore
 
+# An agent without ``deps_type`` takes any deps; without ``output_type`` it answers in text.
+DepsT = TypeVar("DepsT", default=Any)
+OutputT = TypeVar("OutputT", default=str)
+NewDepsT = TypeVar("NewDepsT")
+NewOutputT = TypeVar("NewOutputT")
+
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SYSTEM_CACHE_SIZE = 64
 
 
 @final
+@subscript_callable
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
-class Agent:
+class Agent(Generic[DepsT, OutputT]):
     """An agent: a model, tools and instructions. Immutable and safe to share between any
     number of concurrent runs; ``replace(...)`` returns a changed copy. Its attributes are its
     settings as given (validated when the agent is made).
+
+    For type checkers an ``Agent[DepsT, OutputT]`` is generic in the ``deps`` its runs take
+    (``deps_type``; any, when not given) and the type of its results' ``output``
+    (``output_type``; ``str`` when not given). With ``reflect_on_tool_use=False`` the output
+    is a list of the actions' results: annotate such an agent as ``Agent[Any, list[Any]]``.
 
     Args:
         model: A ``Model``, or a ``"provider:model"`` string resolved on first use
@@ -62,6 +76,8 @@ class Agent:
         rulesets: Named lists of rules added to the system message.
         output_type: The type of the answer (validated with pydantic, re-asked on a
             validation error); ``None`` or ``str`` for text.
+        deps_type: The type of the ``deps=`` a run takes (what ``ToolContext.deps`` and
+            ``RunContext.deps`` are): for type checkers only; not checked at run time.
         max_steps: The most model calls a run makes; the last one knows it is the last.
         reflect_on_tool_use: ``False`` ends the run after its first action step, with the
             actions' results as the output.
@@ -92,7 +108,8 @@ class Agent:
     instructions: str | None = None
     tools: Sequence[Tool | Toolkit | Toolset | Callable[..., Any]] = ()
     rulesets: Sequence[Ruleset] | Mapping[str, Sequence[str]] = ()
-    output_type: type[Any] | None = None
+    output_type: type[OutputT] | None = None
+    deps_type: type[DepsT] | None = None
     max_steps: int = 20
     reflect_on_tool_use: bool = True
     tool_mode: Literal["native", "react", "auto"] = "auto"
@@ -151,8 +168,26 @@ class Agent:
         tools = [t.name for t in self._derived.tools]
         return f"Agent(name={self.name!r}, model={self.model!r}, tools={tools})"
 
-    def replace(self, **changes: Any) -> Agent:
-        """A new agent with some settings changed (validated as a new agent's)."""
+    @overload
+    def replace(
+        self, *, output_type: type[NewOutputT], deps_type: type[NewDepsT], **changes: Any
+    ) -> Agent[NewDepsT, NewOutputT]: ...
+
+    @overload
+    def replace(
+        self, *, output_type: type[NewOutputT], **changes: Any
+    ) -> Agent[DepsT, NewOutputT]: ...
+
+    @overload
+    def replace(self, *, deps_type: type[NewDepsT], **changes: Any) -> Agent[NewDepsT, OutputT]: ...
+
+    @overload
+    def replace(self, **changes: Any) -> Agent[DepsT, OutputT]: ...
+
+    def replace(self, **changes: Any) -> Agent[Any, Any]:
+        """A new agent with some settings changed (validated as a new agent's). To type
+        checkers a new ``output_type`` or ``deps_type`` changes the agent's type (going back
+        to ``None`` does not: annotate the new agent)."""
         unknown = set(changes) - _SETTINGS
         if unknown:
             raise UserError(f"unknown Agent settings: {', '.join(sorted(unknown))}")
@@ -199,7 +234,7 @@ class Agent:
         if isinstance(self.model, str) and model is not None:
             await model.aclose()
 
-    async def __aenter__(self) -> Agent:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -319,11 +354,11 @@ class Agent:
         wait_for_session: float | None = None,
         memory: Sequence[Message] = (),
         variables: Mapping[str, Any] | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         state: Mapping[str, Any] | None = None,
         raise_on_error: bool = False,
         run_key: str | None = None,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Run to the end and return the result.
 
         With ``session=`` the run loads that session's state and conversation memory from the
@@ -361,17 +396,17 @@ class Agent:
         wait_for_session: float | None = None,
         memory: Sequence[Message] = (),
         variables: Mapping[str, Any] | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         state: Mapping[str, Any] | None = None,
         raise_on_error: bool = False,
         run_key: str | None = None,
-    ) -> RunStream:
+    ) -> RunStream[OutputT]:
         """Run while streaming events: ``async with agent.stream(x) as run: async for e in run``.
 
         The events go through a bounded buffer (``event_buffer``): a slow consumer slows the
         run. Leaving the block early cancels the run cleanly. Options as for ``run``.
         """
-        return RunStream(
+        return RunStream[OutputT](
             lambda emitter: self._launch(
                 input,
                 emitter,
@@ -394,9 +429,9 @@ class Agent:
         session: str,
         store: SessionStore | None = None,
         wait_for_session: float | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         raise_on_error: bool = False,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Finish the session's last unfinished run (its process died, it was cancelled or hit
         its deadline) from its last committed step. Committed actions do not run again; the
         step that was in flight does: from its committed reply when it has one (same tags and
@@ -434,11 +469,11 @@ class Agent:
         session: str,
         store: SessionStore | None = None,
         wait_for_session: float | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         raise_on_error: bool = False,
-    ) -> RunStream:
+    ) -> RunStream[OutputT]:
         """``resume``, streamed."""
-        return RunStream(
+        return RunStream[OutputT](
             lambda emitter: self._launch(
                 "",
                 emitter,
@@ -462,7 +497,7 @@ class Agent:
         tool_name = name or self.name
         doc = description or f"Delegate a task to the {self.name!r} agent and get its answer."
 
-        async def delegate(ctx: ToolContext, task: str) -> Any:
+        async def delegate(ctx: ToolContext[Any], task: str) -> Any:
             parent = run_of(ctx.run)
             busy = parent.scratch.setdefault(id(child), {"running": 0})
             branch = f"{parent.branch}.{tool_name}"
@@ -503,11 +538,11 @@ class Agent:
         *,
         backend: Literal["asyncio", "trio"] = "asyncio",
         **kwargs: Any,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """``run`` for scripts: starts an event loop (do not call from async code), and closes
         the model's client (made on that loop) before the loop ends."""
 
-        async def run_and_close() -> RunResult:
+        async def run_and_close() -> RunResult[OutputT]:
             try:
                 return await self.run(input, **kwargs)
             finally:
@@ -536,7 +571,7 @@ class _Derived:
         "toolsets",
     )
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent[Any, Any]) -> None:
         self.tools, self.toolsets = _tools_and_toolsets(agent.tools)
         rulesets = agent.rulesets
         if isinstance(rulesets, Mapping):
@@ -572,7 +607,7 @@ def _tools_and_toolsets(
     return tuple(tools), tuple(toolsets)
 
 
-async def _to_end(launch: Launch, raise_on_error: bool) -> RunResult:
+async def _to_end(launch: Launch, raise_on_error: bool) -> RunResult[Any]:
     result = await execute(launch)
     if raise_on_error:
         result.raise_for_error()
@@ -580,9 +615,10 @@ async def _to_end(launch: Launch, raise_on_error: bool) -> RunResult:
 
 
 @final
-class RunStream:
-    """A streamed run: iterate it for events, then read ``result``. Use it as an async context
-    manager; ``cancel(reason)`` stops the run from any task."""
+class RunStream(Generic[OutputT]):
+    """A streamed run: iterate it for events, then read ``result`` (a ``RunResult`` of the
+    agent's output type). Use it as an async context manager; ``cancel(reason)`` stops the run
+    from any task."""
 
     def __init__(
         self, launch: Callable[[Emitter], Launch], *, buffer: int, raise_on_error: bool
@@ -593,13 +629,13 @@ class RunStream:
         self._scope = anyio.CancelScope()
         self._receive: MemoryObjectReceiveStream[ev.Event] | None = None
         self._tg: TaskGroup | None = None
-        self._result: RunResult | None = None
+        self._result: RunResult[OutputT] | None = None
         self._error: BaseException | None = None
         self._cancel_reason: str | None = None
         self._done = False
         self.run_id: str | None = None
 
-    async def __aenter__(self) -> RunStream:
+    async def __aenter__(self) -> Self:
         send, receive = anyio.create_memory_object_stream[ev.Event](self._buffer)
         launch = self._launch(Emitter(send))
         self.run_id = launch.run_id
@@ -636,7 +672,7 @@ class RunStream:
         finally:
             self._receive.close()
 
-    def __aiter__(self) -> RunStream:
+    def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> ev.Event:
@@ -669,18 +705,18 @@ class RunStream:
         return self._done
 
     @property
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[OutputT]:
         """The run's result, once its events have been consumed. Raises what the run raised."""
         if not self._done:
             raise UserError("the run has not finished: iterate its events first")
         if self._error is not None:
             raise self._error
-        result = cast("RunResult", self._result)
+        result = cast("RunResult[OutputT]", self._result)
         if self._raise_on_error:
             result.raise_for_error()
         return result
 
-    async def get_result(self) -> RunResult:
+    async def get_result(self) -> RunResult[OutputT]:
         """Consume the remaining events and return ``result``."""
         async for _ in self:
             pass

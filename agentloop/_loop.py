@@ -469,8 +469,6 @@ def _result(
     error: RunError | None = None,
 ) -> RunResult:
     steps = tuple(run.steps) + ((step,) if step is not None else ())
-    if error is not None and output is None:
-        output = text
     return RunResult(
         run_id=run.run_id,
         agent=run.plan.name,

@@ -12,8 +12,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 
+from typing_extensions import TypeVar
+
+from ._generic import subscript_callable
 from ._steps import Action, ActionResult
 from .models._types import ModelRequest, ModelResponse
 
@@ -24,15 +27,20 @@ ModelCall: TypeAlias = Callable[[ModelRequest], Awaitable[ModelResponse]]
 ModelMiddleware: TypeAlias = Callable[[ModelRequest, ModelCall], Awaitable[ModelResponse]]
 
 
+DepsT = TypeVar("DepsT", default=Any)
+
+
+@subscript_callable
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ToolCall:
-    """One action on its way to its tool; a tool middleware may ``replace`` it."""
+class ToolCall(Generic[DepsT]):
+    """One action on its way to its tool; a tool middleware may ``replace`` it. A middleware
+    that takes a ``ToolCall[Deps]`` sees ``call.run.deps`` typed."""
 
     action: Action
-    run: RunContext
+    run: RunContext[DepsT]
     step: int
 
-    def replace(self, **changes: Any) -> ToolCall:
+    def replace(self, **changes: Any) -> ToolCall[DepsT]:
         return dataclasses.replace(self, **changes)
 
 

@@ -499,9 +499,9 @@ def stored_result(parse_output: Callable[[str], Any], loaded: Loaded) -> RunResu
         raise UserError("no finished run was loaded")
     run, end = loaded.finished
     text = end.output if isinstance(end.output, str) else None
-    output: Any = end.output
-    if text is not None and end.error is None:
-        output = parse_output(text)
+    output: Any = None  # a run that ended with an error has no output (RunResult)
+    if end.error is None:
+        output = parse_output(text) if text is not None else end.output
     usage = Usage(**{k: v for k, v in end.usage.items() if k in _USAGE_FIELDS})
     error = None
     if end.error is not None:

@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Generic, Literal, TypeAlias, cast
+
+from typing_extensions import TypeVar
 
 from ._errors import RUN_ERRORS, RunError
+from ._generic import subscript_callable
 from .models._types import Part, ThoughtPart, ToolCallPart, Usage
+
+OutputT = TypeVar("OutputT", default=Any)
 
 ActionErrorKind: TypeAlias = Literal[
     "invalid_action",  # the model's action could not be parsed (ReAct JSON, missing fields)
@@ -109,27 +114,38 @@ class RunErrorInfo:
     message: str
 
 
+@subscript_callable
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RunResult:
+class RunResult(Generic[OutputT]):
     """The outcome of a run.
 
     ``output`` is the typed answer (``output_type``), the answer text, or — with
     ``reflect_on_tool_use=False`` — the first action step's results in model order. ``error`` is
-    set when the run ended without a usable answer (step limit, invalid output, refusal, …).
-    ``usage`` counts every model call of the run and its sub-runs, discarded attempts included;
-    ``usage_by_model`` splits it by ``"provider:model"`` (what ``PriceTable.cost`` prices).
+    set when the run ended without a usable answer (step limit, invalid output, refusal, …), and
+    then ``output`` is ``None``: an answer that never validated is not a value of the output type
+    (the model's last text stays in ``text``). ``unwrap()`` returns the output or raises the
+    matching ``RunError``. ``usage`` counts every model call of the run and its sub-runs,
+    discarded attempts included; ``usage_by_model`` splits it by ``"provider:model"`` (what
+    ``PriceTable.cost`` prices).
     """
 
     run_id: str
     agent: str
     branch: str
-    output: Any = None
+    output: OutputT | None = None
     text: str | None = None
     steps: tuple[Step, ...] = ()
     usage: Usage = field(default_factory=Usage)
     error: RunErrorInfo | None = None
     state: Mapping[str, Any] | None = None
     usage_by_model: Mapping[str, Usage] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.error is not None and self.output is not None:
+            raise ValueError(
+                f"a result with an error ({self.error.kind}) has no output: its text goes in "
+                "`text`, its output is None"
+            )
 
     @property
     def ok(self) -> bool:
@@ -140,3 +156,10 @@ class RunResult:
         if self.error is not None:
             cls = RUN_ERRORS.get(self.error.kind, RunError)
             raise cls(self.error.message, result=self)
+
+    def unwrap(self) -> OutputT:
+        """The output, or the matching ``RunError`` raised when the run ended without one."""
+        self.raise_for_error()
+        # Without an error the output is the run's answer: of the output type (or the text,
+        # or the actions' results with reflect_on_tool_use=False).
+        return cast("OutputT", self.output)

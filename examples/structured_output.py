@@ -3,9 +3,9 @@
 Shows: ``Agent(output_type=Trip)`` sends the model the output's JSON schema (natively where the
 provider supports it, else in the prompt); the answer is validated into a ``Trip``; an answer that
 does not validate goes back to the model with the validation errors, and the run goes on until it
-does (or ends with ``OutputInvalid``). ``result.output`` is the typed value. Runs offline on a
-scripted model whose first answer is invalid; with ``OPENAI_API_KEY`` set it uses
-``openai:gpt-4o-mini``.
+does (or ends with ``OutputInvalid``). ``result.unwrap()`` is the typed value (``result.output``
+is a ``Trip``, or ``None`` when the run ended with an error). Runs offline on a scripted model
+whose first answer is invalid; with ``OPENAI_API_KEY`` set it uses ``openai:gpt-4o-mini``.
 
 Run: ``python examples/structured_output.py``
 """
@@ -90,8 +90,7 @@ async def main() -> None:
                 print("answer rejected; the model is told:")
                 print("  " + event.step.feedback.strip().replace("\n", "\n  ")[:400])
     result = run.result
-    trip = result.output
-    assert isinstance(trip, Trip)
+    trip = result.unwrap()  # a Trip, or the run's error (OutputInvalid, …) raised
     print(f"\n{type(trip).__name__} to {trip.destination}, budget €{trip.budget_eur}:")
     for leg in trip.legs:
         print(f"  {leg.origin} → {leg.destination} by {leg.mode}, {leg.hours} h")

@@ -248,7 +248,7 @@ async def test_a_hundred_concurrent_runs_of_one_agent_do_not_cross_talk() -> Non
     outputs: dict[int, str] = {}
 
     async def one(i: int) -> None:
-        outputs[i] = (await agent.run(f"run-{i}")).output
+        outputs[i] = (await agent.run(f"run-{i}")).unwrap()
 
     async with anyio.create_task_group() as tg:
         for i in range(100):

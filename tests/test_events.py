@@ -6,8 +6,9 @@ import dataclasses
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from agentloop import Agent, Event, event_from_json, tool
+from agentloop import Agent, Event, RunFinished, event_from_json, tool
 from agentloop._events import EVENT_TYPES
 from agentloop._steps import ActionResult, RunErrorInfo, RunResult, Step
 from agentloop.models import ProviderPart, TextPart, ThoughtPart, ToolCallPart, Usage
@@ -73,6 +74,18 @@ def test_every_event_type_round_trips_through_json(cls: type[Any]) -> None:
     assert f'"type":"{event.type}"' in text
     again = event_from_json(text)
     assert type(again) is cls and again == event
+
+
+def test_a_result_with_an_error_round_trips_without_output() -> None:
+    """A run's error result has no output through JSON too; JSON that gives both is refused."""
+    error = RunErrorInfo(kind="output_invalid", message="never validated")
+    result = RunResult(run_id="r1", agent="agent", branch="agent", text="again", error=error)
+    event = RunFinished(run_id="r1", branch="agent", seq=3, result=result)
+    again = event_from_json(event.to_json())
+    assert isinstance(again, RunFinished) and again == event and again.result.output is None
+    both = event.to_json().replace('"output":null', '"output":"again"')
+    with pytest.raises(ValidationError, match="has no output"):
+        event_from_json(both)
 
 
 async def _run_events(agent: Agent) -> list[Event]:

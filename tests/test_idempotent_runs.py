@@ -135,6 +135,18 @@ async def test_a_run_key_seen_before_returns_the_first_runs_result(store: Sessio
     assert other.run_id != first.run_id and len(ledger.keys) == 2
 
 
+async def test_a_run_key_of_a_failed_run_returns_its_error_and_no_output(
+    store: SessionStore,
+) -> None:
+    """The stored result of a run that ended with an error has no output, as the live one."""
+    agent = Agent(FunctionModel(lambda r: "many"), output_type=int, max_steps=1, store=store)
+    first = await agent.run("count", session="s", run_key="k")
+    again = await agent.run("count", session="s", run_key="k")
+    assert first.error is not None and first.error.kind == "output_invalid"
+    assert again.run_id == first.run_id and again.error == first.error
+    assert (first.output, again.output, again.text) == (None, None, "many")
+
+
 async def test_a_run_key_of_an_unfinished_run_resumes_it(store: SessionStore) -> None:
     calls: list[str] = []
     ledger = Ledger(block_first=True)

@@ -19,7 +19,13 @@ PACKAGE = Path(agentloop.__file__).parent
 # The layers, bottom to top. An entry names a module and, unless it is ``agentloop`` itself,
 # the modules under it. The engine's modules are layers of their own: each imports downward.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("agentloop._errors", "agentloop._time", "agentloop._context", "agentloop._version"),  # leaves
+    (  # leaves
+        "agentloop._errors",
+        "agentloop._time",
+        "agentloop._context",
+        "agentloop._version",
+        "agentloop._generic",
+    ),
     ("agentloop.models",),
     ("agentloop.sessions",),
     (  # the values of a run

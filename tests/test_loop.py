@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import anyio
 import pytest
@@ -13,6 +14,8 @@ from agentloop import (
     MaxStepsExceeded,
     Message,
     OutputInvalid,
+    RunErrorInfo,
+    RunResult,
     ToolError,
     UserError,
     tool,
@@ -188,7 +191,7 @@ async def test_max_steps_ends_with_an_error_result() -> None:
     script = [Reply(calls=[call("add", {"a": 1, "b": 1})]) for _ in range(2)]
     result = await Agent(ScriptedModel(script), tools=[add], max_steps=2).run("loop")
     assert result.error is not None and result.error.kind == "max_steps_exceeded"
-    assert "max_steps=2" in result.error.message
+    assert "max_steps=2" in result.error.message and result.output is None
     assert len(result.steps) == 2
     agent = Agent(ScriptedModel(list(script)), tools=[add], max_steps=2)
     with pytest.raises(MaxStepsExceeded) as info:
@@ -209,7 +212,8 @@ async def test_a_reply_with_neither_actions_nor_text_is_asked_again() -> None:
 async def test_reflect_on_tool_use_off_returns_the_first_action_results() -> None:
     """Without reflection the run ends after the first action step, outputs in model order."""
     model = ScriptedModel([Reply(calls=[call("add", {"a": 2, "b": 2}), call("boom", {})])])
-    result = await Agent(model, tools=[add, boom], reflect_on_tool_use=False).run("go")
+    agent: Agent[Any, list[Any]] = Agent(model, tools=[add, boom], reflect_on_tool_use=False)
+    result = await agent.run("go")
     assert result.output == [4, "ValueError: kaboom"]
     assert len(model.requests) == 1
 
@@ -248,6 +252,30 @@ async def test_structured_output_that_never_validates_is_an_output_error() -> No
     agent = Agent(model, output_type=Weather, max_steps=2)
     with pytest.raises(OutputInvalid):
         await agent.run("weather?", raise_on_error=True)
+
+
+async def test_an_answer_that_never_validates_is_not_the_output() -> None:
+    """A failed structured output leaves no value of the wrong type in ``output``: it is None
+    and the model's last text stays in ``text``; ``unwrap`` raises the matching error."""
+    model = ScriptedModel(["nope", "again text"])
+    result = await Agent(model, output_type=Weather, max_steps=2).run("weather?")
+    assert result.error is not None and result.error.kind == "output_invalid"
+    assert result.output is None and result.text == "again text"
+    with pytest.raises(OutputInvalid) as info:
+        result.unwrap()
+    assert info.value.result is result
+
+
+async def test_unwrap_returns_the_typed_output_of_a_run_with_an_answer() -> None:
+    model = ScriptedModel(['{"city": "Oslo", "celsius": -2}'])
+    result = await Agent(model, output_type=Weather).run("weather?")
+    assert result.unwrap() == Weather(city="Oslo", celsius=-2)
+
+
+def test_a_result_cannot_have_both_an_error_and_an_output() -> None:
+    error = RunErrorInfo(kind="output_invalid", message="no")
+    with pytest.raises(ValueError, match="has no output"):
+        RunResult(run_id="r", agent="a", branch="a", output="text", text="text", error=error)
 
 
 async def test_scripted_model_fails_loudly_when_over_consumed() -> None:
@@ -340,7 +368,7 @@ async def test_refusal_is_an_outcome_not_an_answer() -> None:
     model = ScriptedModel([Reply(text="I can't help with that.", finish="refusal")])
     result = await Agent(model).run("bad")
     assert result.error is not None and result.error.kind == "refused"
-    assert result.text == "I can't help with that."
+    assert result.text == "I can't help with that." and result.output is None
 
 
 async def test_truncated_reply_is_not_silently_an_answer() -> None:
@@ -348,6 +376,7 @@ async def test_truncated_reply_is_not_silently_an_answer() -> None:
     model = ScriptedModel([Reply(text="The answer is", finish="length")])
     result = await Agent(model).run("q")
     assert result.error is not None and result.error.kind == "truncated"
+    assert result.text == "The answer is" and result.output is None
 
 
 async def test_reply_too_large_is_a_result_error() -> None:

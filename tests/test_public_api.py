@@ -248,6 +248,20 @@ def test_errors_show_their_public_path() -> None:
     assert agentloop.ModelError.__module__ == "agentloop"
 
 
+def test_the_generic_classes_can_be_subscripted_and_called() -> None:
+    """``Agent[Deps, Output](...)`` and the like make instances (on Python 3.11 and 3.12 too,
+    where a frozen slotted dataclass used to raise TypeError there)."""
+    from agentloop.testing import ScriptedModel
+
+    agent = agentloop.Agent[int, str](ScriptedModel(["hi"]), deps_type=int)
+    assert agent.run_sync("q", deps=1).unwrap() == "hi"
+    result = agentloop.RunResult[int](run_id="r", agent="a", branch="a", output=3)
+    assert result.unwrap() == 3
+    request = agentloop.ModelRequest[int](messages=())
+    assert request.replace(stop=("x",)).stop == ("x",)
+    assert agentloop.ToolContext[int] is not None and agentloop.Tool[[int], int] is not None
+
+
 def test_import_does_not_load_provider_sdks() -> None:
     """`import agentloop` imports neither openai nor anthropic."""
     code = "import sys, agentloop, agentloop.models; print('openai' in sys.modules, 'anthropic' in sys.modules)"

@@ -166,7 +166,8 @@ async def test_without_reflection_the_only_step_still_runs_its_actions() -> None
     """reflect_on_tool_use=False: the action step is the run's end, so its actions run."""
     invocations.clear()
     model = ScriptedModel([Reply(calls=[call("add", {"a": 2, "b": 2})])])
-    result = await Agent(model, tools=[add], max_steps=1, reflect_on_tool_use=False).run("x")
+    agent: Agent[Any, list[Any]] = Agent(model, tools=[add], max_steps=1, reflect_on_tool_use=False)
+    result = await agent.run("x")
     assert result.output == [4] and invocations == ["add 2 2"]
 
 

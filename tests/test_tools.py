@@ -164,6 +164,26 @@ async def test_context_is_injected_and_hidden_from_the_model() -> None:
     assert result.state == {"last_note": "hi"}
 
 
+class Deps(BaseModel):
+    db: int
+
+
+async def test_a_context_typed_with_its_deps_is_injected_too() -> None:
+    """``ToolContext[Deps]`` (a string until resolved, here) is the injected context."""
+    seen: list[Deps] = []
+
+    @tool
+    async def lookup(ctx: ToolContext[Deps], key: str) -> str:
+        seen.append(ctx.deps)
+        return f"{key}={ctx.deps.db}"
+
+    assert list(next(lookup.specs()).parameters["properties"]) == ["key"]
+    model = ScriptedModel([Reply(calls=[call("lookup", {"key": "a"})]), "done"])
+    agent = Agent(model, tools=[lookup], deps_type=Deps)
+    result = await agent.run("go", deps=Deps(db=7))
+    assert seen == [Deps(db=7)] and result.steps[0].actions[0].output == "a=7"
+
+
 async def test_results_may_be_text_or_any_json_value() -> None:
     """Strings stay text; models, lists and dicts become JSON values."""
 

@@ -205,7 +205,7 @@ def answer_text(result: RunResult) -> str:
     """The answer as text: the model's own words, or the typed output."""
     if result.text is not None and not hasattr(result.output, "model_dump_json"):
         return result.text
-    output = result.output
+    output: Any = result.output
     if hasattr(output, "model_dump_json"):
         return str(output.model_dump_json(indent=2))
     return result.text if result.text is not None else str(output)

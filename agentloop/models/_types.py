@@ -11,10 +11,18 @@ import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias
+
+from typing_extensions import TypeVar
+
+from .._generic import subscript_callable
 
 if TYPE_CHECKING:
     from .._context import StateView
+
+# The type of a run's ``deps`` (``Agent(deps_type=...)``); any, when not given.
+DepsT = TypeVar("DepsT", default=Any)
+DepsT_co = TypeVar("DepsT_co", covariant=True, default=Any)
 
 # ---------------------------------------------------------------------------------------------
 # Message parts
@@ -175,9 +183,11 @@ class ModelSettings:
 ToolMode: TypeAlias = Literal["native", "react"]
 
 
+@subscript_callable
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ModelRequest:
+class ModelRequest(Generic[DepsT]):
     """One model call, derived from the run's state. Middleware may ``replace`` it.
+    A middleware that takes a ``ModelRequest[Deps]`` sees ``request.run.deps`` typed.
 
     ``max_reply_chars`` is the runtime's limit on the reply: a driver also bounds what it
     buffers by it (one stream event may not grow past a few bytes per allowed character).
@@ -189,10 +199,10 @@ class ModelRequest:
     stop: tuple[str, ...] = ()
     output_schema: OutputSchema | None = None
     settings: ModelSettings = field(default_factory=ModelSettings)
-    run: RunContext | None = None
+    run: RunContext[DepsT] | None = None
     max_reply_chars: int | None = None
 
-    def replace(self, **changes: Any) -> ModelRequest:
+    def replace(self, **changes: Any) -> ModelRequest[DepsT]:
         return dataclasses.replace(self, **changes)
 
     @property
@@ -203,7 +213,7 @@ class ModelRequest:
                 return m.text
         return None
 
-    def with_system(self, text: str) -> ModelRequest:
+    def with_system(self, text: str) -> ModelRequest[DepsT]:
         """This request with the first system message's text replaced (or one inserted)."""
         messages = list(self.messages)
         for i, m in enumerate(messages):
@@ -214,7 +224,7 @@ class ModelRequest:
             messages.insert(0, Message.system(text))
         return self.replace(messages=tuple(messages))
 
-    def with_message(self, message: Message) -> ModelRequest:
+    def with_message(self, message: Message) -> ModelRequest[DepsT]:
         """This request with one more message at the end."""
         return self.replace(messages=(*self.messages, message))
 
@@ -449,8 +459,9 @@ class AttemptLog(Protocol):
         ...
 
 
-class RunContext(Protocol):
+class RunContext(Protocol[DepsT_co]):
     """A read-only view of the run, given to middleware (``request.run``) and tools.
+    ``RunContext[Deps]`` types ``deps`` (what the agent's ``deps_type`` says runs take).
 
     Middleware objects are shared by concurrent runs and hold no per-run state: they keep it in
     ``scratch(self)``, a dict private to this run (and branch).
@@ -502,7 +513,7 @@ class RunContext(Protocol):
         ...
 
     @property
-    def deps(self) -> Any:
+    def deps(self) -> DepsT_co:
         """Whatever the caller passed as ``deps=`` (database handles, clients, …)."""
         ...
 

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Generic, final
+
+from typing_extensions import TypeVar
 
 if TYPE_CHECKING:
     from .._context import StateView
     from .._steps import Action
     from ..models._types import RunContext
 
+DepsT = TypeVar("DepsT", default=Any)
+
 
 @final
-class ToolContext:
-    """Injected into a tool that declares a parameter annotated ``ToolContext``.
+class ToolContext(Generic[DepsT]):
+    """Injected into a tool that declares a parameter annotated ``ToolContext`` (or
+    ``ToolContext[Deps]``, which types ``deps``: what the agent's ``deps_type`` says).
 
     ``idempotency_key`` is stable across a re-run of the same step after a crash
     (``session:run:step:tag``): tools with side effects use it to do their work at most once.
@@ -22,7 +27,7 @@ class ToolContext:
 
     __slots__ = ("_abandoned", "action", "run", "step")
 
-    def __init__(self, *, run: RunContext, action: Action, step: int) -> None:
+    def __init__(self, *, run: RunContext[DepsT], action: Action, step: int) -> None:
         self.run = run
         self.action = action
         self.step = step
@@ -45,7 +50,7 @@ class ToolContext:
         return self.run.session_id
 
     @property
-    def deps(self) -> Any:
+    def deps(self) -> DepsT:
         return self.run.deps
 
     @property
@@ -61,7 +66,7 @@ class ToolContext:
         return f"ToolContext(run_id={self.run_id!r}, tag={self.action.tag!r})"
 
 
-def abandon(ctx: ToolContext) -> None:
+def abandon(ctx: ToolContext[Any]) -> None:
     """The runtime stopped waiting for this sync tool's thread (cancelled or timed out) while
     the thread still runs: from now on the tool's ``state`` is read-only, so that a tool the
     run has given up on cannot change it behind the run's back."""

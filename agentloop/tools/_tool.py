@@ -7,7 +7,9 @@ import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, final, get_origin, overload
+
+from typing_extensions import ParamSpec, TypeVar
 
 from .._errors import UserError
 from ..models._types import TOOL_NAME_SEPARATOR, ToolSpec, wire_tool_name
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+# A Tool's parameters and result, for calling a plain tool directly: any, when not known.
+ToolP = ParamSpec("ToolP", default=...)
+ToolR = TypeVar("ToolR", default=Any)
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_WIRE_NAME = 64
@@ -73,9 +78,10 @@ class Activity:
 
 
 @final
-class Tool:
+class Tool(Generic[ToolP, ToolR]):
     """A tool the model can call. ``activities`` maps a path (``None`` for a plain tool) to the
-    activity it runs. Calling the tool object calls a plain tool's function directly."""
+    activity it runs. Calling the tool object calls a plain tool's function directly, with its
+    signature (``Tool[P, R]`` for type checkers; an ``async def`` tool's call is awaited)."""
 
     __slots__ = ("_specs", "activities", "description", "name")
 
@@ -105,11 +111,12 @@ class Tool:
     def specs(self) -> Iterator[ToolSpec]:
         return iter(self._specs)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: ToolP.args, **kwargs: ToolP.kwargs) -> ToolR:
         plain = self.activities.get(None)
         if plain is None:
             raise TypeError(f"toolkit {self.name!r} is not callable; call its activities")
-        return plain.fn(*args, **kwargs)
+        result: ToolR = plain.fn(*args, **kwargs)
+        return result
 
     def __repr__(self) -> str:
         paths = [p for p in self.activities if p is not None]
@@ -117,7 +124,12 @@ class Tool:
 
 
 def _is_context(param: inspect.Parameter, annotation: Any) -> bool:
-    return annotation is ToolContext or param.annotation in ("ToolContext", ToolContext)
+    """Whether the parameter is the injected ``ToolContext`` (also ``ToolContext[Deps]``)."""
+    return (
+        annotation is ToolContext
+        or get_origin(annotation) is ToolContext
+        or param.annotation in ("ToolContext", ToolContext)
+    )
 
 
 def make_activity(
@@ -142,13 +154,20 @@ def make_activity(
     if timeout is not None and timeout <= 0:
         raise UserError(f"tool {tool_name!r}: timeout must be positive, not {timeout}")
     summary, param_docs = parse_docstring(inspect.getdoc(fn))
-    context_params = [
-        p.name for p in inspect.signature(fn).parameters.values() if _is_context(p, p.annotation)
-    ]
+    context_params: list[str] = []
+
+    def injected(param: inspect.Parameter, annotation: Any) -> bool:
+        # Judged on the resolved annotation: ``ToolContext[Deps]`` (a string under
+        # ``from __future__ import annotations``) is a ToolContext only once resolved.
+        if _is_context(param, annotation):
+            context_params.append(param.name)
+            return True
+        return False
+
     model = args_model(
         fn,
         name=wire_tool_name(tool_name, path),
-        skip=lambda p, annotation: p.name in context_params or _is_context(p, annotation),
+        skip=injected,
         descriptions=param_docs,
         localns={"ToolContext": ToolContext},
     )
@@ -173,7 +192,7 @@ def make_activity(
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
 
 
 @overload
@@ -186,7 +205,7 @@ def tool(
     side_effects: bool = False,
     serial_key: Callable[[RunContext], str] | None = None,
     on_invalid: Callable[[ValidationError], Any] | None = None,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
 def tool(
@@ -200,7 +219,7 @@ def tool(
     side_effects: bool = False,
     serial_key: Callable[[RunContext], str] | None = None,
     on_invalid: Callable[[ValidationError], Any] | None = None,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+) -> Tool[..., Any] | Callable[[Callable[..., Any]], Tool[..., Any]]:
     """Make a tool of an ``async def`` or plain ``def`` function.
 
     The argument schema comes from the signature (validated with pydantic), descriptions from
@@ -215,7 +234,7 @@ def tool(
     ``invalid_arguments`` error result.
     """
 
-    def wrap(f: Callable[..., Any]) -> Tool:
+    def wrap(f: Callable[..., Any]) -> Tool[..., Any]:
         tool_name = check_name("tool", name or f.__name__)
         activity = make_activity(
             f,
@@ -301,7 +320,7 @@ class Toolkit:
     description: ClassVar[str | None] = None
 
     @functools.cached_property
-    def tool(self) -> Tool:
+    def tool(self) -> Tool[..., Any]:
         cls = type(self)
         tool_name = check_name("tool", cls.name or _snake(cls.__name__))
         activities: dict[str | None, Activity] = {}

@@ -66,7 +66,7 @@ def test_demo_json_is_one_event_per_line() -> None:
     discards = [e for e in events if isinstance(e, AttemptDiscarded)]
     assert [(d.attempt, d.reason) for d in discards] == [(3, "goal")]
     finished = [e for e in events if isinstance(e, RunFinished)]
-    assert len(finished) == 1 and finished[0].result.output.startswith("**Go to Paris.**")
+    assert len(finished) == 1 and finished[0].result.unwrap().startswith("**Go to Paris.**")
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
 
 

@@ -183,4 +183,4 @@ async def test_emulated_provider_answers_after_the_tool_rounds_asked_for(api: st
         async with make_model(api, server.url, transport="httpx") as model:
             result = await Agent(model, tools=[weather, clock]).run("go", raise_on_error=True)
     assert [len(step.actions) for step in result.steps] == [2, 2, 2, 0]
-    assert result.output.startswith("Both lookups are done")
+    assert result.unwrap().startswith("Both lookups are done")

@@ -100,7 +100,7 @@ async def test_a_shared_tool_limiter_bounds_all_runs() -> None:
 
     async def one() -> None:
         agent = _one_action_agent([work], tool_limits=limits)
-        outputs.append((await agent.run("go")).output)
+        outputs.append((await agent.run("go")).unwrap())
 
     async with anyio.create_task_group() as tg:
         for _ in range(20):
