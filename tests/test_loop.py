@@ -103,6 +103,7 @@ async def test_results_are_replayed_in_the_models_order() -> None:
 
     @tool
     async def wait(seconds: float, label: str) -> str:
+        """A test tool."""
         await anyio.sleep(seconds)
         return label
 
@@ -171,6 +172,7 @@ async def test_none_is_stripped_from_fields_that_are_not_nullable() -> None:
     async def pick(
         n: int = 3, label: str | None = "x", items: list[int | None] | None = None
     ) -> str:
+        """A test tool."""
         seen.append((n, label))
         return f"{n} {label} {items}"
 
@@ -364,6 +366,7 @@ async def test_the_run_deadline_fails_the_run(fake_time: bool, timescale: float)
 
     @tool
     async def forever() -> str:
+        """A test tool."""
         await anyio.sleep(3600)
         return "never"
 

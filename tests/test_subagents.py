@@ -47,6 +47,7 @@ async def test_concurrent_calls_of_one_sub_agent_get_distinct_branches() -> None
 
     @tool
     async def where(ctx: ToolContext) -> str:
+        """A test tool."""
         branches.append(ctx.branch)
         return ctx.branch
 
