@@ -200,12 +200,17 @@ class Agent:
 
     async def aclose(self) -> None:
         """Close the model this agent made from a ``"provider:model"`` string (its HTTP
-        client). A model passed in as an object belongs to the caller, who closes it. The agent
-        stays usable: the next run makes a fresh model."""
+        client), and those of the agents it runs as tools (``as_tool``): their models were
+        made by this agent's runs. A model passed in as an object belongs to the caller, who
+        closes it. The agent stays usable: the next run makes a fresh model."""
         derived = self._derived
         model, derived.model = derived.model, None
-        if isinstance(self.model, str) and model is not None:
-            await model.aclose()
+        try:
+            if isinstance(self.model, str) and model is not None:
+                await model.aclose()
+        finally:
+            for child in derived.subagents:
+                await child.aclose()
 
     async def __aenter__(self) -> Agent:
         return self
@@ -509,6 +514,7 @@ class Agent:
         Args:
             task: what the {tool_name} agent should do, with everything it needs to know
         """
+        setattr(delegate, _SUBAGENT, child)  # so that the parent's aclose closes it too
         return tool(name=tool_name, description=doc)(delegate)
 
     def run_sync(
@@ -538,6 +544,7 @@ class Agent:
 
 
 _SETTINGS = frozenset(f.name for f in dataclasses.fields(Agent) if f.init)
+_SUBAGENT = "__agentloop_subagent__"
 
 
 def _in_event_loop() -> bool:
@@ -568,6 +575,7 @@ class _Derived:
         "model",
         "output",
         "rulesets",
+        "subagents",
         "system_messages",
         "tools",
         "toolsets",
@@ -575,6 +583,12 @@ class _Derived:
 
     def __init__(self, agent: Agent) -> None:
         self.tools, self.toolsets = _tools_and_toolsets(agent.tools)
+        self.subagents = tuple(
+            child
+            for t in self.tools
+            for a in t.activities.values()
+            if isinstance(child := getattr(a.fn, _SUBAGENT, None), Agent)
+        )
         rulesets = agent.rulesets
         if isinstance(rulesets, Mapping):
             self.rulesets = tuple(Ruleset(name=k, rules=tuple(v)) for k, v in rulesets.items())
