@@ -94,6 +94,7 @@ from ._middleware import ModelMiddleware as ModelMiddleware
 from ._middleware import ToolCall as ToolCall
 from ._middleware import ToolCallNext as ToolCallNext
 from ._middleware import ToolMiddleware as ToolMiddleware
+from ._prompt import Plain as Plain
 from ._prompt import Ruleset as Ruleset
 from ._retry import RetryPolicy as RetryPolicy
 from ._session_run import Memory as Memory
@@ -163,6 +164,7 @@ __all__ = [
     "ModelTimeout",
     "NothingToResume",
     "OutputInvalid",
+    "Plain",
     "PriceTable",
     "ProviderEvent",
     "ReplyTooLarge",

@@ -526,6 +526,15 @@ def _success(action: Action, value: Any, max_chars: int) -> ActionResult:
                 value = to_jsonable_python(value)
                 json.dumps(value)
             except Exception as exc:
+                # The model gets an error result; the mistake is the developer's, so say it.
+                name = action.name if action.path is None else f"{action.name}.{action.path}"
+                logger.warning(
+                    "tool %r returned a value that is not JSON-serialisable (%s: %s); the model "
+                    "got an error result instead. Return text, JSON values, or a pydantic model",
+                    name,
+                    type(value).__name__,
+                    exc,
+                )
                 message = f"the tool returned a value that is not JSON: {exc}"
                 return error_result(action, "tool_error", message, max_chars)
     result = ActionResult(

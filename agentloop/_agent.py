@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Self, cast, final, over
 
 import anyio
 import anyio.lowlevel
+import sniffio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from typing_extensions import TypeVar
@@ -26,13 +27,13 @@ from ._instrument import coerce as coerce_instrument
 from ._loop import execute
 from ._middleware import ModelMiddleware, ToolMiddleware
 from ._output import Output, parse_output
-from ._prompt import Ruleset, compile_template, render, system_message
+from ._prompt import Plain, Ruleset, compile_template, render, system_message
 from ._retry import RetryPolicy
 from ._run import Emitter, Launch, run_of
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
 from .models._base import Model
-from .models._registry import resolve_model
+from .models._registry import resolve_model, split_model_string
 from .models._types import Message, ModelSettings, OutputSchema, ToolMode
 from .tools._context import ToolContext
 from .tools._limits import ToolLimits
@@ -40,6 +41,8 @@ from .tools._tool import Tool, Toolkit, check_unique_names, tool
 from .tools._toolset import Toolset
 
 if TYPE_CHECKING:
+    import jinja2
+
     from .sessions import RunRecord, SessionStore
 
 # An agent without ``deps_type`` takes any deps; without ``output_type`` it answers in text.
@@ -66,11 +69,12 @@ class Agent(Generic[DepsT, OutputT]):
     is a list of the actions' results: annotate such an agent as ``Agent[Any, list[Any]]``.
 
     Args:
-        model: A ``Model``, or a ``"provider:model"`` string resolved on first use
-            (``resolved_model()``); an agent closes a model it made (``aclose``).
+        model: A ``Model``, or a ``"provider:model"`` string (its form checked when the agent
+            is made, its provider looked up on first use, ``resolved_model()``); an agent
+            closes a model it made (``aclose``).
         name: Names the agent's runs and their branch (1-64 of ``[A-Za-z0-9_-]``).
         instructions: The system instructions: a sandboxed jinja2 template, rendered with
-            ``variables`` and each run's own.
+            ``variables`` and each run's own; ``Plain(text)`` is text, never rendered.
         tools: Tools (``@tool`` functions, ``Tool``), ``Toolkit`` objects, plain functions
             (made tools) and ``Toolset`` objects (tools found when a run starts).
         rulesets: Named lists of rules added to the system message.
@@ -134,6 +138,10 @@ class Agent(Generic[DepsT, OutputT]):
             raise UserError(
                 f"model must be a Model or a 'provider:model' string, not {self.model!r}"
             )
+        if isinstance(self.model, str):
+            # The form now; the provider when the model is first used, as one registered
+            # after the agent was made (``register_provider``) is as good.
+            split_model_string(self.model)
         if not _AGENT_NAME.match(self.name):
             raise UserError(
                 f"agent name {self.name!r} must be 1-64 characters of [A-Za-z0-9_-] "
@@ -227,12 +235,17 @@ class Agent(Generic[DepsT, OutputT]):
 
     async def aclose(self) -> None:
         """Close the model this agent made from a ``"provider:model"`` string (its HTTP
-        client). A model passed in as an object belongs to the caller, who closes it. The agent
-        stays usable: the next run makes a fresh model."""
+        client), and those of the agents it runs as tools (``as_tool``): their models were
+        made by this agent's runs. A model passed in as an object belongs to the caller, who
+        closes it. The agent stays usable: the next run makes a fresh model."""
         derived = self._derived
         model, derived.model = derived.model, None
-        if isinstance(self.model, str) and model is not None:
-            await model.aclose()
+        try:
+            if isinstance(self.model, str) and model is not None:
+                await model.aclose()
+        finally:
+            for child in derived.subagents:
+                await child.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -248,9 +261,15 @@ class Agent(Generic[DepsT, OutputT]):
 
     def render_instructions(self, variables: Mapping[str, Any]) -> str | None:
         template = self._derived.instructions
-        if template is None:
-            return None
-        return render(template, {**(self.variables or {}), **variables})
+        if template is None or isinstance(template, str):
+            return template
+        try:
+            return render(template, {**(self.variables or {}), **variables})
+        except UserError as exc:
+            raise UserError(
+                f"instructions: {exc} (variables come from Agent(variables=...) and "
+                f"run(variables=...)); {_PLAIN_HINT}"
+            ) from None
 
     def system_message(
         self,
@@ -530,6 +549,7 @@ class Agent(Generic[DepsT, OutputT]):
         Args:
             task: what the {tool_name} agent should do, with everything it needs to know
         """
+        setattr(delegate, _SUBAGENT, child)  # so that the parent's aclose closes it too
         return tool(name=tool_name, description=doc)(delegate)
 
     def run_sync(
@@ -539,8 +559,14 @@ class Agent(Generic[DepsT, OutputT]):
         backend: Literal["asyncio", "trio"] = "asyncio",
         **kwargs: Any,
     ) -> RunResult[OutputT]:
-        """``run`` for scripts: starts an event loop (do not call from async code), and closes
-        the model's client (made on that loop) before the loop ends."""
+        """``run`` for scripts: starts an event loop, and closes the models' clients (made on
+        that loop) before the loop ends. From async code, ``await agent.run(...)`` instead
+        (``UserError`` here)."""
+        if _in_event_loop():
+            raise UserError(
+                "run_sync starts its own event loop and cannot run inside one: "
+                "use `await agent.run(...)` in async code"
+            )
 
         async def run_and_close() -> RunResult[OutputT]:
             try:
@@ -553,6 +579,24 @@ class Agent(Generic[DepsT, OutputT]):
 
 
 _SETTINGS = frozenset(f.name for f in dataclasses.fields(Agent) if f.init)
+_SUBAGENT = "__agentloop_subagent__"
+
+
+def _in_event_loop() -> bool:
+    """Whether this thread is running an event loop (asyncio's or trio's)."""
+    try:
+        sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        pass
+    else:
+        return True
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()  # a callback of a running loop, outside any task
+    except RuntimeError:
+        return False
+    return True
 
 
 class _Derived:
@@ -566,6 +610,7 @@ class _Derived:
         "model",
         "output",
         "rulesets",
+        "subagents",
         "system_messages",
         "tools",
         "toolsets",
@@ -573,18 +618,41 @@ class _Derived:
 
     def __init__(self, agent: Agent[Any, Any]) -> None:
         self.tools, self.toolsets = _tools_and_toolsets(agent.tools)
+        self.subagents = tuple(
+            child
+            for t in self.tools
+            for a in t.activities.values()
+            if isinstance(child := getattr(a.fn, _SUBAGENT, None), Agent)
+        )
         rulesets = agent.rulesets
         if isinstance(rulesets, Mapping):
             self.rulesets = tuple(Ruleset(name=k, rules=tuple(v)) for k, v in rulesets.items())
         else:
             self.rulesets = tuple(rulesets)
-        self.instructions = compile_template(agent.instructions) if agent.instructions else None
+        self.instructions = _instructions(agent.instructions)
         if agent.react_template:
             compile_template(agent.react_template)
         self.output = Output.of(agent.output_type)
         self.instrumentation = coerce_instrument(agent.instrument)
         self.model: Model | None = None
         self.system_messages: dict[tuple[Any, ...], Message | None] = {}
+
+
+_PLAIN_HINT = (
+    "instructions are a jinja2 template: for text that is never rendered, pass agentloop.Plain(...)"
+)
+
+
+def _instructions(source: str | None) -> jinja2.Template | str | None:
+    """The instructions' compiled template, or their text when they are ``Plain``."""
+    if not source:
+        return None
+    if isinstance(source, Plain):
+        return str(source)
+    try:
+        return compile_template(source)
+    except UserError as exc:
+        raise UserError(f"instructions: {exc}; {_PLAIN_HINT}") from None
 
 
 def _tools_and_toolsets(

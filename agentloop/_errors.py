@@ -37,6 +37,8 @@ Cancellation is never an ``AgentLoopError``: it stays the host's own cancellatio
 
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Any
 
 
@@ -45,7 +47,22 @@ class AgentLoopError(Exception):
 
 
 class AgentLoopWarning(UserWarning):
-    """Base class of agentloop's warnings (errors in our own test suite)."""
+    """A likely mistake in how agentloop is used, told to the developer when it is made (a
+    tool without a description, a parameter without a type). Errors in our own test suite."""
+
+
+def warn(message: str) -> None:
+    """Warn with ``AgentLoopWarning``, attributed to the first caller outside agentloop (the
+    line that defined the tool or made the agent), however deep inside the library we are."""
+    level, frame = 2, sys._getframe(1)
+    while _ours(frame.f_globals.get("__name__", "")) and frame.f_back is not None:
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, AgentLoopWarning, stacklevel=level)
+
+
+def _ours(module: str) -> bool:
+    # functools: the frame of ``Toolkit.tool``'s cached_property, between us and the caller.
+    return module in ("agentloop", "functools") or module.startswith("agentloop.")
 
 
 class UserError(AgentLoopError):

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._errors import UserError
 from .models._types import OutputSchema
 
 if TYPE_CHECKING:
@@ -27,10 +28,22 @@ class Output:
         if output_type is None or output_type is str:
             return None
         from pydantic import TypeAdapter  # imported only for agents with an output type
+        from pydantic.errors import PydanticUserError
 
-        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+        try:
+            adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+            json_schema = adapter.json_schema()
+        except (PydanticUserError, TypeError) as exc:
+            # pydantic's first sentence says what failed; its advice (arbitrary types) is not ours
+            text = str(exc).strip()
+            reason = text.split(". ")[0].splitlines()[0] if text else type(exc).__name__
+            raise UserError(
+                f"output_type={output_type!r} cannot be an answer's type: pydantic makes no "
+                f"JSON schema of it ({reason}). Use a pydantic model, a dataclass, a TypedDict "
+                "or a type such as list[str], made of JSON-compatible fields"
+            ) from None
         name = getattr(output_type, "__name__", "output")
-        return cls(OutputSchema(name=name, json_schema=adapter.json_schema()), adapter)
+        return cls(OutputSchema(name=name, json_schema=json_schema), adapter)
 
 
 def parse_output(output: Output | None, text: str) -> Any:

@@ -43,6 +43,14 @@ class Ruleset:
     rules: tuple[str, ...]
 
 
+class Plain(str):
+    """Instructions that are text, never rendered as a template: ``{{``, ``{%`` and ``{#``
+    reach the model as written, as in ``Agent(instructions=Plain("Keep {{ name }} as is."))``.
+    (A plain ``str`` is a jinja2 template, rendered with ``variables``.)"""
+
+    __slots__ = ()
+
+
 @functools.cache
 def _env() -> ImmutableSandboxedEnvironment:
     # jinja2 is imported on first use (a third of ``import agentloop`` otherwise).

@@ -101,7 +101,8 @@ async def main() -> None:
         delay=0.005,
     )
     agent = setup_goal(Agent(model, name="writer", tools=[write_section]), options)
-    await show(agent, "Write the release notes.", session="notes", store=store)
+    async with agent:
+        await show(agent, "Write the release notes.", session="notes", store=store)
     session = await store.get("notes")
     print(render_goal(get_goal_record(session, branch=agent.name)))
 
@@ -120,7 +121,8 @@ async def main() -> None:
         delay=0.005,
     )
     agent = setup_goal(Agent(model, name="writer", tools=[write_section]), options)
-    await show(agent, "Review the notes.", session="review", store=store)
+    async with agent:
+        await show(agent, "Review the notes.", session="review", store=store)
     session = await store.get("review")
     print(render_goal(get_goal_record(session, branch=agent.name)))
 

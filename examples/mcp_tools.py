@@ -75,28 +75,22 @@ async def main() -> None:
             Reply(calls=[call("kb_convert", {"value": 5, "from_unit": "km", "to_unit": "yd"})]),
             "A marathon is 42.195 km, about 26.219 miles; I noted it. Yards are not supported.",
         )
-        await show(
-            Agent(first, instructions=instructions, tools=[server]),
-            "How long is a marathon in miles, and in yards? Note the distance.",
-        )
+        async with Agent(first, instructions=instructions, tools=[server]) as agent:
+            await show(agent, "How long is a marathon in miles, and in yards? Note the distance.")
         second = model(
             Reply(calls=[call("kb_notes_search", {"query": "marathon"})]),
             "Your note says: Marathon: 42.195 km.",
         )
-        await show(
-            Agent(second, instructions=instructions, tools=[server]),
-            "What did I note about the marathon?",
-        )
+        async with Agent(second, instructions=instructions, tools=[server]) as agent:
+            await show(agent, "What did I note about the marathon?")
     # Un-entered: this run starts its own server process and stops it when it ends (a new
     # process, so the notebook starts empty).
     third = model(
         Reply(calls=[call("kb_notes_search", {"query": "marathon"})]),
         "This notebook is new: it has no marathon notes.",
     )
-    await show(
-        Agent(third, instructions=instructions, tools=[notebook()]),
-        "Any marathon notes in a fresh notebook?",
-    )
+    async with Agent(third, instructions=instructions, tools=[notebook()]) as agent:
+        await show(agent, "Any marathon notes in a fresh notebook?")
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ async def main() -> None:
         tools=[weather, scout.as_tool(description="Ask the scout a question about travel.")],
         instrument=traced,  # the scout's sub-runs inherit it
     )
-    async with planner:
+    async with planner:  # closes the models it made, the scout's (a tool of it) too
         result = await planner.run("Oslo or Bergen tomorrow?")
     print(result.output, "\n")
     print("  start   took  span")

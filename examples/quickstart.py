@@ -50,14 +50,15 @@ async def main() -> None:
         instructions="Answer with both °C and °F.",
         tools=[get_temperature, convert],
     )
-    async with agent.stream("How warm is it in Paris?") as run:
-        async for event in run:
-            if isinstance(event, TextDelta):
-                print(event.text, end="", flush=True)
-            elif isinstance(event, ActionStarted):
-                print(f"\n→ {event.name}({event.input})")
-            elif isinstance(event, ActionFinished):
-                print(f"← {event.result.content}")
+    async with agent:  # at the end, closes the HTTP client of a model made from a string
+        async with agent.stream("How warm is it in Paris?") as run:
+            async for event in run:
+                if isinstance(event, TextDelta):
+                    print(event.text, end="", flush=True)
+                elif isinstance(event, ActionStarted):
+                    print(f"\n→ {event.name}({event.input})")
+                elif isinstance(event, ActionFinished):
+                    print(f"← {event.result.content}")
     print(f"\nAnswer: {run.result.output}  ({run.result.usage.requests} model calls)")
 
 

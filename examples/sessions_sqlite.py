@@ -80,7 +80,7 @@ async def main() -> None:
             instructions="Remember facts about the user with your tools.",
             tools=[remember, recall],
         )
-        async with open_store(url) as store:
+        async with agent, open_store(url) as store:
             first = await agent.run("Hi! My name is Ada.", session="ada", store=store)
             print(f"run 1: {first.output}")
             second = await agent.run("What is my name?", session="ada", store=store)

@@ -84,7 +84,7 @@ async def main() -> None:
         tools=[train_time],
         output_type=Trip,
     )
-    async with agent.stream("Plan me a weekend in Paris.") as run:
+    async with agent, agent.stream("Plan me a weekend in Paris.") as run:
         async for event in run:
             if isinstance(event, StepFinished) and event.step.feedback:
                 print("answer rejected; the model is told:")

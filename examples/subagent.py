@@ -86,7 +86,9 @@ async def main() -> None:
             )
         ],
     )
-    async with editor.stream("A two-line blurb comparing Paris and Oslo museums.") as run:
+    # Leaving `editor` closes the models it made, and the researcher's (a tool of it).
+    prompt = "A two-line blurb comparing Paris and Oslo museums."
+    async with editor, editor.stream(prompt) as run:
         async for event in run:
             where = f"[{event.branch}]".ljust(28)
             if isinstance(event, RunStarted):

@@ -120,9 +120,10 @@ async def main() -> None:
         for spec in t.specs():
             print(f"  {spec.name:<14} {spec.description.splitlines()[0]}")
     print()
-    async with agent.stream(
+    prompt = (
         "Note 'Pack an umbrella for Oslo' and 'Book the Paris train', then tell me Oslo's weather."
-    ) as run:
+    )
+    async with agent, agent.stream(prompt) as run:
         mid_line = False
         async for event in run:
             if isinstance(event, TextDelta):

@@ -125,9 +125,14 @@ class RunStreamingApp:
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                await self.store.aclose()
+                await self.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def aclose(self) -> None:
+        """Close the agent (its model's HTTP client) and the session store."""
+        await self.agent.aclose()
+        await self.store.aclose()
 
     async def _stream(self, session: str, prompt: str, receive: Receive, send: Send) -> None:
         await send(
@@ -176,9 +181,9 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Serv
 
 
 async def serve(asgi: Any, host: str, port: int, *, task_status: TaskStatus[int]) -> None:
-    listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
-    task_status.started(listener.extra(SocketAttribute.local_port))
-    await listener.serve(partial(_connection, asgi, host))
+    async with await anyio.create_tcp_listener(local_host=host, local_port=port) as listener:
+        task_status.started(listener.extra(SocketAttribute.local_port))
+        await listener.serve(partial(_connection, asgi, host))
 
 
 async def _connection(asgi: Any, host: str, stream: SocketStream) -> None:
@@ -306,14 +311,18 @@ async def run_clients(n: int) -> None:
 
 
 async def main() -> None:
-    if "--clients" in sys.argv:
-        await run_clients(int(sys.argv[sys.argv.index("--clients") + 1]))
-    elif os.environ.get("CI") == "true":
-        await run_clients(50)
-    else:
-        async with anyio.create_task_group() as tg:
-            port = await tg.start(serve, app, "127.0.0.1", 8000)
-            print(f"serving on http://127.0.0.1:{port} (Ctrl-C stops)")
+    try:
+        if "--clients" in sys.argv:
+            await run_clients(int(sys.argv[sys.argv.index("--clients") + 1]))
+        elif os.environ.get("CI") == "true":
+            await run_clients(50)
+        else:
+            async with anyio.create_task_group() as tg:
+                port = await tg.start(serve, app, "127.0.0.1", 8000)
+                print(f"serving on http://127.0.0.1:{port} (Ctrl-C stops)")
+    finally:  # as an ASGI server's lifespan shutdown would
+        with anyio.CancelScope(shield=True):
+            await app.aclose()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from agentloop.testing import FunctionModel, Reply, call
 async def main(db: str, log: str, mode: str) -> None:
     @tool
     async def work(ctx: ToolContext, label: int) -> str:
+        """A test tool."""
         with open(log, "a") as f:  # noqa: ASYNC230 - a tiny append, read by another process
             f.write(f"{label}\n")
         ctx.state[f"done:{label}"] = True

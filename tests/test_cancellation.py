@@ -26,6 +26,7 @@ class Probe:
     def tool(self) -> Any:
         @tool
         async def hang() -> str:
+            """A test tool."""
             self.started.set()
             try:
                 await anyio.sleep(3600)

@@ -146,6 +146,7 @@ async def test_sync_tools_do_not_block_the_event_loop() -> None:
 
     @tool
     def blocking(seconds: float) -> str:
+        """A test tool."""
         thread_ids.append(threading.get_ident())
         time.sleep(seconds)
         return "slept"
@@ -176,6 +177,7 @@ async def test_abandoned_sync_tool_keeps_its_limiter_token_until_its_thread_ends
 
     @tool(timeout=0.05)
     def stuck() -> str:
+        """A test tool."""
         try:
             release.wait(10)
             return "late"
@@ -206,6 +208,7 @@ async def test_abandoned_sync_tool_sees_read_only_state() -> None:
 
     @tool(timeout=0.05)
     def writer(ctx: ToolContext) -> str:
+        """A test tool."""
         release.wait(10)
         try:
             ctx.state["late"] = True
@@ -227,6 +230,7 @@ async def test_a_hundred_concurrent_runs_of_one_agent_do_not_cross_talk() -> Non
 
     @tool
     async def echo(value: str) -> str:
+        """A test tool."""
         await anyio.sleep(random.random() / 100)
         return f"echo:{value}"
 
@@ -262,6 +266,7 @@ async def test_per_step_parallelism_is_bounded() -> None:
 
     @tool
     async def busy() -> str:
+        """A test tool."""
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
@@ -281,6 +286,7 @@ async def test_actions_beyond_the_per_step_limit_are_not_run() -> None:
 
     @tool
     async def tick() -> int:
+        """A test tool."""
         nonlocal count
         count += 1
         return count

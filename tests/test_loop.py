@@ -14,13 +14,14 @@ from agentloop import (
     MaxStepsExceeded,
     Message,
     OutputInvalid,
+    Plain,
     RunErrorInfo,
     RunResult,
     ToolError,
     UserError,
     tool,
 )
-from agentloop.models import TextPart, ToolCallPart, ToolResultPart
+from agentloop.models import TextPart, ToolCallPart, ToolResultPart, _registry, register_provider
 from agentloop.testing import Reply, ScriptedModel, ScriptError, call
 
 
@@ -80,6 +81,28 @@ async def test_instructions_are_a_template_and_input_is_data() -> None:
     assert messages[1].text == "{{ 7*7 }} {% if true %}x{% endif %}"
 
 
+async def test_plain_instructions_are_never_rendered() -> None:
+    """``Plain`` text reaches the model as written, braces, comments and all."""
+    model = ScriptedModel(["ok"])
+    text = "Reply with {{ user.name }} left as it is; {# is not a comment here. {% raw"
+    agent = Agent(model, instructions=Plain(text), variables={"user": "Ada"})
+    await agent.run("hi", variables={"user": "Grace"})
+    assert model.requests[0].messages[0].text == text
+    assert agent.replace(max_steps=3).render_instructions({}) == text
+
+
+async def test_template_mistakes_in_instructions_say_what_to_do() -> None:
+    """A template that does not parse fails when the agent is made; one whose variable no one
+    gives fails its run. Both errors name the instructions and the way out (``Plain``)."""
+    with pytest.raises(UserError, match=r"instructions: template syntax error.*Plain") as made:
+        Agent(ScriptedModel([]), instructions="Use {# for comments")
+    assert made.value.__cause__ is None and made.value.__suppress_context__
+    agent = Agent(ScriptedModel([]), instructions="Hello {{ user.name }}.")
+    with pytest.raises(UserError, match=r"instructions: .*'user' is undefined.*Plain"):
+        await agent.run("hi")
+    assert agent.render_instructions({"user": {"name": "Ada"}}) == "Hello Ada."
+
+
 async def test_three_step_tool_conversation_replays_every_step() -> None:
     """Two action steps then an answer; each request replays all earlier steps."""
     model = ScriptedModel(
@@ -106,6 +129,7 @@ async def test_results_are_replayed_in_the_models_order() -> None:
 
     @tool
     async def wait(seconds: float, label: str) -> str:
+        """A test tool."""
         await anyio.sleep(seconds)
         return label
 
@@ -174,6 +198,7 @@ async def test_none_is_stripped_from_fields_that_are_not_nullable() -> None:
     async def pick(
         n: int = 3, label: str | None = "x", items: list[int | None] | None = None
     ) -> str:
+        """A test tool."""
         seen.append((n, label))
         return f"{n} {label} {items}"
 
@@ -222,6 +247,40 @@ def test_reflect_off_with_output_type_is_a_user_error() -> None:
     """The two settings contradict each other."""
     with pytest.raises(UserError, match="reflect_on_tool_use=False"):
         Agent(ScriptedModel([]), reflect_on_tool_use=False, output_type=int)
+
+
+def test_an_output_type_pydantic_cannot_use_fails_when_the_agent_is_made() -> None:
+    """A type with no JSON schema is a UserError naming it, not a pydantic traceback."""
+
+    class Handle:
+        def __init__(self, fd: int) -> None:
+            self.fd = fd
+
+    with pytest.raises(UserError, match=r"output_type=.*Handle.* cannot be an answer's type") as e:
+        Agent(ScriptedModel([]), output_type=Handle)
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+    assert "arbitrary_types_allowed" not in str(e.value)
+
+
+def test_a_model_string_of_the_wrong_form_fails_when_the_agent_is_made() -> None:
+    """'gpt-4o' is not 'provider:model': the agent is not made. A provider registered after the
+    agent was made is still found when its model is first used."""
+    for spec in ("gpt-4o", "openai:", ":gpt-4o"):
+        with pytest.raises(UserError, match="not of the form 'provider:model'"):
+            Agent(spec)
+    agent = Agent("later:m")
+    register_provider("later", lambda name: ScriptedModel([], name=name))
+    try:
+        assert agent.resolved_model().name == "m"
+    finally:
+        del _registry._PROVIDERS["later"]
+
+
+async def test_run_sync_inside_an_event_loop_says_to_await_run() -> None:
+    """run_sync starts a loop of its own: from async code it is a UserError, at once."""
+    agent = Agent(ScriptedModel([]))
+    with pytest.raises(UserError, match=r"use `await agent\.run\(\.\.\.\)`"):
+        agent.run_sync("hi")
 
 
 class Weather(BaseModel):
@@ -393,6 +452,7 @@ async def test_the_run_deadline_fails_the_run(fake_time: bool, timescale: float)
 
     @tool
     async def forever() -> str:
+        """A test tool."""
         await anyio.sleep(3600)
         return "never"
 

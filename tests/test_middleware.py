@@ -29,6 +29,7 @@ from agentloop.testing import Reply, ScriptedModel, call
 def _counting_tool(counter: Counter[str]) -> Tool:
     @tool
     async def work(label: str) -> str:
+        """A test tool."""
         counter[label] += 1
         return f"did {label}"
 

@@ -54,6 +54,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ModelTimeout",
         "NothingToResume",
         "OutputInvalid",
+        "Plain",
         "PriceTable",
         "ProviderEvent",
         "ReplyTooLarge",

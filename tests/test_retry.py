@@ -95,6 +95,7 @@ async def test_a_stream_that_fails_after_an_action_started_is_not_retried_blind(
 
     @tool
     async def work(label: str) -> str:
+        """A test tool."""
         counter[label] += 1
         return label
 

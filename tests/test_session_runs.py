@@ -59,6 +59,7 @@ async def test_each_completed_step_is_committed_with_its_state_changes(store: An
 
     @tool
     async def remember(ctx: ToolContext, value: str) -> str:
+        """A test tool."""
         ctx.state[f"k{ctx.step}"] = value
         ctx.state["temp:scratch"] = value
         session = await store.get(ctx.session_id)
@@ -132,6 +133,7 @@ async def test_idempotency_key_names_session_run_step_and_tag(store: Any) -> Non
 
     @tool
     async def side_effect(ctx: ToolContext) -> str:
+        """A test tool."""
         keys.append(ctx.idempotency_key)
         return "ok"
 
@@ -148,6 +150,7 @@ async def test_a_cancelled_run_resumes_without_rerunning_committed_actions(store
 
     @tool
     async def work(ctx: ToolContext, label: str) -> str:
+        """A test tool."""
         counter[label] += 1
         if label == "second" and stop_in_step_2:
             entered.set()
@@ -211,6 +214,7 @@ async def test_a_long_run_keeps_its_lease_alive(fake_time: bool) -> None:
 
     @tool
     async def slow(ctx: ToolContext) -> str:
+        """A test tool."""
         entered.set()
         await anyio.sleep(3.0 * scale)
         return "slow done"

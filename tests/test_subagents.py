@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import anyio
+import pytest
+
 from agentloop import ActionResult, Agent, ModelRequest, ToolContext, tool
-from agentloop.testing import FunctionModel, Reply, ScriptedModel, call
+from agentloop.models import _registry, register_provider
+from agentloop.models.openai import OpenAIChatModel
+from agentloop.testing import (
+    EmulatedProvider,
+    FunctionModel,
+    ProviderServer,
+    Reply,
+    ScriptedModel,
+    call,
+)
 
 
 @tool
@@ -47,6 +61,7 @@ async def test_concurrent_calls_of_one_sub_agent_get_distinct_branches() -> None
 
     @tool
     async def where(ctx: ToolContext) -> str:
+        """A test tool."""
         branches.append(ctx.branch)
         return ctx.branch
 
@@ -86,3 +101,47 @@ async def test_a_failing_sub_agent_is_an_error_result_for_the_parent() -> None:
     assert action.error_kind == "tool_error" and "max_steps=1" in (action.error or "")
     assert action.subrun is None
     assert result.output == "recovered"
+
+
+@pytest.fixture
+def loopback() -> Iterator[ProviderServer]:
+    """A Chat Completions server on loopback, and ``"loopback:<model>"`` strings that make real
+    OpenAI drivers (with their HTTP clients) talking to it."""
+    with ProviderServer(EmulatedProvider(script=["child answer"])) as server:
+        register_provider(
+            "loopback",
+            lambda name: OpenAIChatModel(name, base_url=server.url + "/v1", api_key="k"),
+        )
+        try:
+            yield server
+        finally:
+            del _registry._PROVIDERS["loopback"]
+
+
+def _delegating_parent(child: Agent) -> Agent:
+    model = ScriptedModel([Reply(calls=[call("child", {"task": "x"})]), "done"])
+    return Agent(model, name="parent", tools=[child.as_tool()])
+
+
+def _all_closed(server: ProviderServer) -> bool:
+    return server.wait_until(lambda stats: stats.open_connections == 0, 5.0)
+
+
+async def test_closing_a_parent_closes_the_models_its_sub_agents_made(
+    loopback: ProviderServer,
+) -> None:
+    """The child's model was made by the parent's run: leaving ``async with parent`` closes it
+    (its HTTP client and connection), and the child stays usable."""
+    child = Agent("loopback:m", name="child")
+    parent = _delegating_parent(child)
+    async with parent:
+        result = await parent.run("go")
+        assert result.steps[0].actions[0].output == "child answer"
+    assert await anyio.to_thread.run_sync(_all_closed, loopback)
+
+
+def test_run_sync_closes_the_models_its_sub_agents_made(loopback: ProviderServer) -> None:
+    """run_sync's loop ends with the run: no model it made, the child's included, outlives it."""
+    child = Agent("loopback:m", name="child")
+    assert _delegating_parent(child).run_sync("go").output == "done"
+    assert _all_closed(loopback)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import warnings
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,7 +13,15 @@ import anyio.lowlevel
 import pytest
 from pydantic import BaseModel
 
-from agentloop import Agent, ToolContext, Toolkit, UserError, activity, tool
+from agentloop import (
+    Agent,
+    AgentLoopWarning,
+    ToolContext,
+    Toolkit,
+    UserError,
+    activity,
+    tool,
+)
 from agentloop.testing import Reply, ScriptedModel, call
 from agentloop.tools._schema import strip_nones
 
@@ -90,10 +100,12 @@ def test_duplicate_tool_names_fail_at_agent_construction() -> None:
     """Two tools with one name are a UserError when the Agent is built."""
 
     @tool(name="same")
-    def one() -> None: ...
+    def one() -> None:
+        """A test tool."""
 
     @tool(name="same")
-    def two() -> None: ...
+    def two() -> None:
+        """A test tool."""
 
     with pytest.raises(UserError, match="duplicate tool names: same"):
         Agent(ScriptedModel([]), tools=[one, two])
@@ -152,6 +164,7 @@ async def test_context_is_injected_and_hidden_from_the_model() -> None:
 
     @tool
     async def whoami(ctx: ToolContext, note: str) -> str:
+        """A test tool."""
         seen.update(run_id=ctx.run_id, branch=ctx.branch, key=ctx.idempotency_key, deps=ctx.deps)
         ctx.state["last_note"] = note
         return "ok"
@@ -174,6 +187,7 @@ async def test_a_context_typed_with_its_deps_is_injected_too() -> None:
 
     @tool
     async def lookup(ctx: ToolContext[Deps], key: str) -> str:
+        """Look a key up in the deps' database."""
         seen.append(ctx.deps)
         return f"{key}={ctx.deps.db}"
 
@@ -189,6 +203,7 @@ async def test_results_may_be_text_or_any_json_value() -> None:
 
     @tool
     def values(kind: str) -> Any:
+        """A value of the given kind."""
         return {"text": "plain", "model": Point(x=1), "list": [1, {"a": None}]}[kind]
 
     model = ScriptedModel(
@@ -218,6 +233,7 @@ async def test_oversized_tool_output_is_truncated_with_a_marker() -> None:
 
     @tool
     def big() -> str:
+        """A test tool."""
         return "x" * 500
 
     model = ScriptedModel([Reply(calls=[call("big", {})]), "done"])
@@ -267,6 +283,7 @@ def test_plain_tools_stay_callable() -> None:
 
     @tool
     def plus(a: int, b: int) -> int:
+        """A test tool."""
         return a + b
 
     assert plus(a=1, b=2) == 3
@@ -390,3 +407,94 @@ async def test_calls_with_one_serial_key_run_one_at_a_time() -> None:
     result = await Agent(model, tools=[work]).run("go")
     assert [a.output for a in result.steps[0].actions] == [0, 1, 2, 3]
     assert order == [0, 1, 2, 3]
+
+
+def test_a_tool_without_a_description_warns_where_it_is_defined() -> None:
+    """No docstring and no description=: the model would see a bare name. The warning points at
+    the developer's line, not into agentloop."""
+    with pytest.warns(AgentLoopWarning, match="tool 'vague' has no description") as seen:
+
+        @tool
+        def vague(x: int) -> int:
+            return x
+
+    assert len(seen) == 1 and seen[0].filename == __file__
+    assert vague.description == ""
+
+
+def test_a_parameter_without_a_type_warns_naming_it() -> None:
+    """An unannotated parameter is any JSON value, unvalidated: the warning names it."""
+    with pytest.warns(AgentLoopWarning, match="parameter 'where' has no type annotation") as seen:
+
+        @tool
+        def lookup(where, limit: int = 3) -> str:
+            """Look something up."""
+            return f"{where}:{limit}"
+
+    assert [str(w.message).count("'where'") for w in seen] == [1]
+    assert seen[0].filename == __file__
+    assert next(lookup.specs()).parameters["properties"]["where"] == {}
+
+
+def test_toolkit_activities_and_plain_functions_warn_when_the_agent_is_made() -> None:
+    """Activities and functions made tools by ``Agent(tools=...)`` are checked there."""
+
+    class Desk(Toolkit):
+        """A desk."""
+
+        @activity
+        def book(self, room: str) -> str:
+            return room
+
+    def shout(text):
+        return text.upper()
+
+    with pytest.warns(AgentLoopWarning) as seen:
+        Agent(ScriptedModel([]), tools=[Desk(), shout])
+    messages = sorted(str(w.message) for w in seen)
+    assert [m.split(":")[0] for m in messages] == [
+        "tool 'desk.book' has no description",
+        "tool 'shout' has no description",
+        "tool 'shout'",
+    ]
+    assert "parameter 'text'" in messages[2]
+    assert {w.filename for w in seen} == {__file__}
+
+
+def test_a_described_and_typed_tool_does_not_warn() -> None:
+    """A docstring, or description=, and annotated parameters: nothing to say. The context
+    parameter needs no annotation of its own to be told apart (it has one)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        @tool(description="Ping a host.")
+        def ping(host: str) -> str:
+            return host
+
+        @tool
+        async def note(ctx: ToolContext, text: str) -> str:
+            """Keep a note."""
+            return text
+
+    assert ping.description == "Ping a host." and note.description == "Keep a note."
+
+
+async def test_a_result_that_is_not_json_is_logged_with_the_tools_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The model gets an error result; the developer a warning naming the tool."""
+
+    @tool
+    def handle() -> Any:
+        """Return something that is not JSON."""
+        return threading.Lock()
+
+    caplog.set_level(logging.WARNING, logger="agentloop")
+    model = ScriptedModel([Reply(calls=[call("handle", {})]), "done"])
+    result = await Agent(model, tools=[handle]).run("go")
+    action = result.steps[0].actions[0]
+    assert action.is_error and action.error_kind == "tool_error"
+    assert "not JSON" in (action.error or "")
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1
+    assert "'handle'" in warned[0].getMessage() and "JSON" in warned[0].getMessage()

@@ -345,6 +345,7 @@ def test_the_library_is_silent_without_logging_configured(tmp_path: Path) -> Non
 
             @tool
             def broken() -> str:
+                "Always fails."
                 raise ToolError("no")
 
             model = ScriptedModel(

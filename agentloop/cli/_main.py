@@ -95,7 +95,9 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-steps", type=_positive_int, default=20, help="step limit (default 20)"
     )
-    parser.add_argument("--instructions", help="the system instructions")
+    parser.add_argument(
+        "--instructions", help="the system instructions (plain text, not a template)"
+    )
     parser.add_argument(
         "--retries", type=_count, default=3, help="retries of a failed model call (default 3)"
     )

@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
-from .. import Agent, AgentLoopError, RetryPolicy, RunError, UserError
+from .. import Agent, AgentLoopError, Plain, RetryPolicy, RunError, UserError
 from ..goals import setup_goal, start_goal
 from ._follow import Style, follow, make_view
 from ._setup import default_store_url, load_tools, make_model, open_store
@@ -50,7 +50,8 @@ def build_agent(options: AgentOptions) -> Agent:
     agent = Agent(
         model,
         name=AGENT_NAME,
-        instructions=options.instructions,
+        # Typed on a command line, with no variables to fill in: text, not a template.
+        instructions=Plain(options.instructions) if options.instructions else None,
         tools=load_tools(options.tools),
         tool_mode=options.mode,
         max_steps=options.max_steps,

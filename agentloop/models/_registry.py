@@ -47,16 +47,23 @@ def register_provider(prefix: str, factory: ModelFactory) -> None:
     _PROVIDERS[prefix] = factory
 
 
+def split_model_string(spec: str) -> tuple[str, str]:
+    """``"provider:model"`` as its two parts; ``UserError`` for a string of another form. The
+    provider need not be registered yet (``resolve_model`` looks it up)."""
+    provider, sep, name = spec.partition(":")
+    if not sep or not provider or not name:
+        raise UserError(
+            f"model string {spec!r} is not of the form 'provider:model' (for example "
+            f"'openai:gpt-4o-mini'); providers: {', '.join(_PROVIDERS)}"
+        )
+    return provider, name
+
+
 def resolve_model(spec: str | Model) -> Model:
     """A ``Model`` for ``"provider:model"`` (for example ``"anthropic:claude-sonnet-4-5"``)."""
     if isinstance(spec, Model):
         return spec
-    provider, sep, name = spec.partition(":")
-    if not sep or not name:
-        raise UserError(
-            f"model string {spec!r} is not of the form 'provider:model'; "
-            f"providers: {', '.join(_PROVIDERS)}"
-        )
+    provider, name = split_model_string(spec)
     factory = _PROVIDERS.get(provider)
     if factory is None:
         raise UserError(

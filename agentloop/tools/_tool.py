@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, final, get_origin, ove
 
 from typing_extensions import ParamSpec, TypeVar
 
-from .._errors import UserError
+from .._errors import UserError, warn
 from ..models._types import TOOL_NAME_SEPARATOR, ToolSpec, wire_tool_name
 from ._context import ToolContext
 from ._schema import args_model, json_schema, parse_docstring
@@ -171,13 +171,16 @@ def make_activity(
         descriptions=param_docs,
         localns={"ToolContext": ToolContext},
     )
+    described = (description or summary or "").strip()
+    label = tool_name if path is None else f"{tool_name}.{path}"
+    _warn_if_unclear(fn, label, described, context_params)
     target = inspect.unwrap(fn)
     is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
         getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
     )
     return Activity(
         path=path,
-        description=(description or summary or "").strip(),
+        description=described,
         fn=fn,
         args=model,
         parameters=json_schema(model),
@@ -189,6 +192,25 @@ def make_activity(
         side_effects=side_effects,
         on_invalid=on_invalid,
     )
+
+
+def _warn_if_unclear(
+    fn: Callable[..., Any], name: str, description: str, context_params: Sequence[str]
+) -> None:
+    """Tell the developer, when the tool is made, what the model would otherwise guess at: a
+    tool without a description, a parameter without a type (any JSON value, unvalidated)."""
+    if not description:
+        warn(
+            f"tool {name!r} has no description: the model sees only its name. Give its "
+            "function a docstring, or pass description=..."
+        )
+    for param in inspect.signature(fn).parameters.values():
+        if param.annotation is param.empty and param.name not in context_params:
+            warn(
+                f"tool {name!r}: parameter {param.name!r} has no type annotation, so the model "
+                "may send any JSON value and it is not validated; annotate it (e.g. "
+                f"{param.name}: str)"
+            )
 
 
 @overload

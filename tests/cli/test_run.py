@@ -107,6 +107,18 @@ def test_run_quiet_prints_the_answer_only(
     assert names == ["add", "shout", "maths__mul"]
 
 
+def test_instructions_are_plain_text(
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--instructions reach the model as typed: braces are not a template."""
+    server.enqueue(text_stream("ok"))
+    instructions = "Answer as {{ name }}; {# is not a comment here."
+    assert main(["run", "hi", *openai_args(server), "--instructions", instructions, "-q"]) == 0
+    assert capsys.readouterr().out == "ok\n"
+    system = server.requests[0].json["messages"][0]
+    assert system == {"role": "system", "content": instructions}
+
+
 def test_run_plain_shows_the_timeline(
     server: ProviderServer, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -28,6 +28,7 @@ async def test_payloads_in_every_channel_stay_literal(payload: str) -> None:
 
     @tool
     async def fetch(ctx: ToolContext) -> str:
+        """A test tool."""
         ctx.state["note"] = payload
         return f"page says {payload}"
 

@@ -90,6 +90,7 @@ async def test_a_shared_tool_limiter_bounds_all_runs() -> None:
 
     @tool
     async def work() -> str:
+        """A test tool."""
         with gauge:
             await anyio.sleep(0.01)
         return "ok"
@@ -119,6 +120,7 @@ async def test_the_default_tool_limiter_is_shared_per_loop() -> None:
 
     @tool
     async def work() -> str:
+        """A test tool."""
         with gauge:
             await release.wait()
         return "ok"
@@ -152,6 +154,7 @@ async def test_a_shared_thread_limiter_bounds_sync_tools() -> None:
 
     @tool
     def work() -> str:
+        """A test tool."""
         with gauge:
             time.sleep(0.01)
         return "ok"

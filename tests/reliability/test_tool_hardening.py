@@ -112,12 +112,14 @@ async def test_a_tools_timeout_covers_its_wait_for_a_worker_thread(
 
     @tool
     def busy() -> str:
+        """A test tool."""
         busy_started.set()
         release.wait()
         return "done"
 
     @tool(timeout=0.05)
     def quick() -> str:
+        """A test tool."""
         return "quick"
 
     limits = ToolLimits(thread_limiter=anyio.CapacityLimiter(1))
@@ -145,6 +147,7 @@ async def test_abandoned_threads_do_not_starve_sync_tools(
 
     @tool(timeout=0.05)
     def stuck() -> str:
+        """A test tool."""
         nonlocal stuck_count
         stuck_count += 1
         release.wait()
@@ -152,6 +155,7 @@ async def test_abandoned_threads_do_not_starve_sync_tools(
 
     @tool
     def fine() -> str:
+        """A test tool."""
         return "fine"
 
     limiter = anyio.CapacityLimiter(2)
@@ -193,12 +197,14 @@ async def test_a_call_waiting_for_a_thread_fails_when_the_last_token_gets_stuck(
 
     @tool(timeout=0.3)
     def hangs() -> str:
+        """A test tool."""
         started.set()
         release.wait()
         return "late"
 
     @tool
     def patient() -> str:
+        """A test tool."""
         return "ran"
 
     limits = ToolLimits(thread_limiter=anyio.CapacityLimiter(1))
@@ -271,6 +277,7 @@ async def test_late_output_of_a_blocking_async_tool_is_a_timeout() -> None:
 async def test_late_output_after_the_runs_deadline_is_not_accepted() -> None:
     @tool
     async def blocking() -> str:
+        """A test tool."""
         time.sleep(0.3)  # noqa: ASYNC251 - the point: it blocks the loop
         return "late"
 
@@ -292,12 +299,14 @@ async def test_a_tool_that_blocks_the_loop_is_named_in_a_warning(
 ) -> None:
     @tool
     async def hog() -> str:
+        """A test tool."""
         await anyio.lowlevel.checkpoint()
         time.sleep(0.2)  # noqa: ASYNC251 - the point: it blocks the loop
         return "hogged"
 
     @tool
     async def polite() -> str:
+        """A test tool."""
         await anyio.sleep(0.2)
         return "slept"
 
@@ -325,10 +334,12 @@ async def test_a_cancelled_error_raised_by_a_tool_is_an_error_result() -> None:
 
     @tool
     async def confused() -> str:
+        """A test tool."""
         raise _spurious_cancel()
 
     @tool
     def confused_sync() -> str:
+        """A test tool."""
         raise _spurious_cancel()
 
     model = ScriptedModel(
@@ -352,12 +363,14 @@ async def test_system_exit_from_a_tool_propagates_bare_and_is_not_recorded_cance
 
         @tool
         def leave() -> str:
+            """A test tool."""
             raise SystemExit(3)
 
     else:
 
         @tool
         async def leave() -> str:
+            """A test tool."""
             raise SystemExit(3)
 
     store = InMemoryStore()
@@ -414,10 +427,12 @@ def test_keyboard_interrupt_from_a_tool_propagates_bare(backend: str, name: str)
 async def test_error_messages_are_truncated_like_outputs() -> None:
     @tool
     async def loud() -> str:
+        """A test tool."""
         raise ToolError("e" * 5000)
 
     @tool
     def crash() -> str:
+        """A test tool."""
         raise ValueError("v" * 5000)
 
     async def rewrite(call_: Any, call_next: Any) -> Any:
