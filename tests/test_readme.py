@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+from agentloop.testing import EmulatedProvider, ProviderServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,3 +41,38 @@ def test_readme_code_blocks_are_valid_python() -> None:
     assert len(blocks) >= 3
     for block in blocks:
         compile(block, "README.md", "exec", flags=0x2000)  # PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+
+EXAMPLE_ANSWER = "It is 21 °C in Paris."
+
+
+def _example_block() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Example", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.+?)\n```", section, re.DOTALL)[0]
+
+
+def test_the_readme_example_prints_its_answer_once_and_leaks_nothing(tmp_path: Path) -> None:
+    """The README's example, run as written against a loopback Chat Completions server with
+    the real OpenAI driver: the answer is printed once, and nothing is left unclosed (aiohttp
+    logs an unclosed session; ResourceWarning is an error here)."""
+    script = tmp_path / "example.py"
+    script.write_text(_example_block())
+    with ProviderServer(EmulatedProvider(script=[EXAMPLE_ANSWER])) as server:
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": server.url + "/v1",
+            "OPENAI_API_KEY": "test",
+            "PYTHONPATH": str(ROOT),
+        }
+        done = subprocess.run(
+            [sys.executable, "-W", "error::ResourceWarning", str(script)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(EXAMPLE_ANSWER) == 1, done.stdout
+    assert done.stderr == ""
