@@ -9,8 +9,10 @@ every skip must say why. Remote models are blocked, so a block cannot reach a pr
 
 from __future__ import annotations
 
+import gc
 import inspect
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +27,13 @@ PAGES = sorted(GUIDES.glob("*.md"))
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setenv("AGENTLOOP_BLOCK_REMOTE_MODELS", "1")
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.chdir(tmp_path)
+    yield
+    gc.unfreeze()  # a guide shows gc.freeze(): the test process's heap stays collectable
 
 
 def run_block(block: CodeBlock, namespace: dict[str, Any], filename: str) -> None:
