@@ -26,13 +26,24 @@ ModelMiddleware: TypeAlias = Callable[[ModelRequest, ModelCall], Awaitable[Model
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCall:
-    """One action on its way to its tool; a tool middleware may ``replace`` it."""
+    """One action on its way to its tool; a tool middleware may ``replace`` it.
+
+    Args:
+        action: The action the model asked for.
+        run: The run it belongs to.
+        step: The number of the step whose reply held it.
+    """
 
     action: Action
     run: RunContext
     step: int
 
     def replace(self, **changes: Any) -> ToolCall:
+        """A copy with some fields changed (a middleware rewriting the action's input).
+
+        Args:
+            **changes: The fields to change, by name.
+        """
         return dataclasses.replace(self, **changes)
 
 

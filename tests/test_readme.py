@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.support.markdown import compile_block, python_blocks
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -31,8 +33,7 @@ def test_ci_runs_the_readme_commands_verbatim() -> None:
 
 def test_readme_code_blocks_are_valid_python() -> None:
     """Every python block in the README at least compiles (names and API are reviewed by hand)."""
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.+?)\n```", readme, re.DOTALL)
+    blocks = python_blocks((ROOT / "README.md").read_text())
     assert len(blocks) >= 3
     for block in blocks:
-        compile(block, "README.md", "exec", flags=0x2000)  # PyCF_ALLOW_TOP_LEVEL_AWAIT
+        compile_block(block, "README.md")  # top-level await allowed

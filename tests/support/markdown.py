@@ -61,4 +61,5 @@ def compile_block(block: CodeBlock, filename: str) -> CodeType:
     """The block compiled as a module, top-level ``await`` allowed; its line numbers are the
     markdown file's, so a traceback points into the page."""
     source = "\n" * block.line + block.source
-    return compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    code: CodeType = compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    return code
