@@ -375,7 +375,8 @@ class Agent:
             state: The starting state of a run without a session.
             raise_on_error: Raise the matching ``RunError`` instead of setting
                 ``result.error``.
-            run_key: Makes the submission idempotent within the session (see above).
+            run_key: Makes the submission idempotent within the session: a key seen before
+                returns that run's result, or resumes it.
         """
         launch = self._launch(
             input,
@@ -422,7 +423,8 @@ class Agent:
             state: The starting state of a run without a session.
             raise_on_error: Raise the matching ``RunError`` instead of setting
                 ``result.error``.
-            run_key: Makes the submission idempotent within the session (see above).
+            run_key: Makes the submission idempotent within the session: a key seen before
+                returns that run's result, or resumes it.
         """
         return RunStream(
             lambda emitter: self._launch(
