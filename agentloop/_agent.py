@@ -195,7 +195,11 @@ class Agent(Generic[DepsT, OutputT]):
     def replace(self, **changes: Any) -> Agent[Any, Any]:
         """A new agent with some settings changed (validated as a new agent's). To type
         checkers a new ``output_type`` or ``deps_type`` changes the agent's type (going back
-        to ``None`` does not: annotate the new agent)."""
+        to ``None`` does not: annotate the new agent).
+
+        Args:
+            **changes: Settings by name, as for ``Agent``.
+        """
         unknown = set(changes) - _SETTINGS
         if unknown:
             raise UserError(f"unknown Agent settings: {', '.join(sorted(unknown))}")
@@ -254,12 +258,22 @@ class Agent(Generic[DepsT, OutputT]):
         await self.aclose()
 
     def effective_tool_mode(self, has_tools: bool) -> ToolMode:
+        """The tool mode a run uses: ``tool_mode``, with ``"auto"`` decided by the model.
+
+        Args:
+            has_tools: Whether the run has tools (a run without any is native).
+        """
         if self.tool_mode == "auto":
             native = self.resolved_model().profile.native_tools
             return "native" if native or not has_tools else "react"
         return self.tool_mode
 
     def render_instructions(self, variables: Mapping[str, Any]) -> str | None:
+        """The instructions rendered for a run, or ``None`` without instructions.
+
+        Args:
+            variables: The run's template variables, over the agent's own.
+        """
         template = self._derived.instructions
         if template is None or isinstance(template, str):
             return template
@@ -284,6 +298,13 @@ class Agent(Generic[DepsT, OutputT]):
         template render, and lets the driver reuse the JSON it encoded for it (a ReAct system
         prompt with its tool schemas runs to kilobytes). Only the built-in templates are
         cached; a custom ``react_template`` is rendered on every run, as it may not be pure.
+
+        Args:
+            instructions: The rendered instructions.
+            tools: The run's tools.
+            tool_mode: ``"native"`` or ``"react"``.
+            teach_output: Put the output schema in the prompt (a model without native
+                structured output).
         """
         key = (instructions, tuple(tools), tool_mode, teach_output)
         cache = self._derived.system_messages
@@ -307,7 +328,11 @@ class Agent(Generic[DepsT, OutputT]):
         return message
 
     def parse_output(self, text: str) -> Any:
-        """The typed output of an answer (raises ``pydantic.ValidationError``)."""
+        """The typed output of an answer (raises ``pydantic.ValidationError``).
+
+        Args:
+            text: The answer's text.
+        """
         return parse_output(self._derived.output, text)
 
     # -- running --------------------------------------------------------------------------------
@@ -391,6 +416,21 @@ class Agent(Generic[DepsT, OutputT]):
         A result that ends without a usable answer (step limit, invalid output, refusal, …) has
         ``result.error`` set, or raises the matching ``RunError`` with ``raise_on_error=True``.
         A model failure after retries, the run's deadline and runtime faults raise.
+
+        Args:
+            input: The user's message.
+            session: The session this run continues (needs a store).
+            store: The session store, instead of the agent's ``store``.
+            wait_for_session: Seconds to wait for a session another run holds (``None``:
+                ``SessionBusy`` at once).
+            memory: Messages replayed before the input, for a run without a session.
+            variables: Template variables for the instructions, over the agent's own.
+            deps: Anything the tools and middleware need (``ToolContext.deps``).
+            state: The starting state of a run without a session.
+            raise_on_error: Raise the matching ``RunError`` instead of setting
+                ``result.error``.
+            run_key: Makes the submission idempotent within the session: a key seen before
+                returns that run's result, or resumes it.
         """
         launch = self._launch(
             input,
@@ -424,6 +464,21 @@ class Agent(Generic[DepsT, OutputT]):
 
         The events go through a bounded buffer (``event_buffer``): a slow consumer slows the
         run. Leaving the block early cancels the run cleanly. Options as for ``run``.
+
+        Args:
+            input: The user's message.
+            session: The session this run continues (needs a store).
+            store: The session store, instead of the agent's ``store``.
+            wait_for_session: Seconds to wait for a session another run holds (``None``:
+                ``SessionBusy`` at once).
+            memory: Messages replayed before the input, for a run without a session.
+            variables: Template variables for the instructions, over the agent's own.
+            deps: Anything the tools and middleware need (``ToolContext.deps``).
+            state: The starting state of a run without a session.
+            raise_on_error: Raise the matching ``RunError`` instead of setting
+                ``result.error``.
+            run_key: Makes the submission idempotent within the session: a key seen before
+                returns that run's result, or resumes it.
         """
         return RunStream[OutputT](
             lambda emitter: self._launch(
@@ -456,7 +511,16 @@ class Agent(Generic[DepsT, OutputT]):
         step that was in flight does: from its committed reply when it has one (same tags and
         idempotency keys), else by asking the model again. An expired lease is taken over; a
         live one is ``SessionBusy`` unless ``wait_for_session`` gives it time to expire. With
-        no unfinished run it raises ``NothingToResume``."""
+        no unfinished run it raises ``NothingToResume``.
+
+        Args:
+            session: The session whose last unfinished run to finish.
+            store: The session store, instead of the agent's ``store``.
+            wait_for_session: Seconds to wait for the lease of a run that still holds it.
+            deps: Anything the tools and middleware need (``ToolContext.deps``).
+            raise_on_error: Raise the matching ``RunError`` instead of setting
+                ``result.error``.
+        """
         launch = self._launch(
             "",
             Emitter(None),
@@ -472,7 +536,12 @@ class Agent(Generic[DepsT, OutputT]):
         self, *, session: str, store: SessionStore | None = None
     ) -> RunRecord | None:
         """The session's last run that never finished (what ``resume`` would pick up), or
-        ``None``. It reads the session without taking its lease."""
+        ``None``. It reads the session without taking its lease.
+
+        Args:
+            session: The session to look in.
+            store: The session store, instead of the agent's ``store``.
+        """
         store = store or self.store
         if store is None:
             raise UserError(f"session={session!r} needs a store: Agent(store=...) or store=...")
@@ -491,7 +560,16 @@ class Agent(Generic[DepsT, OutputT]):
         deps: DepsT | None = None,
         raise_on_error: bool = False,
     ) -> RunStream[OutputT]:
-        """``resume``, streamed."""
+        """``resume``, streamed.
+
+        Args:
+            session: The session whose last unfinished run to finish.
+            store: The session store, instead of the agent's ``store``.
+            wait_for_session: Seconds to wait for the lease of a run that still holds it.
+            deps: Anything the tools and middleware need (``ToolContext.deps``).
+            raise_on_error: Raise the matching ``RunError`` instead of setting
+                ``result.error``.
+        """
         return RunStream[OutputT](
             lambda emitter: self._launch(
                 "",
@@ -511,7 +589,13 @@ class Agent(Generic[DepsT, OutputT]):
         ``<parent>.<name>`` (``#<tag>`` added when calls of it overlap), with its own steps,
         limits and goal budget, sharing the parent's session state and lease. Its events reach
         the caller's stream; its steps are kept in the action's result (``subrun``) and its
-        usage is added to the parent's."""
+        usage is added to the parent's.
+
+        Args:
+            name: The tool's name (default: the agent's name).
+            description: What the tool does, for the calling model (default: a sentence naming
+                the agent).
+        """
         child = self
         tool_name = name or self.name
         doc = description or f"Delegate a task to the {self.name!r} agent and get its answer."
@@ -561,7 +645,13 @@ class Agent(Generic[DepsT, OutputT]):
     ) -> RunResult[OutputT]:
         """``run`` for scripts: starts an event loop, and closes the models' clients (made on
         that loop) before the loop ends. From async code, ``await agent.run(...)`` instead
-        (``UserError`` here)."""
+        (``UserError`` here).
+
+        Args:
+            input: The user's message.
+            backend: The event loop to start: ``"asyncio"`` or ``"trio"``.
+            **kwargs: The options of ``run``.
+        """
         if _in_event_loop():
             raise UserError(
                 "run_sync starts its own event loop and cannot run inside one: "
@@ -686,7 +776,13 @@ async def _to_end(launch: Launch, raise_on_error: bool) -> RunResult[Any]:
 class RunStream(Generic[OutputT]):
     """A streamed run: iterate it for events, then read ``result`` (a ``RunResult`` of the
     agent's output type). Use it as an async context manager; ``cancel(reason)`` stops the run
-    from any task."""
+    from any task. Made by ``Agent.stream``.
+
+    Args:
+        launch: Makes the run, given where its events go.
+        buffer: The events held for a slow consumer (``Agent.event_buffer``).
+        raise_on_error: ``result`` raises the matching ``RunError`` for a result with an error.
+    """
 
     def __init__(
         self, launch: Callable[[Emitter], Launch], *, buffer: int, raise_on_error: bool
@@ -763,7 +859,11 @@ class RunStream(Generic[OutputT]):
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the run: its tools and model stream are cancelled; ``result`` raises
-        ``RunCancelled(reason)``."""
+        ``RunCancelled(reason)``.
+
+        Args:
+            reason: Why, for ``RunCancelled``.
+        """
         if not self._done:
             self._cancel_reason = reason
             self._scope.cancel()

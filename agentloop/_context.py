@@ -26,6 +26,9 @@ class StateView(Mapping[str, Any]):
     JSON-serialisable (checked when set). ``update(key, fn)`` is an atomic read-modify-write, also
     from sync tools running in worker threads. When parallel tools write the same key, the last to
     finish wins. Goal tools take ``lock(key)`` to serialise a load → mutate → save.
+
+    Args:
+        data: The state to start from (copied).
     """
 
     __slots__ = ("_data", "_deleted", "_dirty", "_locks", "_mutex", "_read_only", "_serial")
@@ -58,6 +61,12 @@ class StateView(Mapping[str, Any]):
             self._deleted.add(key)
 
     def pop(self, key: str, default: Any = None) -> Any:
+        """Remove ``key`` and return its value.
+
+        Args:
+            key: The key to remove.
+            default: What to return when ``key`` is not set.
+        """
         if key not in self._data:
             return default
         value = self._data[key]
@@ -74,7 +83,13 @@ class StateView(Mapping[str, Any]):
         return f"StateView({self._data!r})"
 
     def update(self, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
-        """Atomically replace ``state[key]`` by ``fn(old)`` (``old`` is ``default`` if unset)."""
+        """Atomically replace ``state[key]`` by ``fn(old)`` (``old`` is ``default`` if unset).
+
+        Args:
+            key: The key to change.
+            fn: The new value as a function of the old one (called under the state's lock).
+            default: The old value when ``key`` is not set.
+        """
         self._check_writable(key)
         with self._mutex:
             new = fn(self._data.get(key, default))
@@ -85,14 +100,22 @@ class StateView(Mapping[str, Any]):
             return new
 
     def lock(self, key: str) -> anyio.Lock:
-        """A lock for a read-modify-write of ``key`` that spans awaits (one per key and run)."""
+        """A lock for a read-modify-write of ``key`` that spans awaits (one per key and run).
+
+        Args:
+            key: The key the lock guards.
+        """
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = anyio.Lock()
         return lock
 
     def serial(self, key: str) -> SerialQueue:
-        """The queue that runs work on ``key`` one at a time, in the order tickets were taken."""
+        """The queue that runs work on ``key`` one at a time, in the order tickets were taken.
+
+        Args:
+            key: The key the queue orders work on.
+        """
         queue = self._serial.get(key)
         if queue is None:
             queue = self._serial[key] = SerialQueue()

@@ -32,7 +32,15 @@ def _money(value: Decimal | float | str, what: str) -> Decimal:
 
 @dataclass(frozen=True, slots=True, init=False)
 class ModelPrice:
-    """What a million tokens cost. Cache reads and writes cost ``input`` unless given."""
+    """What a million tokens cost. Cache reads and writes cost ``input`` unless given.
+
+    Args:
+        input: The price of a million input tokens (a ``Decimal``, or a number or string
+            made one).
+        output: The price of a million output tokens.
+        cache_read: The price of a million input tokens read from the provider's cache.
+        cache_write: The price of a million input tokens written to it.
+    """
 
     input: Decimal
     output: Decimal
@@ -62,7 +70,11 @@ class ModelPrice:
         )
 
     def of(self, usage: Usage) -> Decimal:
-        """The price of ``usage``, in the table's currency."""
+        """The price of ``usage``, in the table's currency.
+
+        Args:
+            usage: The tokens to price.
+        """
         uncached = max(usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens, 0)
         total = (
             uncached * self.input
@@ -80,6 +92,12 @@ class Cost:
     ``unpriced`` names the models the table has no price for (their usage is not counted);
     ``unknown_requests`` counts model calls whose usage was never reported (a failed or cut
     stream). Either makes ``total`` a lower bound, so both are reported, never hidden.
+
+    Args:
+        total: The sum of ``by_model``.
+        by_model: The cost of each priced ``"provider:model"``.
+        unpriced: The models without a price.
+        unknown_requests: Model calls whose usage was never reported.
     """
 
     total: Decimal
@@ -98,6 +116,9 @@ class PriceTable:
 
     ``PriceTable({"openai:gpt-4o-mini": ModelPrice(input="0.15", output="0.60")})``;
     ``table.cost(result)`` prices a run, ``table.cost(action_result.subrun)`` a sub-run.
+
+    Args:
+        prices: The price of each model, by ``"provider:model"`` or ``"model"``.
     """
 
     __slots__ = ("_prices",)
@@ -109,16 +130,30 @@ class PriceTable:
         self._prices = dict(prices)
 
     def price_of(self, model: str) -> ModelPrice | None:
-        """The price for a ``"provider:model"`` key, falling back to the bare model name."""
+        """The price for a ``"provider:model"`` key, falling back to the bare model name.
+
+        Args:
+            model: The ``"provider:model"`` key of ``RunResult.usage_by_model``.
+        """
         found = self._prices.get(model)
         if found is None and ":" in model:
             found = self._prices.get(model.split(":", 1)[1])
         return found
 
     def cost(self, result: RunResult) -> Cost:
+        """The cost of a run and its sub-runs.
+
+        Args:
+            result: The run's result (or an action's ``subrun``).
+        """
         return self.cost_of(result.usage_by_model)
 
     def cost_of(self, usage_by_model: Mapping[str, Usage]) -> Cost:
+        """The cost of usage split by model.
+
+        Args:
+            usage_by_model: Usage by ``"provider:model"``, as ``RunResult.usage_by_model``.
+        """
         by_model: dict[str, Decimal] = {}
         unpriced: list[str] = []
         unknown = 0

@@ -74,7 +74,17 @@ class NothingToResume(UserError):
 
 
 class ModelError(AgentLoopError):
-    """A model call failed. Carries the provider's context where there is one."""
+    """A model call failed. Carries the provider's context where there is one.
+
+    Args:
+        message: What went wrong.
+        provider: The provider's name (``"openai"``, ``"anthropic"``), when known.
+        model: The model's name, when known.
+        status: The HTTP status of the response, if there was one.
+        request_id: The provider's request id (its ``x-request-id``), for its support.
+        body: The error body the provider sent (decoded JSON or text, bounded).
+        retry_after: Seconds the provider asked to wait before retrying (``retry-after``).
+    """
 
     retryable: bool = False
 
@@ -120,7 +130,13 @@ class ModelTimeout(ModelError):
 
 
 class ModelStreamError(ModelError):
-    """An error event inside a 200 stream, or a stream we could not decode."""
+    """An error event inside a 200 stream, or a stream we could not decode.
+
+    Args:
+        message: What went wrong.
+        retryable: Whether a new attempt may succeed (a provider's transient stream error).
+        **kwargs: The provider's context, as for ``ModelError``.
+    """
 
     def __init__(self, message: str, *, retryable: bool = False, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
@@ -171,7 +187,12 @@ def model_error_for_status(status: int) -> type[ModelHTTPError]:
 
 
 class RunError(AgentLoopError):
-    """A run ended without a usable answer. ``result`` is the run's ``RunResult``."""
+    """A run ended without a usable answer. ``result`` is the run's ``RunResult``.
+
+    Args:
+        message: Why the run has no usable answer.
+        result: The run's ``RunResult``, with its steps and usage.
+    """
 
     kind: str = "run_error"
 
@@ -222,7 +243,11 @@ class RunDeadlineExceeded(AgentLoopError):
 
 
 class RunCancelled(AgentLoopError):
-    """A streamed run was stopped with ``run.cancel(reason)``."""
+    """A streamed run was stopped with ``run.cancel(reason)``.
+
+    Args:
+        reason: The reason given to ``cancel``.
+    """
 
     def __init__(self, reason: str = "cancelled") -> None:
         super().__init__(reason)
@@ -252,7 +277,13 @@ class SessionBusy(SessionError):
 class SessionStoreError(SessionError):
     """The store's database failed: unreachable, corrupt, read-only or full. ``store`` names
     the store (an SQLite path, "PostgreSQL"), ``hint`` says what to check; the driver's own
-    exception is the ``__cause__``."""
+    exception is the ``__cause__``.
+
+    Args:
+        message: What failed.
+        store: The store: an SQLite path, or ``"PostgreSQL"``.
+        hint: What to check (reachable, corrupt, read-only, full).
+    """
 
     def __init__(self, message: str, *, store: str, hint: str) -> None:
         super().__init__(f"{store}: {message} (hint: {hint})")

@@ -21,21 +21,44 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Event:
+    """The fields every event has (documented on ``Event``).
+
+    Args:
+        run_id: The id of the run that emitted it.
+        parent_run_id: The parent run's id, for a sub-agent's run; else ``None``.
+        branch: The run's branch (the agent's name; ``parent.child`` for a sub-agent's run).
+        seq: The event's number, counted per root run (shared by its sub-runs).
+        type: The event's kind (its JSON discriminator), fixed per class.
+    """
+
     run_id: str
     parent_run_id: str | None = None
     branch: str
     seq: int
 
     def to_json(self) -> str:
+        """The event as JSON (``event_from_json`` reads it back)."""
         return _adapter().dump_json(self).decode()  # type: ignore[arg-type]
 
     @classmethod
     def from_json(cls, data: str | bytes) -> Event:
+        """The event serialised in ``data`` (any event type, as ``event_from_json``).
+
+        Args:
+            data: JSON written by ``to_json``.
+        """
         return event_from_json(data)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunStarted(_Event):
+    """A run began.
+
+    Args:
+        agent: The agent's name.
+        input: The run's input (empty for a resumed run).
+    """
+
     agent: str
     input: str
     type: Literal["run_started"] = "run_started"
@@ -43,6 +66,14 @@ class RunStarted(_Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelCallStarted(_Event):
+    """An attempt opened a provider stream.
+
+    Args:
+        attempt: The attempt's number, counted per run (retries are new attempts).
+        step: The step the call is for.
+        model: The model's name.
+    """
+
     attempt: int
     step: int
     model: str
@@ -51,6 +82,14 @@ class ModelCallStarted(_Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelCallFinished(_Event):
+    """An attempt's stream ended.
+
+    Args:
+        attempt: The attempt's number.
+        finish_reason: Why the reply ended (``stop``, ``tool_calls``, ``length``, …).
+        usage: The tokens the provider reported, if it did.
+    """
+
     attempt: int
     finish_reason: FinishReason
     usage: Usage | None = None
@@ -60,7 +99,12 @@ class ModelCallFinished(_Event):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TextDelta(_Event):
     """Text whose role is not known yet: it becomes the thought if the reply has actions,
-    else the answer (``StepFinished`` says which)."""
+    else the answer (``StepFinished`` says which).
+
+    Args:
+        attempt: The attempt that produced it (see ``AttemptDiscarded``).
+        text: The new text.
+    """
 
     attempt: int
     text: str
@@ -69,6 +113,13 @@ class TextDelta(_Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ThoughtDelta(_Event):
+    """Reasoning text: a ReAct thought, or the provider's thinking.
+
+    Args:
+        attempt: The attempt that produced it.
+        text: The new text.
+    """
+
     attempt: int
     text: str
     type: Literal["thought_delta"] = "thought_delta"
@@ -78,7 +129,13 @@ class ThoughtDelta(_Event):
 class AnswerDelta(_Event):
     """Text of ReAct answer section ``section`` (from 0 within the attempt). A reply may write
     several answers; the last is the run's answer, the earlier ones become part of the thought,
-    so a UI should show a new section in place of the previous one."""
+    so a UI should show a new section in place of the previous one.
+
+    Args:
+        attempt: The attempt that produced it.
+        text: The new text.
+        section: The answer section it belongs to, from 0.
+    """
 
     attempt: int
     text: str
@@ -89,7 +146,15 @@ class AnswerDelta(_Event):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ActionArgsDelta(_Event):
     """Arguments of action ``index`` of the attempt as they stream (``tag`` and ``name`` are
-    ``None`` while a ReAct action object is still open)."""
+    ``None`` while a ReAct action object is still open).
+
+    Args:
+        attempt: The attempt that produced it.
+        index: The action's position in the reply, from 0.
+        tag: The action's tag, once known.
+        name: The tool's name, once known.
+        text: The new piece of the arguments' JSON.
+    """
 
     attempt: int
     index: int
@@ -101,7 +166,12 @@ class ActionArgsDelta(_Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ProviderEvent(_Event):
-    """A provider block that is not an action (server-side web search, its results)."""
+    """A provider block that is not an action (server-side web search, its results).
+
+    Args:
+        attempt: The attempt that produced it.
+        part: The block, as the provider sent it.
+    """
 
     attempt: int
     part: ProviderPart
@@ -110,6 +180,16 @@ class ProviderEvent(_Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ActionStarted(_Event):
+    """A tool started (often while the reply still streams).
+
+    Args:
+        attempt: The attempt whose reply held the action.
+        tag: The action's tag.
+        name: The tool's name.
+        path: The toolkit activity, if any.
+        input: The arguments the tool receives.
+    """
+
     attempt: int
     tag: str
     name: str
@@ -120,19 +200,37 @@ class ActionStarted(_Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ActionFinished(_Event):
+    """A tool returned, or failed.
+
+    Args:
+        result: Its output or error.
+    """
+
     result: ActionResult
     type: Literal["action_finished"] = "action_finished"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StepFinished(_Event):
+    """A turn is complete: thought, actions with their results, answer.
+
+    Args:
+        step: The step, as recorded.
+    """
+
     step: Step
     type: Literal["step_finished"] = "step_finished"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AttemptDiscarded(_Event):
-    """Withdraw the text deltas of ``attempt`` (never its actions)."""
+    """Withdraw the text deltas of ``attempt`` (never its actions).
+
+    Args:
+        attempt: The attempt withdrawn.
+        reason: ``retry`` (the stream failed and is asked again), ``goal`` (goal enforcement)
+            or ``middleware`` (a model middleware discarded it).
+    """
 
     attempt: int
     reason: Literal["retry", "goal", "middleware"]
@@ -141,12 +239,24 @@ class AttemptDiscarded(_Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunFinished(_Event):
+    """The run ended with a result (``result.error`` set when it has no usable answer).
+
+    Args:
+        result: The run's result.
+    """
+
     result: RunResult
     type: Literal["run_finished"] = "run_finished"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunFailed(_Event):
+    """The run failed: a model error after retries, its deadline, or a runtime fault.
+
+    Args:
+        error: What failed.
+    """
+
     error: RunErrorInfo
     type: Literal["run_failed"] = "run_failed"
 
@@ -167,6 +277,9 @@ Event: TypeAlias = (
     | RunFinished
     | RunFailed
 )
+"""Any event a run streams. Every event has ``run_id``, ``parent_run_id`` (a sub-agent's
+parent run, else ``None``), ``branch``, ``seq`` (counted per root run, shared by its sub-runs)
+and ``type`` (its JSON discriminator); ``to_json()`` serialises it."""
 
 EVENT_TYPES: tuple[type[_Event], ...] = (
     RunStarted,
@@ -194,7 +307,11 @@ def _adapter() -> TypeAdapter[Event]:
 
 
 def event_from_json(data: str | bytes) -> Event:
-    """Parse an event serialised with ``to_json()``."""
+    """Parse an event serialised with ``to_json()``.
+
+    Args:
+        data: The JSON text.
+    """
     return _adapter().validate_json(data)
 
 

@@ -16,7 +16,13 @@ if TYPE_CHECKING:
 class Instrumentation:
     """How runs are traced. ``tracer_provider`` defaults to OpenTelemetry's global provider;
     ``include_content`` records prompts, replies, tool arguments and results in spans and
-    debug logs (off by default: they may hold personal data)."""
+    debug logs (off by default: they may hold personal data).
+
+    Args:
+        tracer_provider: The OpenTelemetry ``TracerProvider`` spans go to (``None``: the
+            global one).
+        include_content: Record prompts, replies, tool arguments and results.
+    """
 
     tracer_provider: TracerProvider | None = None
     include_content: bool = False

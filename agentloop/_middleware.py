@@ -34,13 +34,24 @@ DepsT = TypeVar("DepsT", default=Any)
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCall(Generic[DepsT]):
     """One action on its way to its tool; a tool middleware may ``replace`` it. A middleware
-    that takes a ``ToolCall[Deps]`` sees ``call.run.deps`` typed."""
+    that takes a ``ToolCall[Deps]`` sees ``call.run.deps`` typed.
+
+    Args:
+        action: The action the model asked for.
+        run: The run it belongs to.
+        step: The number of the step whose reply held it.
+    """
 
     action: Action
     run: RunContext[DepsT]
     step: int
 
     def replace(self, **changes: Any) -> ToolCall[DepsT]:
+        """A copy with some fields changed (a middleware rewriting the action's input).
+
+        Args:
+            **changes: The fields to change, by name.
+        """
         return dataclasses.replace(self, **changes)
 
 

@@ -37,7 +37,12 @@ RESPONSE_MARKER = "<|Response|>"
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Ruleset:
-    """A named list of rules, added to the system message."""
+    """A named list of rules, added to the system message.
+
+    Args:
+        name: The ruleset's name, its heading in the system message.
+        rules: The rules, one line each.
+    """
 
     name: str
     rules: tuple[str, ...]

@@ -29,6 +29,16 @@ class RetryPolicy:
     its bytes trickle in (600 s by default: keep-alives cannot hold an attempt forever);
     ``idle_timeout`` the silence between two deltas of a stream (off by default: it costs a
     timer per delta; the drivers' HTTP read timeout already bounds the silence between bytes).
+
+    Args:
+        max_attempts: Attempts of one model call, the first included (1: never retry).
+        initial_wait: Seconds before the first retry; doubled for each one after.
+        max_wait: The longest backoff wait, in seconds.
+        max_retry_after: The longest ``retry-after`` honoured, in seconds.
+        jitter: The share of each backoff wait taken off at random (0..1).
+        deadline: Seconds for all attempts and waits of one model call together.
+        attempt_timeout: Seconds for one attempt, however its bytes trickle in.
+        idle_timeout: Seconds of silence allowed between two deltas of a stream.
     """
 
     max_attempts: int = 4
@@ -49,7 +59,12 @@ class RetryPolicy:
                 raise UserError(f"RetryPolicy.{name} must be positive")
 
     def wait_for(self, error: BaseException | None, attempt: int) -> float:
-        """Seconds to wait before attempt ``attempt + 1``."""
+        """Seconds to wait before attempt ``attempt + 1``.
+
+        Args:
+            error: The error of the attempt that failed (its ``retry_after`` is honoured).
+            attempt: The number of the attempt that failed, from 1.
+        """
         retry_after = getattr(error, "retry_after", None)
         if isinstance(retry_after, int | float) and retry_after >= 0:
             return float(min(retry_after, self.max_retry_after))
@@ -59,7 +74,12 @@ class RetryPolicy:
     def next_wait(self, error: BaseException, attempt: int) -> float | None:
         """After attempt number ``attempt`` failed with ``error``: the seconds to wait before
         the next one, or ``None`` when the policy gives up (the error is not retryable, or no
-        attempt is left)."""
+        attempt is left).
+
+        Args:
+            error: The error of the attempt that failed.
+            attempt: The number of the attempt that failed, from 1.
+        """
         from tenacity import RetryCallState, retry_if_exception, stop_after_attempt
 
         state = RetryCallState(_retrying(), None, (), {})

@@ -45,7 +45,12 @@ _logger = logging.getLogger("agentloop")
 class Memory:
     """How much of a session's earlier runs a new run sees: at most ``max_runs`` runs, and at
     most ``max_tokens`` tokens (provider-reported where known, else characters / 4); the oldest
-    are dropped first."""
+    are dropped first.
+
+    Args:
+        max_runs: The most earlier runs replayed (0: none).
+        max_tokens: The most tokens they may take (``None``: no token bound).
+    """
 
     max_runs: int = 20
     max_tokens: int | None = None

@@ -29,7 +29,15 @@ ActionErrorKind: TypeAlias = Literal[
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Action:
-    """One action the model asked for: ``name``/``path`` address a tool activity."""
+    """One action the model asked for: ``name``/``path`` address a tool activity.
+
+    Args:
+        tag: The action's id within its step (the provider's call id, or the ReAct ``tag``).
+        name: The tool's name.
+        path: The activity of a toolkit (``None`` for a plain tool).
+        input: The arguments (parsed JSON; the raw text when they did not parse).
+        attempt: The model-call attempt whose reply held the action.
+    """
 
     tag: str
     name: str
@@ -41,7 +49,20 @@ class Action:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ActionResult:
     """What an action produced: ``output`` (text or a JSON value), or ``error`` (a message the
-    model sees next step) with its ``error_kind``."""
+    model sees next step) with its ``error_kind``.
+
+    Args:
+        tag: The action's id within its step.
+        name: The tool's name.
+        path: The activity of a toolkit (``None`` for a plain tool).
+        input: The arguments the tool received (after validation).
+        output: What the tool returned (``None`` on error).
+        error: The error message the model is shown, or ``None``.
+        error_kind: Why it failed: ``invalid_action``, ``unknown_tool``, ``invalid_arguments``,
+            ``tool_error``, ``timeout``, ``too_many_actions``, ``duplicate_tag`` or ``not_run``.
+        attempt: The model-call attempt whose reply held the action.
+        subrun: A sub-agent's run (``Agent.as_tool``), with its steps.
+    """
 
     tag: str
     name: str
@@ -85,6 +106,18 @@ class Step:
     this step's own turn. ``feedback`` is the runtime's message to the model after this step
     (asking it to keep going, or the validation errors of an answer). ``parts`` is the reply as
     the provider sent it, replayed in native mode.
+
+    Args:
+        index: The step's number in its run, from 0.
+        attempt: The model-call attempt whose reply this step is.
+        thought: The visible reasoning that came with the actions.
+        actions: The actions' results, in the model's order.
+        carried: Results of actions started in a discarded attempt (see above).
+        answer: The answer text, on the final step.
+        feedback: The runtime's message to the model after this step.
+        parts: The reply as the provider sent it.
+        finish_reason: Why the reply ended (``stop``, ``tool_calls``, ``length``, …).
+        usage: The tokens of this step's model call.
     """
 
     index: int
@@ -108,7 +141,13 @@ class Step:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunErrorInfo:
-    """Why a run ended without a usable answer (``RunResult.error``)."""
+    """Why a run ended without a usable answer (``RunResult.error``).
+
+    Args:
+        kind: ``max_steps_exceeded``, ``output_invalid``, ``reply_too_large``, ``refused``,
+            ``truncated`` or ``content_filtered`` (the ``RunError`` subclass it raises as).
+        message: What happened, in words.
+    """
 
     kind: str
     message: str
@@ -127,6 +166,19 @@ class RunResult(Generic[OutputT]):
     matching ``RunError``. ``usage`` counts every model call of the run and its sub-runs,
     discarded attempts included; ``usage_by_model`` splits it by ``"provider:model"`` (what
     ``PriceTable.cost`` prices).
+
+    Args:
+        run_id: The run's id.
+        agent: The agent's name.
+        branch: The run's branch (``parent.child`` for a sub-agent's run).
+        output: The typed answer, the answer text, or the actions' results (see above);
+            ``None`` when ``error`` is set.
+        text: The answer as text.
+        steps: Every step of the run, in order.
+        usage: Tokens and requests of the run and its sub-runs.
+        error: Why the run ended without a usable answer, or ``None``.
+        state: The run's state at its end (a session's persistent keys, or ``state=``'s).
+        usage_by_model: ``usage`` split by ``"provider:model"``.
     """
 
     run_id: str

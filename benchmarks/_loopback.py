@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import resource
@@ -342,14 +343,51 @@ def setup(config: str, url: str, cap: int) -> contextlib.AbstractAsyncContextMan
 # -- workers -----------------------------------------------------------------------------------
 
 
+class GcMeter:
+    """Counts the garbage collector's passes per generation and the CPU time they take (a
+    callback on every pass: a little overhead of its own, so it is opt-in)."""
+
+    def __init__(self) -> None:
+        self.passes = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._start = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            generation = info["generation"]
+            self.passes[generation] += 1
+            self.seconds[generation] += time.process_time() - self._start
+
+    def __enter__(self) -> GcMeter:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+
 def _scale_worker(
-    config: str, url: str, sessions: int, rounds: int, cap: int, profile: str | None
+    config: str,
+    url: str,
+    sessions: int,
+    rounds: int,
+    cap: int,
+    profile: str | None,
+    *,
+    gc_freeze: bool = False,
+    gc_stats: bool = False,
 ) -> dict[str, Any]:
     check_fds(cap + FD_MARGIN)
+    meter = GcMeter()
 
     async def main() -> dict[str, Any]:
         async with setup(config, url, cap) as run:
             await run(min(sessions, 4))  # warm-up: imports, first connections, caches
+            if gc_freeze:  # what a service does after start-up (docs: many sessions)
+                gc.collect()
+                gc.freeze()
             startup_peak = peak_rss_kib()
             base = rss_kib()
             reset_peak_rss()
@@ -359,18 +397,19 @@ def _scale_worker(
 
                 prof = cProfile.Profile()
                 prof.enable()
-            await run(sessions)
-            # Memory per session from the first round: later rounds measure the allocator's
-            # high-water mark more than the sessions.
-            first_peak = peak_rss_kib()
-            for _ in range(rounds - 1):
+            with meter if gc_stats else contextlib.nullcontext():
                 await run(sessions)
+                # Memory per session from the first round: later rounds measure the
+                # allocator's high-water mark more than the sessions.
+                first_peak = peak_rss_kib()
+                for _ in range(rounds - 1):
+                    await run(sessions)
             if profile:
                 prof.disable()
                 prof.dump_stats(profile)
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         peak = max(startup_peak, peak_rss_kib())
-        return {
+        result: dict[str, Any] = {
             "cpu": cpu,
             "wall": wall / rounds,
             "turns": 2 * sessions * rounds,
@@ -378,6 +417,9 @@ def _scale_worker(
             "rss_peak": peak,
             "rss_first_peak": first_peak,
         }
+        if gc_stats:
+            result["gc_passes"], result["gc_seconds"] = meter.passes, meter.seconds
+        return result
 
     return anyio.run(main, backend="asyncio")
 
@@ -390,14 +432,22 @@ def measure(
     *,
     rounds: int = 1,
     profile: str | None = None,
+    gc_freeze: bool = False,
+    gc_stats: bool = False,
 ) -> dict[str, Any]:
     """Run ``rounds`` rounds of ``sessions`` concurrent sessions of ``config`` in a fresh worker
     process: CPU seconds, wall seconds per round, turns, resident KiB after warm-up
-    (``rss_base``), at its peak after the first round (``rss_first_peak``) and overall."""
+    (``rss_base``), at its peak after the first round (``rss_first_peak``) and overall. With
+    ``gc_freeze`` the worker freezes its heap after warm-up; with ``gc_stats`` it also reports
+    the collector's passes and CPU seconds per generation (``gc_passes``, ``gc_seconds``)."""
     cmd = [*_worker_cmd(config, url), "--sessions", str(sessions), "--rounds", str(rounds)]
     cmd += ["--cap", str(cap)]
     if profile:
         cmd += ["--profile", profile]
+    if gc_freeze:
+        cmd.append("--gc-freeze")
+    if gc_stats:
+        cmd.append("--gc-stats")
     result: dict[str, Any] = _run_worker(cmd, f"{config} at S={sessions}")
     return result
 
@@ -546,6 +596,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--cap", type=int, default=1000)
     parser.add_argument("--profile", default=None)
+    parser.add_argument("--gc-freeze", action="store_true")
+    parser.add_argument("--gc-stats", action="store_true")
     args = parser.parse_args(argv)
     result: Any
     if args.worker == "first-event":
@@ -554,7 +606,14 @@ def main(argv: list[str] | None = None) -> int:
         result = _history_worker(args.url, args.sessions, args.rounds)
     else:
         result = _scale_worker(
-            args.worker, args.url, args.sessions, args.rounds, args.cap, args.profile
+            args.worker,
+            args.url,
+            args.sessions,
+            args.rounds,
+            args.cap,
+            args.profile,
+            gc_freeze=args.gc_freeze,
+            gc_stats=args.gc_stats,
         )
     print(json.dumps(result))
     return 0

@@ -24,7 +24,9 @@ and to the SDK loop measured in the same run. Targets: CPU per turn at S = 100 a
 2x the floor; memory per session within 2x the floor's.
 
 Run: ``python -m benchmarks.bench_scale [--smoke] [--sessions 1,100,1000,10000]
-[--configs floor,sdk-httpx,agent-openai-chat,...] [--cap 1000]``
+[--configs floor,sdk-httpx,agent-openai-chat,...] [--cap 1000] [--gc-freeze] [--gc-stats]``
+(``--gc-freeze``: every client calls ``gc.collect()`` and ``gc.freeze()`` after its warm-up, as a
+service would after start-up; ``--gc-stats``: a second table of the collector's passes and CPU).
 """
 
 from __future__ import annotations
@@ -61,6 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", default=None, help="comma-separated S values")
     parser.add_argument("--configs", default=None, help="comma-separated configurations")
     parser.add_argument("--cap", type=int, default=1000, help="connection cap of every client")
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.collect() and gc.freeze() in every client after its warm-up",
+    )
+    parser.add_argument(
+        "--gc-stats", action="store_true", help="also report the garbage collector's work"
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sessions.split(",")] if args.sessions else None
     sizes = sizes or (SMOKE_SIZES if args.smoke else SIZES)
@@ -79,22 +89,54 @@ def main(argv: list[str] | None = None) -> int:
             # CPU per turn counts: another process busy meanwhile inflates one run, not the ratio.
             for _ in range(1 if args.smoke or size > 1_000 else 2):
                 for config in configs:
-                    r = measure(config, server.url, size, cap, rounds=rounds)
+                    r = measure(
+                        config,
+                        server.url,
+                        size,
+                        cap,
+                        rounds=rounds,
+                        gc_freeze=args.gc_freeze,
+                        gc_stats=args.gc_stats,
+                    )
                     best = results.get((size, config))
                     if best is None or _per_turn(r) < _per_turn(best):
                         results[size, config] = r
     print(_table(results, sizes, configs))
     print(_verdict(results, sizes, configs))
+    if args.gc_stats:
+        print(_gc_table(results, sizes, configs))
     print(
         "\nTwo turns per session (two parallel tool calls, then a streamed text answer); "
         f"connection cap min({args.cap}, S) for every client; wall time per round of S sessions; "
         "KiB/session = (peak RSS in the first round - RSS after warm-up) / S."
+        + (" gc.freeze() after each client's warm-up." if args.gc_freeze else "")
     )
     return 0
 
 
 def _per_turn(r: dict[str, Any]) -> float:
     return float(r["cpu"]) / int(r["turns"]) * 1000
+
+
+def _gc_table(
+    results: dict[tuple[int, str], dict[str, Any]], sizes: list[int], configs: list[str]
+) -> str:
+    """The collector's share of the work: full (generation 2) passes and CPU per turn."""
+    lines = [
+        "\n| S | client | full passes / round | GC CPU µs/turn | of which full passes | GC share |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for size in sizes:
+        for config in configs:
+            r = results[size, config]
+            turns, rounds = int(r["turns"]), int(r["turns"]) // (2 * size)
+            seconds = r["gc_seconds"]
+            lines.append(
+                f"| {size:,} | {LABELS[config]} | {r['gc_passes'][2] / rounds:.1f} "
+                f"| {sum(seconds) / turns * 1e6:.0f} | {seconds[2] / turns * 1e6:.0f} "
+                f"| {sum(seconds) / r['cpu']:.0%} |"
+            )
+    return "\n".join(lines)
 
 
 def _kib(r: dict[str, Any], size: int) -> float:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from agentloop.testing import EmulatedProvider, ProviderServer
+from tests.support.markdown import compile_block, python_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,11 +37,10 @@ def test_ci_runs_the_readme_commands_verbatim() -> None:
 
 def test_readme_code_blocks_are_valid_python() -> None:
     """Every python block in the README at least compiles (names and API are reviewed by hand)."""
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.+?)\n```", readme, re.DOTALL)
+    blocks = python_blocks((ROOT / "README.md").read_text())
     assert len(blocks) >= 3
     for block in blocks:
-        compile(block, "README.md", "exec", flags=0x2000)  # PyCF_ALLOW_TOP_LEVEL_AWAIT
+        compile_block(block, "README.md")  # top-level await allowed
 
 
 EXAMPLE_ANSWER = "It is 21 °C in Paris."
@@ -49,7 +49,7 @@ EXAMPLE_ANSWER = "It is 21 °C in Paris."
 def _example_block() -> str:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Example", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.+?)\n```", section, re.DOTALL)[0]
+    return python_blocks(section)[0].source
 
 
 def test_the_readme_example_prints_its_answer_once_and_leaks_nothing(tmp_path: Path) -> None:

@@ -37,7 +37,16 @@ DEFAULT_NUDGE = (
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RetryEvent:
     """What ``on_retry`` observes: an interception (``blocked``) or the spent budget
-    (``exhausted``, after which the final answer passes)."""
+    (``exhausted``, after which the final answer passes).
+
+    Args:
+        reason: ``blocked`` or ``exhausted``.
+        agent_name: The agent's name.
+        branch: The run's branch, whose goal it is.
+        goal: The goal, as it stood.
+        attempt_number: The interception's number in this run and branch, from 1.
+        max_retries: The budget (``GoalOptions.max_retries``).
+    """
 
     reason: Literal["blocked", "exhausted"]
     agent_name: str
@@ -49,7 +58,19 @@ class RetryEvent:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GoalOptions:
-    """How goals work for an agent (see ``setup_goal``)."""
+    """How goals work for an agent (see ``setup_goal``).
+
+    Args:
+        state_key_prefix: Goals live under ``<prefix>:<branch>`` in the session state (never
+            ``temp:``).
+        inject_guidance: Add ``guidance`` to the system prompt.
+        guidance: The goal protocol taught to the model.
+        max_retries: Interceptions per run and branch; then the answer passes.
+        nudge_template: The message after an intercepted answer; ``{attempt}``,
+            ``{max_retries}`` and ``{objective}`` are filled in.
+        on_retry: Called with a ``RetryEvent`` on each interception and when the budget is
+            spent.
+    """
 
     state_key_prefix: str = DEFAULT_PREFIX
     inject_guidance: bool = True
@@ -73,7 +94,11 @@ class GoalOptions:
 
 class GoalEnforcement:
     """The middleware. It holds no per-run state: the retry budget lives in the run's scratch,
-    which is per run and per branch, so concurrent runs and sub-agents each get their own."""
+    which is per run and per branch, so concurrent runs and sub-agents each get their own.
+
+    Args:
+        options: How goals work.
+    """
 
     requires_reflection = True
 
@@ -150,6 +175,10 @@ def setup_goal(agent: Agent, options: GoalOptions | None = None) -> Agent:
 
     The root run's branch is the agent's name, so its goal lives under ``goal:<name>``; a
     sub-agent's under ``goal:<parent>.<child>``.
+
+    Args:
+        agent: The agent to extend (unchanged: a new one is returned).
+        options: How goals work (default: ``GoalOptions()``).
     """
     options = options or GoalOptions()
     toolset = GoalToolSet(state_key_prefix=options.state_key_prefix)

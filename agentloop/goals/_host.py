@@ -39,6 +39,18 @@ async def start_goal(
     Like a run, it takes the session's lease to commit (and releases it at once): while a run
     holds the session it raises ``SessionBusy``, or waits up to ``wait_for_session`` seconds
     for the lease. A ``temp:`` prefix is refused (``UserError``): the goal must persist.
+
+    Args:
+        store: The session store.
+        session_id: The session.
+        objective: What "done" means, in words the model reads.
+        branch: The branch the goal is for (default: ``agent.name``).
+        agent: The agent whose root branch gets the goal (when ``branch`` is not given).
+        state_key_prefix: As ``GoalOptions.state_key_prefix``.
+        app: The application of a session created here.
+        user: The user of a session created here.
+        wait_for_session: Seconds to wait for a lease a run holds (``None``: ``SessionBusy``
+            at once).
     """
     from ..sessions import StateChangeRecord
 

@@ -28,7 +28,16 @@ class GoalStatus(StrEnum):
 
 
 class GoalRecord(BaseModel):
-    """A session goal. Persisted (and shown to the model) with camelCase field names."""
+    """A session goal. Persisted (and shown to the model) with camelCase field names.
+
+    Attributes:
+        id: The goal's id (a new one for each goal set).
+        objective: What "done" means.
+        status: ``active``, ``complete`` or ``blocked``.
+        created_at_unix: When it was set, in unix seconds.
+        updated_at_unix: When its status last changed.
+        terminal_at_unix: When it became complete or blocked, if it did.
+    """
 
     model_config = ConfigDict(
         frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore"
@@ -43,6 +52,12 @@ class GoalRecord(BaseModel):
 
     @classmethod
     def new(cls, objective: str, *, now: int | None = None) -> GoalRecord:
+        """A fresh active goal.
+
+        Args:
+            objective: What "done" means.
+            now: The time, in unix seconds (default: now).
+        """
         at = int(time.time()) if now is None else now
         return cls(
             id=uuid.uuid4().hex,
@@ -53,6 +68,12 @@ class GoalRecord(BaseModel):
         )
 
     def with_status(self, status: GoalStatus, *, now: int | None = None) -> GoalRecord:
+        """This goal with a new status (a terminal one stamps ``terminal_at_unix``).
+
+        Args:
+            status: The new status.
+            now: The time, in unix seconds (default: now).
+        """
         at = int(time.time()) if now is None else now
         return self.model_copy(
             update={
@@ -92,7 +113,13 @@ def decode_goal(value: Any) -> GoalRecord | None:
 def get_goal_record(
     session: Any, *, branch: str | None = None, prefix: str = DEFAULT_PREFIX
 ) -> GoalRecord | None:
-    """The goal of a session (anything with a ``state`` mapping, or the mapping itself)."""
+    """The goal of a session (anything with a ``state`` mapping, or the mapping itself).
+
+    Args:
+        session: A ``Session``, a ``StateView``, or a state mapping.
+        branch: The branch whose goal to read (``None``: the key ``<prefix>`` alone).
+        prefix: As ``GoalOptions.state_key_prefix``.
+    """
     state = getattr(session, "state", session)
     if not isinstance(state, Mapping):
         return None
@@ -103,7 +130,11 @@ _ICONS = {GoalStatus.ACTIVE: "🎯", GoalStatus.COMPLETE: "✅", GoalStatus.BLOC
 
 
 def render_goal(goal: GoalRecord | None) -> str:
-    """A short status card for logs, demos and REST answers."""
+    """A short status card for logs, demos and REST answers.
+
+    Args:
+        goal: The goal, or ``None`` (rendered as no goal).
+    """
     if goal is None:
         return "(no goal)"
     lines = [

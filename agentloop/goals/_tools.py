@@ -31,7 +31,11 @@ _EXPECTED = {
 
 
 class GoalToolSet:
-    """The three goal tools, as a ``Toolset``. Use ``setup_goal`` to also enforce the goal."""
+    """The three goal tools, as a ``Toolset``. Use ``setup_goal`` to also enforce the goal.
+
+    Args:
+        state_key_prefix: As ``GoalOptions.state_key_prefix``.
+    """
 
     def __init__(self, *, state_key_prefix: str = DEFAULT_PREFIX) -> None:
         if state_key_prefix.startswith("temp:"):
@@ -40,9 +44,19 @@ class GoalToolSet:
         self._tools = tuple(self._build())
 
     async def list_tools(self, ctx: RunContext) -> Sequence[Tool]:
+        """``create_goal``, ``get_goal`` and ``update_goal``.
+
+        Args:
+            ctx: The run that starts.
+        """
         return self._tools
 
     def key(self, branch: str) -> str:
+        """The state key of a branch's goal.
+
+        Args:
+            branch: The branch.
+        """
         return state_key(self.prefix, branch)
 
     def _build(self) -> list[Tool]:

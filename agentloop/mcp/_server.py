@@ -75,6 +75,14 @@ class MCPServer(ABC):
     command and script, or its URL without credentials). A server that dies makes its calls in flight error
     results and every later call fails with an error saying so; a run that starts with a
     shared connection that has closed fails with ``MCPServerError``.
+
+    Args:
+        name: Labels the server in errors.
+        prefix: Joined to each tool's name with ``_``.
+        allow: Only these of the server's tools (by the server's names).
+        deny: None of these.
+        timeout: Seconds for connecting, listing and closing.
+        tool_timeout: Seconds for one tool call.
     """
 
     def __init__(
@@ -133,7 +141,11 @@ class MCPServer(ABC):
             await scope.__aexit__(exc_type, exc, tb)
 
     def run_scope(self, ctx: RunContext) -> AbstractAsyncContextManager[None]:
-        """Connect for this run, unless the caller holds a connection (``async with``)."""
+        """Connect for this run, unless the caller holds a connection (``async with``).
+
+        Args:
+            ctx: The run that starts.
+        """
         if self._shared is not None:
             return nullcontext()
         return self._run_connection(ctx)
@@ -152,6 +164,9 @@ class MCPServer(ABC):
         """The server's tools as agentloop tools (listed once per connection).
 
         Without ``ctx`` (outside a run) the server must be entered with ``async with``.
+
+        Args:
+            ctx: The run that lists them, or ``None`` outside a run.
         """
         connection = ctx.scratch(self).get(_SCRATCH_KEY) if ctx is not None else None
         if connection is None:
@@ -195,6 +210,20 @@ class MCPStdioServer(MCPServer):
     ``env`` is added to the few variables the SDK passes on (``HOME``, ``PATH``, ``USER``…),
     not to the whole environment. The server's stderr goes to ``stderr`` (ours by default).
     Leaving the connection closes the server's stdin, then terminates it if it does not exit.
+    The other options are ``MCPServer``'s.
+
+    Args:
+        command: The program to run.
+        args: Its arguments.
+        env: Variables added to its environment.
+        cwd: Its working directory.
+        stderr: Where its stderr goes (default: ours).
+        name: As for ``MCPServer`` (default: the command and script).
+        prefix: As for ``MCPServer``.
+        allow: As for ``MCPServer``.
+        deny: As for ``MCPServer``.
+        timeout: As for ``MCPServer``.
+        tool_timeout: As for ``MCPServer``.
     """
 
     def __init__(
@@ -238,7 +267,18 @@ class MCPStdioServer(MCPServer):
 
 class MCPHttpServer(MCPServer):
     """An MCP server at a streamable-HTTP URL (``https://…/mcp``), with ``headers`` on every
-    request (an ``Authorization`` header, say)."""
+    request (an ``Authorization`` header, say). The other options are ``MCPServer``'s.
+
+    Args:
+        url: The server's URL (``http://`` or ``https://``).
+        headers: Headers sent with every request.
+        name: As for ``MCPServer`` (default: the URL without credentials).
+        prefix: As for ``MCPServer``.
+        allow: As for ``MCPServer``.
+        deny: As for ``MCPServer``.
+        timeout: As for ``MCPServer``.
+        tool_timeout: As for ``MCPServer``.
+    """
 
     def __init__(
         self,

@@ -41,7 +41,11 @@ class _Call:
 
 
 class ResponseBuilder:
-    """Collects deltas into parts. Each piece of text is copied once, when its part closes."""
+    """Collects deltas into parts. Each piece of text is copied once, when its part closes.
+
+    Args:
+        provider: The provider whose reasoning this is (set on ``ThoughtPart.provider``).
+    """
 
     def __init__(self, *, provider: str | None = None) -> None:
         self._provider = provider
@@ -55,6 +59,11 @@ class ResponseBuilder:
         self.refusal: str | None = None
 
     def add(self, delta: ModelDelta) -> None:
+        """Take the next delta of the stream.
+
+        Args:
+            delta: The delta.
+        """
         match delta:
             case TextPiece(text=text):
                 self._open("text")
@@ -88,7 +97,11 @@ class ResponseBuilder:
                     self.refusal = delta.refusal
 
     def sealed_call(self, id: str) -> ToolCallPart:
-        """The finished part for a sealed call (the runtime starts it right away)."""
+        """The finished part for a sealed call (the runtime starts it right away).
+
+        Args:
+            id: The call's id.
+        """
         call = self._call(id)
         if call.part is not None:
             return call.part
@@ -102,7 +115,11 @@ class ResponseBuilder:
         return part
 
     def build(self, **fields: Any) -> ModelResponse:
-        """The response so far. Calls the stream never sealed keep the arguments seen."""
+        """The response so far. Calls the stream never sealed keep the arguments seen.
+
+        Args:
+            **fields: Fields of the ``ModelResponse`` besides its parts (usage, finish reason).
+        """
         self._close()
         by_slot = {call.slot: call.id for call in self._calls.values()}
         parts: tuple[Part, ...] = tuple(
@@ -158,7 +175,12 @@ class ResponseBuilder:
 async def collect(
     deltas: AsyncIterator[ModelDelta], *, provider: str | None = None
 ) -> ModelResponse:
-    """Drain a delta stream into a response (for tests and non-streaming callers)."""
+    """Drain a delta stream into a response (for tests and non-streaming callers).
+
+    Args:
+        deltas: The stream.
+        provider: As for ``ResponseBuilder``.
+    """
     builder = ResponseBuilder(provider=provider)
     async for delta in deltas:
         builder.add(delta)

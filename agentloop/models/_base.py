@@ -31,7 +31,11 @@ class Model(ABC):
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> ModelStream:
-        """Open one streamed reply to ``request``."""
+        """Open one streamed reply to ``request``.
+
+        Args:
+            request: The model call: messages, tools, settings.
+        """
 
     async def aclose(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Release what the driver holds (its HTTP client, when it created one)."""

@@ -41,7 +41,12 @@ _PROVIDERS: dict[str, ModelFactory] = {
 
 
 def register_provider(prefix: str, factory: ModelFactory) -> None:
-    """Make ``"prefix:name"`` resolve to ``factory(name)`` (a later registration replaces one)."""
+    """Make ``"prefix:name"`` resolve to ``factory(name)`` (a later registration replaces one).
+
+    Args:
+        prefix: The provider prefix, before the ``:``.
+        factory: Makes a ``Model`` of the model's name (what follows the ``:``).
+    """
     if not prefix or ":" in prefix:
         raise UserError(f"a provider prefix is a non-empty name without ':', not {prefix!r}")
     _PROVIDERS[prefix] = factory
@@ -60,7 +65,11 @@ def split_model_string(spec: str) -> tuple[str, str]:
 
 
 def resolve_model(spec: str | Model) -> Model:
-    """A ``Model`` for ``"provider:model"`` (for example ``"anthropic:claude-sonnet-4-5"``)."""
+    """A ``Model`` for ``"provider:model"`` (for example ``"anthropic:claude-sonnet-4-5"``).
+
+    Args:
+        spec: The string, or a ``Model`` (returned as it is).
+    """
     if isinstance(spec, Model):
         return spec
     provider, name = split_model_string(spec)

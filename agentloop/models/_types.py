@@ -31,7 +31,12 @@ TOOL_NAME_SEPARATOR = "__"
 
 
 def wire_tool_name(name: str, path: str | None) -> str:
-    """The native tool name: ``name``, or ``name__path`` for a toolkit activity."""
+    """The native tool name: ``name``, or ``name__path`` for a toolkit activity.
+
+    Args:
+        name: The tool's name.
+        path: The toolkit activity, or ``None``.
+    """
     return name if path is None else f"{name}{TOOL_NAME_SEPARATOR}{path}"
 
 
@@ -44,7 +49,13 @@ def split_wire_tool_name(wire: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TextPart:
-    """Visible text. ``citations`` keeps provider citation/annotation objects for replay."""
+    """Visible text. ``citations`` keeps provider citation/annotation objects for replay.
+
+    Args:
+        text: The text.
+        citations: The provider's citation objects, as sent.
+        kind: The part's kind (its JSON discriminator), fixed per class.
+    """
 
     text: str
     citations: tuple[Mapping[str, Any], ...] = ()
@@ -60,6 +71,14 @@ class ThoughtPart:
     payload, but replay the item's ``id``"); ``redacted`` marks Anthropic ``redacted_thinking``
     (its data is in ``signature``). ``provider`` names the provider that produced it: a thought
     is only replayed to that provider. A ReAct thought has no provider.
+
+    Args:
+        text: The reasoning text.
+        signature: What the provider needs back on replay (see above).
+        redacted: An Anthropic ``redacted_thinking`` block.
+        id: The provider's id of the reasoning item.
+        provider: The provider that produced it (``None`` for a ReAct thought).
+        kind: The part's kind (its JSON discriminator), fixed per class.
     """
 
     text: str
@@ -74,7 +93,16 @@ class ThoughtPart:
 class ToolCallPart:
     """One action the model asked for. ``arguments`` is the JSON text exactly as the model wrote
     it; ``error`` is set when the runtime could not make an action of it (bad JSON in ReAct mode,
-    unknown tool): the action then gets that error as its result without running."""
+    unknown tool): the action then gets that error as its result without running.
+
+    Args:
+        id: The call's id (the provider's, or the ReAct ``tag``).
+        name: The tool's name.
+        path: The toolkit activity, or ``None``.
+        arguments: The arguments' JSON text.
+        error: Why no action could be made of it, or ``None``.
+        kind: The part's kind (its JSON discriminator), fixed per class.
+    """
 
     id: str
     name: str
@@ -90,7 +118,16 @@ class ToolCallPart:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolResultPart:
-    """The result of one action, replayed to the model. ``content`` is text (JSON for values)."""
+    """The result of one action, replayed to the model. ``content`` is text (JSON for values).
+
+    Args:
+        id: The id of the call it answers.
+        name: The tool's name.
+        path: The toolkit activity, or ``None``.
+        content: The result as the model reads it.
+        is_error: The action failed; ``content`` is the error message.
+        kind: The part's kind (its JSON discriminator), fixed per class.
+    """
 
     id: str
     name: str
@@ -107,7 +144,14 @@ class ToolResultPart:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ProviderPart:
     """A provider block the runtime does not interpret but must replay: server-tool calls and
-    their results (web search), Responses items it does not model. ``data`` is the raw JSON."""
+    their results (web search), Responses items it does not model. ``data`` is the raw JSON.
+
+    Args:
+        provider: The provider that sent it.
+        type: The block's type, as the provider names it.
+        data: The block's JSON.
+        kind: The part's kind (its JSON discriminator), fixed per class.
+    """
 
     provider: str
     type: str
@@ -122,21 +166,41 @@ Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 # ``weakref_slot``: drivers cache the JSON they encoded for a message for as long as it lives.
 @dataclass(frozen=True, kw_only=True, slots=True, weakref_slot=True)
 class Message:
-    """One message of a prompt. ``tool`` messages carry ``ToolResultPart`` values only."""
+    """One message of a prompt. ``tool`` messages carry ``ToolResultPart`` values only.
+
+    Args:
+        role: ``system``, ``user``, ``assistant`` or ``tool``.
+        parts: Its content.
+    """
 
     role: Role
     parts: tuple[Part, ...]
 
     @classmethod
     def system(cls, text: str) -> Message:
+        """A system message of text.
+
+        Args:
+            text: The message's text.
+        """
         return cls(role="system", parts=(TextPart(text=text),))
 
     @classmethod
     def user(cls, text: str) -> Message:
+        """A user message of text.
+
+        Args:
+            text: The message's text.
+        """
         return cls(role="user", parts=(TextPart(text=text),))
 
     @classmethod
     def assistant(cls, text: str) -> Message:
+        """An assistant message of text.
+
+        Args:
+            text: The message's text.
+        """
         return cls(role="assistant", parts=(TextPart(text=text),))
 
     @property
@@ -151,7 +215,13 @@ class Message:
 
 @dataclass(frozen=True, kw_only=True, slots=True, weakref_slot=True)
 class ToolSpec:
-    """A tool as a model sees it. ``name`` is the wire name (``name`` or ``name__path``)."""
+    """A tool as a model sees it. ``name`` is the wire name (``name`` or ``name__path``).
+
+    Args:
+        name: The wire name.
+        description: What it does.
+        parameters: The JSON schema of its arguments.
+    """
 
     name: str
     description: str
@@ -160,7 +230,12 @@ class ToolSpec:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OutputSchema:
-    """The JSON schema the answer must match (from ``Agent(output_type=...)``)."""
+    """The JSON schema the answer must match (from ``Agent(output_type=...)``).
+
+    Args:
+        name: The schema's name (the output type's).
+        json_schema: The schema.
+    """
 
     name: str
     json_schema: Mapping[str, Any]
@@ -169,7 +244,17 @@ class OutputSchema:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelSettings:
     """Sampling settings. ``None`` leaves the provider's default; ``extra`` is merged into the
-    provider's request body as it is (for options agentloop does not model)."""
+    provider's request body as it is (for options agentloop does not model).
+
+    Args:
+        max_tokens: The longest reply, in tokens.
+        temperature: Sampling temperature.
+        top_p: Nucleus sampling.
+        seed: A seed, where the provider supports one.
+        thinking_budget: Tokens for reasoning (Anthropic's thinking budget).
+        reasoning_effort: OpenAI's reasoning effort (``"low"``, ``"medium"``, ``"high"``).
+        extra: Fields merged into the request body as they are.
+    """
 
     max_tokens: int | None = None
     temperature: float | None = None
@@ -191,6 +276,16 @@ class ModelRequest(Generic[DepsT]):
 
     ``max_reply_chars`` is the runtime's limit on the reply: a driver also bounds what it
     buffers by it (one stream event may not grow past a few bytes per allowed character).
+
+    Args:
+        messages: The prompt.
+        tools: The tools offered (none in ReAct mode: the system prompt teaches them).
+        tool_mode: ``"native"`` or ``"react"``.
+        stop: Stop sequences.
+        output_schema: The schema the answer must match, if any.
+        settings: Sampling settings.
+        run: The run making the call (``None`` outside a run).
+        max_reply_chars: The largest reply the run accepts.
     """
 
     messages: tuple[Message, ...]
@@ -203,6 +298,11 @@ class ModelRequest(Generic[DepsT]):
     max_reply_chars: int | None = None
 
     def replace(self, **changes: Any) -> ModelRequest[DepsT]:
+        """A copy with some fields changed.
+
+        Args:
+            **changes: The fields to change, by name.
+        """
         return dataclasses.replace(self, **changes)
 
     @property
@@ -214,7 +314,11 @@ class ModelRequest(Generic[DepsT]):
         return None
 
     def with_system(self, text: str) -> ModelRequest[DepsT]:
-        """This request with the first system message's text replaced (or one inserted)."""
+        """This request with the first system message's text replaced (or one inserted).
+
+        Args:
+            text: The new system text.
+        """
         messages = list(self.messages)
         for i, m in enumerate(messages):
             if m.role == "system":
@@ -225,7 +329,11 @@ class ModelRequest(Generic[DepsT]):
         return self.replace(messages=tuple(messages))
 
     def with_message(self, message: Message) -> ModelRequest[DepsT]:
-        """This request with one more message at the end."""
+        """This request with one more message at the end.
+
+        Args:
+            message: The message to add.
+        """
         return self.replace(messages=(*self.messages, message))
 
 
@@ -236,7 +344,17 @@ class ModelRequest(Generic[DepsT]):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Usage:
     """Token counts. ``unknown`` counts model calls whose usage was never reported (a stream the
-    client cut, a provider that sends none): those are never counted as zero tokens."""
+    client cut, a provider that sends none): those are never counted as zero tokens.
+
+    Args:
+        requests: Model calls.
+        input_tokens: Prompt tokens, cached ones included.
+        output_tokens: Reply tokens, reasoning included.
+        cache_read_tokens: Prompt tokens read from the provider's cache.
+        cache_write_tokens: Prompt tokens written to it.
+        reasoning_tokens: Reply tokens spent on reasoning.
+        unknown: Model calls whose usage was never reported.
+    """
 
     requests: int = 0
     input_tokens: int = 0
@@ -282,14 +400,22 @@ FinishReason: TypeAlias = Literal[
 
 @dataclass(frozen=True, slots=True)
 class TextPiece:
-    """A piece of the reply's text; appended to the open text part."""
+    """A piece of the reply's text; appended to the open text part.
+
+    Args:
+        text: The piece.
+    """
 
     text: str
 
 
 @dataclass(frozen=True, slots=True)
 class ThoughtPiece:
-    """A piece of reasoning text; appended to the open thought part."""
+    """A piece of reasoning text; appended to the open thought part.
+
+    Args:
+        text: The piece.
+    """
 
     text: str
 
@@ -297,7 +423,13 @@ class ThoughtPiece:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ThoughtDone:
     """Closes the open thought part (opening an empty one if none is open, for redacted
-    thinking), attaching what the provider needs on replay."""
+    thinking), attaching what the provider needs on replay.
+
+    Args:
+        signature: The provider's signature or encrypted content.
+        redacted: An Anthropic ``redacted_thinking`` block.
+        id: The provider's id of the reasoning item.
+    """
 
     signature: str | None = None
     redacted: bool = False
@@ -306,7 +438,12 @@ class ThoughtDone:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCallStart:
-    """A native tool call begins. ``name`` is the wire name."""
+    """A native tool call begins. ``name`` is the wire name.
+
+    Args:
+        id: The call's id.
+        name: The wire name.
+    """
 
     id: str
     name: str
@@ -314,6 +451,13 @@ class ToolCallStart:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCallArgsDelta:
+    """A piece of a native tool call's arguments.
+
+    Args:
+        id: The call's id.
+        text: The piece of JSON text.
+    """
+
     id: str
     text: str
 
@@ -324,6 +468,10 @@ class ToolCallEnd:
 
     ``arguments`` is the full JSON text when the driver has it (non-streaming responses, or
     providers that send it again at the end); otherwise the runtime uses the deltas it saw.
+
+    Args:
+        id: The call's id.
+        arguments: The whole arguments' JSON, when the driver has it.
     """
 
     id: str
@@ -332,27 +480,47 @@ class ToolCallEnd:
 
 @dataclass(frozen=True, slots=True)
 class ProviderBlock:
-    """A complete block kept for replay and surfaced as an event (web search and its results)."""
+    """A complete block kept for replay and surfaced as an event (web search and its results).
+
+    Args:
+        part: The block.
+    """
 
     part: ProviderPart
 
 
 @dataclass(frozen=True, slots=True)
 class CitationDelta:
-    """A citation/annotation for the open text part."""
+    """A citation/annotation for the open text part.
+
+    Args:
+        data: The provider's citation object.
+    """
 
     data: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class UsageDelta:
-    """The reply's usage so far; a later one replaces an earlier one."""
+    """The reply's usage so far; a later one replaces an earlier one.
+
+    Args:
+        usage: The usage.
+    """
 
     usage: Usage
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FinishDelta:
+    """The reply ended.
+
+    Args:
+        reason: Why, normalised across providers.
+        raw: The provider's own reason, as sent.
+        refusal: The refusal's text, when the model refused.
+    """
+
     reason: FinishReason
     raw: str | None = None
     refusal: str | None = None
@@ -383,6 +551,15 @@ class ModelResponse:
     ``attempt`` is the number of the stream that produced it (``None`` for a response a
     middleware made up; the runtime gives it a fresh number). ``usage`` is ``None`` when unknown.
     ``partial`` marks a reply whose stream failed after some of its actions had started.
+
+    Args:
+        parts: The reply's content.
+        usage: Its tokens, or ``None`` when unknown.
+        finish_reason: Why it ended.
+        model_name: The model that wrote it, as the provider reports it.
+        attempt: The number of the stream that produced it.
+        partial: The stream failed after some of its actions had started.
+        refusal: The refusal's text, when the model refused.
     """
 
     parts: tuple[Part, ...]
@@ -395,12 +572,20 @@ class ModelResponse:
     _attempts: AttemptLog | None = field(default=None, repr=False, compare=False)
 
     def replace(self, **changes: Any) -> ModelResponse:
+        """A copy with some fields changed.
+
+        Args:
+            **changes: The fields to change, by name.
+        """
         return dataclasses.replace(self, **changes)
 
     def discard(self, reason: DiscardReason = "middleware") -> None:
         """Withdraw this attempt's streamed text: the caller receives ``AttemptDiscarded``.
 
         A middleware that asks the model again calls this on the reply it throws away.
+
+        Args:
+            reason: Why: ``"middleware"``, or ``"goal"`` / ``"retry"`` for the runtime's own.
         """
         if self._attempts is not None and self.attempt is not None:
             self._attempts.discard(self.attempt, reason)
@@ -435,7 +620,13 @@ class ModelResponse:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelProfile:
     """What a model driver supports; the runtime adapts (``tool_mode="auto"``, stop sequences,
-    and whether the output schema is also taught in the system prompt)."""
+    and whether the output schema is also taught in the system prompt).
+
+    Args:
+        native_tools: The model calls tools natively (else ``"auto"`` picks ReAct).
+        stop_sequences: The API takes stop sequences.
+        native_output: The API constrains the reply to a JSON schema.
+    """
 
     native_tools: bool = True
     stop_sequences: bool = True
@@ -509,7 +700,11 @@ class RunContext(Protocol[DepsT_co]):
 
     def is_final_answer(self, response: ModelResponse) -> bool:
         """Whether the loop would end the run with ``response`` as its answer: the test goal
-        enforcement uses for a premature final. It judges content, not ``finish_reason``."""
+        enforcement uses for a premature final. It judges content, not ``finish_reason``.
+
+        Args:
+            response: The reply to judge.
+        """
         ...
 
     @property
@@ -521,5 +716,9 @@ class RunContext(Protocol[DepsT_co]):
     def variables(self) -> Mapping[str, Any]: ...
 
     def scratch(self, owner: object) -> dict[str, Any]:
-        """A per-run, per-branch dict private to ``owner`` (usually a middleware object)."""
+        """A per-run, per-branch dict private to ``owner`` (usually a middleware object).
+
+        Args:
+            owner: The object the dict belongs to (keyed by identity).
+        """
         ...

@@ -537,7 +537,16 @@ class BaseStore(ABC):
         *and* once the store has held its batch, or the batch ahead of it, that long. A loop
         slowed by thousands of runs unwinding at once so loses no finish, while a store that
         stopped answering holds the caller about ``within`` seconds. Without ``within`` the
-        call waits for the store, and a cancellation gives up at once."""
+        call waits for the store, and a cancellation gives up at once.
+
+        Args:
+            lease: The run's lease, released.
+            expected_version: The version to commit at (``None``: release only).
+            records: The run's last records (its end record).
+            set_state: State keys to set.
+            delete_state: State keys to delete.
+            within: Seconds of the store's time to wait at most (see above).
+        """
         _check_lease(lease)
         encoded = encode_records(records)
         delta = encode_delta(set_state, delete_state)

@@ -47,7 +47,12 @@ class _Stored:
 
 
 class InMemoryStore(BaseStore):
-    """Sessions held in this process only; safe for concurrent tasks of one event loop."""
+    """Sessions held in this process only; safe for concurrent tasks of one event loop.
+
+    Args:
+        clock: The store's clock for leases and timestamps, in unix seconds (default:
+            ``time.time``).
+    """
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         super().__init__(clock=clock)

@@ -88,6 +88,13 @@ class PostgresStore(ThreadedSQLStore):
     session row another writer holds; ``connect_timeout`` bounds opening the pool. Tables are
     created (and migrated) on first use in the schema first on the connection's ``search_path``.
     Lease expiry is judged by this process's clock: keep the machines' clocks in sync.
+
+    Args:
+        dsn: The database: a libpq URL or ``key=value`` string.
+        pool_size: Connections, and worker threads, at most.
+        lock_timeout: Seconds to wait for a session row another writer holds.
+        connect_timeout: Seconds to open the pool.
+        clock: The store's clock for leases and timestamps (default: ``time.time``).
     """
 
     def __init__(

@@ -17,6 +17,14 @@ TEMP_PREFIX = "temp:"
 
 
 class _RecordBase(BaseModel):
+    """The fields of every record.
+
+    Attributes:
+        seq: Its position in the session's history (set by the store on commit).
+        at: When it was made, in unix seconds.
+        type: The record's kind (its JSON discriminator), fixed per class.
+    """
+
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     seq: int = 0
@@ -26,7 +34,16 @@ class _RecordBase(BaseModel):
 
 
 class RunRecord(_RecordBase):
-    """A run began. Committed before the run's first model call."""
+    """A run began. Committed before the run's first model call.
+
+    Attributes:
+        run_id: The run's id.
+        agent: The agent's name.
+        branch: The run's branch.
+        input: The run's input.
+        parent_run_id: The parent run's id, for a sub-agent's run.
+        run_key: The caller's idempotency key for the run, if any.
+    """
 
     type: Literal["run"] = "run"
     run_id: str
@@ -39,7 +56,13 @@ class RunRecord(_RecordBase):
 
 
 class StepRecord(_RecordBase):
-    """A completed step of a run; ``step`` is the runtime's own JSON form of it."""
+    """A completed step of a run; ``step`` is the runtime's own JSON form of it.
+
+    Attributes:
+        run_id: The run's id.
+        index: The step's number in its run.
+        step: The step, as JSON.
+    """
 
     type: Literal["step"] = "step"
     run_id: str
@@ -50,7 +73,13 @@ class StepRecord(_RecordBase):
 class ReplyRecord(_RecordBase):
     """A step's accepted reply, committed before its actions with side effects start: a resumed
     run re-runs those actions from it (same tags, same idempotency keys) instead of asking the
-    model again. ``step`` is the runtime's JSON form of the step, without results."""
+    model again. ``step`` is the runtime's JSON form of the step, without results.
+
+    Attributes:
+        run_id: The run's id.
+        index: The step's number in its run.
+        step: The step without results, as JSON.
+    """
 
     type: Literal["reply"] = "reply"
     run_id: str
@@ -59,7 +88,16 @@ class ReplyRecord(_RecordBase):
 
 
 class RunEndRecord(_RecordBase):
-    """A run ended: its status, output (JSON), error message and token usage."""
+    """A run ended: its status, output (JSON), error message and token usage.
+
+    Attributes:
+        run_id: The run's id.
+        status: ``finished``, ``failed`` or ``cancelled``.
+        output: The run's output, as JSON.
+        error: The error message, if any.
+        error_kind: ``RunResult.error.kind`` of a finished run, or the exception's type name.
+        usage: Its token usage, by ``Usage`` field.
+    """
 
     type: Literal["run_end"] = "run_end"
     run_id: str
@@ -75,6 +113,13 @@ class StateChangeRecord(_RecordBase):
     """State changed outside a step's own commit, e.g. a goal set by the host before a run.
 
     ``temp:`` keys are dropped on construction: they must never reach a store.
+
+    Attributes:
+        changes: State keys set, with their values.
+        deleted: State keys deleted.
+        source: ``host`` (outside any run) or ``run``.
+        run_id: The run it belongs to, if any.
+        note: What the change was, for people reading the history.
     """
 
     type: Literal["state_change"] = "state_change"
@@ -114,12 +159,20 @@ _RECORD_LIST: TypeAdapter[list[Record]] = TypeAdapter(list[Record])
 
 
 def record_to_json(record: Record) -> str:
-    """The record as a JSON object (``type`` tells its kind)."""
+    """The record as a JSON object (``type`` tells its kind).
+
+    Args:
+        record: The record.
+    """
     return record.model_dump_json()
 
 
 def record_from_json(data: str | bytes) -> Record:
-    """A record read back from ``record_to_json`` output."""
+    """A record read back from ``record_to_json`` output.
+
+    Args:
+        data: The JSON text.
+    """
     return _RECORD.validate_json(data)
 
 

@@ -127,6 +127,13 @@ class SQLiteStore(ThreadedSQLStore):
     the worker threads (and connections) this store uses. ``synchronous="FULL"`` syncs every
     commit to disk; ``"NORMAL"`` is faster and survives a process crash but may lose the last
     commits on power loss. ``":memory:"`` is a private database in one connection.
+
+    Args:
+        path: The database file (created when missing), or ``":memory:"``.
+        busy_timeout: Seconds a write waits for another writer.
+        max_connections: Connections, and worker threads, at most.
+        synchronous: ``"FULL"`` or ``"NORMAL"`` (see above).
+        clock: The store's clock for leases and timestamps (default: ``time.time``).
     """
 
     def __init__(

@@ -24,6 +24,10 @@ def open_store(url: str, **options: Any) -> SessionStore:
       ``PostgresStore`` given the URL as its DSN.
 
     The store connects on first use (or ``async with``).
+
+    Args:
+        url: The store's URL.
+        **options: Options of the store's constructor.
     """
     if not isinstance(url, str):
         raise UserError(f"a store URL must be a str, not {type(url).__name__}")

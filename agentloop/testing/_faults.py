@@ -78,6 +78,16 @@ class FaultProfile:
 
     ``retry_after`` is the 429s' ``retry-after`` in seconds; ``slow_delay`` the pause before
     each event of a slow answer. ``seed`` makes the sequence of decisions reproducible.
+
+    Args:
+        rate_limit: The share of 429s.
+        server_error: The share of 5xx.
+        reset: The share of answers whose connection is reset mid-body.
+        slow: The share of slow answers.
+        malformed: The share of answers with a garbage event.
+        seed: The seed of the random decisions.
+        retry_after: The 429s' ``retry-after``, in seconds.
+        slow_delay: Seconds before each event of a slow answer.
     """
 
     rate_limit: float = 0.0
@@ -101,6 +111,11 @@ class FaultProfile:
 
     @classmethod
     def from_json(cls, text: str) -> FaultProfile:
+        """The profile ``to_json`` wrote.
+
+        Args:
+            text: The JSON text.
+        """
         return cls(**json.loads(text))
 
 
@@ -110,6 +125,9 @@ class FaultInjector:
     ``ProviderServer(faults=profile)`` makes one (``server.faults``). ``respond(request,
     answer)`` is the whole seam: ``answer()`` makes the normal response and is not called for
     faults that replace it (429, 5xx). Counts may be read from any thread.
+
+    Args:
+        profile: What to inject, and how often.
     """
 
     def __init__(self, profile: FaultProfile) -> None:
@@ -152,6 +170,12 @@ class FaultInjector:
     async def respond(
         self, request: RecordedRequest, answer: Callable[[], Awaitable[ScriptedResponse]]
     ) -> ScriptedResponse:
+        """The answer to a request: a fault, or the normal answer (possibly made faulty).
+
+        Args:
+            request: The request.
+            answer: Makes the normal answer.
+        """
         kind, detail = self._draw()
         profile = self.profile
         if kind == "rate_limit":
@@ -187,7 +211,12 @@ def _error_body(path: str, kind: str, message: str) -> dict[str, Any]:
 def rate_limited(
     path: str = "/v1/chat/completions", *, retry_after: float = 1.0
 ) -> ScriptedResponse:
-    """A 429 in the provider's shape (by the request path), with ``retry-after`` seconds."""
+    """A 429 in the provider's shape (by the request path), with ``retry-after`` seconds.
+
+    Args:
+        path: The request's path (``/messages``: Anthropic's shape; else OpenAI's).
+        retry_after: Its ``retry-after``, in seconds.
+    """
     kind = "rate_limit_error" if _is_anthropic(path) else "rate_limit_exceeded"
     body = _error_body(path, kind, "Rate limit reached (injected by the fault kit).")
     headers = {"retry-after": f"{retry_after:g}", "x-request-id": "req_fault_429"}
@@ -195,7 +224,12 @@ def rate_limited(
 
 
 def server_failed(path: str = "/v1/chat/completions", *, status: int = 500) -> ScriptedResponse:
-    """A 5xx in the provider's shape (529 is Anthropic's ``overloaded_error``)."""
+    """A 5xx in the provider's shape (529 is Anthropic's ``overloaded_error``).
+
+    Args:
+        path: The request's path (``/messages``: Anthropic's shape; else OpenAI's).
+        status: The status.
+    """
     kind = {529: "overloaded_error", 503: "service_unavailable"}.get(status, "server_error")
     if _is_anthropic(path) and status == 500:
         kind = "api_error"
@@ -226,7 +260,12 @@ def _with_body(response: ScriptedResponse, body: Sequence[bytes | Chunk]) -> Scr
 
 
 def slowed(response: ScriptedResponse, delay: float) -> ScriptedResponse:
-    """``response`` with ``delay`` seconds before each event (each 64 bytes of a JSON body)."""
+    """``response`` with ``delay`` seconds before each event (each 64 bytes of a JSON body).
+
+    Args:
+        response: The answer to slow down.
+        delay: Seconds before each piece.
+    """
     data = _body(response)
     if response.chunked:
         pieces = _events(data)
@@ -237,7 +276,12 @@ def slowed(response: ScriptedResponse, delay: float) -> ScriptedResponse:
 
 def reset_midway(response: ScriptedResponse, *, at: float | int = 0.5) -> ScriptedResponse:
     """``response`` with its connection reset after ``at`` body bytes (an int) or that share of
-    its body (a float in 0..1), at least one byte in and at least one byte short."""
+    its body (a float in 0..1), at least one byte in and at least one byte short.
+
+    Args:
+        response: The answer to cut.
+        at: Where: a byte count, or a share of the body.
+    """
     size = len(_body(response))
     cut = at if isinstance(at, int) else int(size * at)
     return dataclasses.replace(response, reset_after=max(1, min(cut, size - 1)))
@@ -247,7 +291,13 @@ def corrupted(
     response: ScriptedResponse, garbage: bytes = MALFORMED_EVENTS[0], *, at: float | int = 0.5
 ) -> ScriptedResponse:
     """``response`` with ``garbage`` inserted after event number ``at`` (an int), or at that
-    share of its events (a float in 0..1); a JSON body gets it in the middle of the document."""
+    share of its events (a float in 0..1); a JSON body gets it in the middle of the document.
+
+    Args:
+        response: The answer to corrupt.
+        garbage: The bytes to insert (a malformed event).
+        at: Where: an event number, or a share of the events.
+    """
     data = _body(response)
     if not response.chunked:
         middle = len(data) // 2

@@ -38,7 +38,14 @@ class ScriptError(AssertionError):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScriptedCall:
-    """A native tool call in a scripted reply (rendered as a ReAct action in ReAct mode)."""
+    """A native tool call in a scripted reply (rendered as a ReAct action in ReAct mode).
+
+    Args:
+        name: The tool's name.
+        args: The arguments: a dict, or raw (possibly broken) JSON text.
+        id: The call's id (default: ``call_<n>``).
+        path: The toolkit activity, if any.
+    """
 
     name: str
     args: Any = field(default_factory=dict)
@@ -52,7 +59,14 @@ class ScriptedCall:
 def call(
     name: str, args: Any = None, *, id: str | None = None, path: str | None = None
 ) -> ScriptedCall:
-    """A scripted tool call; ``args`` is a dict, or raw (possibly broken) JSON text."""
+    """A scripted tool call; ``args`` is a dict, or raw (possibly broken) JSON text.
+
+    Args:
+        name: The tool's name.
+        args: The arguments (default: none).
+        id: The call's id (default: ``call_<n>``).
+        path: The toolkit activity, if any.
+    """
     return ScriptedCall(name=name, args={} if args is None else args, id=id, path=path)
 
 
@@ -61,7 +75,11 @@ TimelineItem: TypeAlias = "str | ScriptedCall | Thought"
 
 @dataclass(frozen=True, slots=True)
 class Thought:
-    """Reasoning text in a timeline (a provider's thinking, not a ReAct thought)."""
+    """Reasoning text in a timeline (a provider's thinking, not a ReAct thought).
+
+    Args:
+        text: The reasoning.
+    """
 
     text: str
 
@@ -77,6 +95,17 @@ class Reply:
     (the model's defaults when ``None``). ``timeline`` instead gives each piece the time, in
     seconds from the start of the stream, at which it arrives. ``raise_after`` is raised once the
     reply has streamed (a stream that fails midway). ``thought`` is provider reasoning.
+
+    Args:
+        text: The reply's text.
+        calls: Its tool calls (``call(...)``).
+        thought: Provider reasoning, streamed before the text.
+        usage: The usage reported (default: characters / 4).
+        finish: The finish reason (default: ``tool_calls`` with calls, else ``stop``).
+        chunk_size: Characters per delta, over the model's.
+        delay: Seconds before each delta, over the model's.
+        timeline: ``(seconds from the start, piece)`` pairs, instead of text and calls.
+        raise_after: Raised once the reply has streamed.
     """
 
     text: str = ""
@@ -261,6 +290,15 @@ class ScriptedModel(_ScriptedBase):
     call). Calling it more often than scripted raises ``ScriptError``; ``assert_consumed()``
     (or leaving ``with ScriptedModel(...) as model:``) fails when replies are left over.
     ``requests`` records every request, for assertions on prompts.
+
+    Args:
+        script: The replies, one per model call.
+        name: The model's name (``usage_by_model`` counts it as ``"test:<name>"``).
+        chunk_size: Characters per text delta (``None``: each text in one delta).
+        delay: Seconds before each delta.
+        native_tools: The profile's native tool calling (``False``: ``"auto"`` runs ReAct).
+        stop_sequences: The profile's stop sequences.
+        native_output: The profile's native structured output.
     """
 
     def __init__(
@@ -320,7 +358,17 @@ ReplyFunction: TypeAlias = Callable[[ModelRequest], "Reply | str | Awaitable[Rep
 
 
 class FunctionModel(_ScriptedBase):
-    """Replies computed by a function of the request (sync or async)."""
+    """Replies computed by a function of the request (sync or async).
+
+    Args:
+        function: Makes the reply (a ``Reply`` or a string) of each request.
+        name: The model's name (``usage_by_model`` counts it as ``"test:<name>"``).
+        chunk_size: Characters per text delta (``None``: each text in one delta).
+        delay: Seconds before each delta.
+        native_tools: The profile's native tool calling (``False``: ``"auto"`` runs ReAct).
+        stop_sequences: The profile's stop sequences.
+        native_output: The profile's native structured output.
+    """
 
     def __init__(
         self,
@@ -351,7 +399,11 @@ class FunctionModel(_ScriptedBase):
 
 
 class EchoModel(FunctionModel):
-    """Answers with the last user message (``"test:echo"``): a model for smoke tests."""
+    """Answers with the last user message (``"test:echo"``): a model for smoke tests.
+
+    Args:
+        name: The model's name.
+    """
 
     def __init__(self, name: str = "echo") -> None:
         super().__init__(lambda request: _last_user_text(request), name=name)

@@ -32,7 +32,15 @@ def _split(text: str, n: int) -> list[str]:
 
 
 class EmulatedProvider:
-    """A handler for ``ProviderServer``: ``ProviderServer(EmulatedProvider())``."""
+    """A handler for ``ProviderServer``: ``ProviderServer(EmulatedProvider())``.
+
+    Args:
+        text_chunks: The events the answer's text is split into.
+        chunk_delay: Seconds between events.
+        answer: The answer's text.
+        script: Answers to send in order, whatever the request (ReAct-mode texts).
+        tool_rounds: Rounds of tool calls before the answer.
+    """
 
     def __init__(
         self,

@@ -18,7 +18,12 @@ __all__ = ["Chunk", "RecordedRequest", "ScriptedResponse", "load_recording"]
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """A piece of a response body, sent after waiting ``delay`` seconds."""
+    """A piece of a response body, sent after waiting ``delay`` seconds.
+
+    Args:
+        data: The bytes.
+        delay: Seconds to wait before sending them.
+    """
 
     data: bytes
     delay: float = 0.0
@@ -34,6 +39,19 @@ class ScriptedResponse:
     body offsets (malformed streams). ``reset_after`` resets the connection (TCP RST) after that
     many body bytes, ``reset_delay`` seconds later (time for the client to read what it got).
     Bodies are sent with chunked transfer encoding unless ``chunked=False``.
+
+    Args:
+        status: The HTTP status.
+        headers: Response headers.
+        body: The body, whole or in pieces.
+        split_at: Byte offsets to re-split the body at.
+        split_seed: Seed of random re-split boundaries.
+        split_max: The largest random piece, in bytes.
+        chunk_delay: Seconds between re-split pieces.
+        inject: Bytes to insert, by body offset.
+        reset_after: Reset the connection after this many body bytes.
+        reset_delay: Seconds to wait before that reset.
+        chunked: Send with chunked transfer encoding (else with a content length).
     """
 
     status: int = 200
@@ -50,13 +68,24 @@ class ScriptedResponse:
 
     @classmethod
     def sse(cls, body: bytes | Sequence[bytes | Chunk], **kwargs: Any) -> ScriptedResponse:
-        """A ``text/event-stream`` response."""
+        """A ``text/event-stream`` response.
+
+        Args:
+            body: The events, whole or in pieces.
+            **kwargs: Other fields (``headers`` are added to the content type).
+        """
         headers = {"content-type": "text/event-stream; charset=utf-8", **kwargs.pop("headers", {})}
         return cls(body=body, headers=headers, **kwargs)
 
     @classmethod
     def json(cls, value: Any, *, status: int = 200, **kwargs: Any) -> ScriptedResponse:
-        """A JSON response (``value`` is encoded, or sent as is when it is bytes)."""
+        """A JSON response (``value`` is encoded, or sent as is when it is bytes).
+
+        Args:
+            value: The body.
+            status: The HTTP status.
+            **kwargs: Other fields (``headers`` are added to the content type).
+        """
         data = value if isinstance(value, bytes) else json.dumps(value).encode()
         headers = {"content-type": "application/json", **kwargs.pop("headers", {})}
         return cls(status=status, body=data, headers=headers, chunked=False, **kwargs)
@@ -118,7 +147,14 @@ def _inject(pieces: list[Chunk], inject: Mapping[int, bytes]) -> list[Chunk]:
 
 @dataclass(frozen=True, slots=True)
 class RecordedRequest:
-    """A request as the server received it. Header names are lower-cased."""
+    """A request as the server received it. Header names are lower-cased.
+
+    Args:
+        method: The HTTP method.
+        path: The request's path.
+        headers: Its headers.
+        body: Its body.
+    """
 
     method: str
     path: str
@@ -131,7 +167,11 @@ class RecordedRequest:
 
 
 def load_recording(prefix: str | Path) -> ScriptedResponse:
-    """The response of a recorded fixture: ``<prefix>.meta.json`` and ``<prefix>.response.*``."""
+    """The response of a recorded fixture: ``<prefix>.meta.json`` and ``<prefix>.response.*``.
+
+    Args:
+        prefix: The fixture's path without its suffixes.
+    """
     prefix = Path(prefix)
     meta = json.loads(prefix.with_name(prefix.name + ".meta.json").read_text())
     sse = prefix.with_name(prefix.name + ".response.sse")

@@ -60,7 +60,18 @@ _REASONS = {
 
 @dataclass(slots=True)
 class ServerStats:
-    """Counters, updated by the server thread (read them under ``ProviderServer.wait_until``)."""
+    """Counters, updated by the server thread (read them under ``ProviderServer.wait_until``).
+
+    Args:
+        connections: Connections accepted.
+        open_connections: Connections open now.
+        max_open_connections: The most open at once.
+        requests: Requests read.
+        responses_completed: Responses sent whole.
+        client_closed: Connections the client closed mid-response.
+        resets: Connections the server reset (scripted resets).
+        handler_errors: Requests whose handler raised (answered with a 500).
+    """
 
     connections: int = 0
     open_connections: int = 0
@@ -83,6 +94,13 @@ class ProviderServer:
     queue answers 500). ``faults`` turns a seeded share of answers into faults (429, 5xx,
     resets, slow or malformed streams); ``server.faults.counts`` says how many of each. Use as a
     context manager, sync or async.
+
+    Args:
+        handler: Answers each request (default: the ``enqueue`` FIFO).
+        host: The address to listen on.
+        port: The port (0: a free one).
+        backend: The server thread's event loop: ``"asyncio"`` or ``"trio"``.
+        faults: Faults to inject.
     """
 
     def __init__(
@@ -136,6 +154,11 @@ class ProviderServer:
             return list(self._errors)
 
     def enqueue(self, *responses: ScriptedResponse) -> None:
+        """Answers for the next requests, in order (when the server has no handler).
+
+        Args:
+            *responses: The answers.
+        """
         with self._cond:
             self._script.extend(responses)
 
@@ -149,7 +172,12 @@ class ProviderServer:
             self.stats = ServerStats(open_connections=open_now, max_open_connections=open_now)
 
     def wait_until(self, predicate: Callable[[ServerStats], bool], timeout: float = 5.0) -> bool:
-        """Block until ``predicate(stats)`` holds (checked on every change); False on timeout."""
+        """Block until ``predicate(stats)`` holds (checked on every change); False on timeout.
+
+        Args:
+            predicate: A test of the server's ``ServerStats``.
+            timeout: Seconds to wait.
+        """
         with self._cond:
             return self._cond.wait_for(lambda: predicate(self.stats), timeout)
 

@@ -23,6 +23,11 @@ class ToolContext(Generic[DepsT]):
     (``session:run:step:tag``): tools with side effects use it to do their work at most once.
     After a sync tool was abandoned (cancelled or timed out while its thread still runs) its
     ``state`` becomes read-only.
+
+    Args:
+        run: The run that called the tool.
+        action: The action being run.
+        step: The number of the step whose reply held it.
     """
 
     __slots__ = ("_abandoned", "action", "run", "step")

@@ -36,6 +36,20 @@ def default_thread_limiter() -> anyio.CapacityLimiter:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolLimits:
+    """The bounds on a run's actions (``Agent(tool_limits=...)``).
+
+    Args:
+        max_actions_per_step: Actions one reply may ask for; the rest are
+            ``too_many_actions`` error results.
+        max_parallel_actions: Actions of one run that run at once.
+        max_output_chars: The longest tool output (and error message) the model is shown;
+            longer ones are truncated.
+        tool_limiter: Actions of all runs at once (default: 256 per event loop,
+            ``default_tool_limiter()``).
+        thread_limiter: Worker threads for sync tools (default: 32 per event loop,
+            ``default_thread_limiter()``).
+    """
+
     max_actions_per_step: int = 64
     max_parallel_actions: int = 16
     max_output_chars: int = 100_000

@@ -54,7 +54,22 @@ def check_unique_names(tools: Sequence[Tool]) -> None:
 @final
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Activity:
-    """One callable of a tool: a plain ``@tool`` has one, a ``Toolkit`` one per method."""
+    """One callable of a tool: a plain ``@tool`` has one, a ``Toolkit`` one per method.
+
+    Args:
+        path: The activity's name in its toolkit (``None`` for a plain tool).
+        description: What it does, for the model.
+        fn: The function or bound method it runs.
+        args: The pydantic model its arguments are validated with.
+        parameters: The JSON schema of its arguments, as sent to the model.
+        context_param: The name of its ``ToolContext`` parameter, if it has one.
+        is_async: Whether ``fn`` is a coroutine function (else it runs in a worker thread).
+        eager: Start as soon as its call is sealed in the stream.
+        timeout: Seconds a call may take.
+        serial_key: Calls with equal keys run one at a time, in the model's order.
+        side_effects: In a session, start only once the reply is committed.
+        on_invalid: Answers arguments that break the schema (see ``tool``).
+    """
 
     path: str | None
     description: str
@@ -70,6 +85,11 @@ class Activity:
     on_invalid: Callable[[ValidationError], Any] | None = None
 
     def spec(self, tool_name: str) -> ToolSpec:
+        """The activity as the model is sent it.
+
+        Args:
+            tool_name: The name of its tool (the wire name joins it to ``path``).
+        """
         return ToolSpec(
             name=wire_tool_name(tool_name, self.path),
             description=self.description,
@@ -81,7 +101,13 @@ class Activity:
 class Tool(Generic[ToolP, ToolR]):
     """A tool the model can call. ``activities`` maps a path (``None`` for a plain tool) to the
     activity it runs. Calling the tool object calls a plain tool's function directly, with its
-    signature (``Tool[P, R]`` for type checkers; an ``async def`` tool's call is awaited)."""
+    signature (``Tool[P, R]`` for type checkers; an ``async def`` tool's call is awaited).
+
+    Args:
+        name: The tool's name (1-64 of ``[A-Za-z0-9_-]``, no ``__``).
+        description: What it does, for the model.
+        activities: Its activities by path (``{None: activity}`` for a plain tool).
+    """
 
     __slots__ = ("_specs", "activities", "description", "name")
 
@@ -102,7 +128,11 @@ class Tool(Generic[ToolP, ToolR]):
         self._specs = tuple(a.spec(self.name) for a in self.activities.values())
 
     def activity(self, path: str | None) -> Activity | None:
-        """The activity at ``path``. A plain tool also answers to its own name as the path."""
+        """The activity at ``path``. A plain tool also answers to its own name as the path.
+
+        Args:
+            path: The activity's name, or ``None``.
+        """
         found = self.activities.get(path)
         if found is None and path == self.name and None in self.activities:
             found = self.activities[None]
@@ -254,6 +284,18 @@ def tool(
     gave them. ``on_invalid(validation_error)`` answers arguments that break the schema itself
     (its value is the action's output; the function is not called), instead of the runtime's
     ``invalid_arguments`` error result.
+
+    Args:
+        fn: The function (when used as ``@tool`` without parentheses).
+        name: The tool's name (default: the function's).
+        description: What it does, for the model (default: the docstring's summary).
+        eager: Start as soon as its call is sealed in the stream (``False``: after the whole
+            reply passed the model middleware).
+        timeout: Seconds a call may take before it is a ``timeout`` error result.
+        side_effects: In a session run, start only once the reply is committed.
+        serial_key: Calls whose ``serial_key(run_context)`` is equal run one at a time.
+        on_invalid: Makes the action's output from a ``pydantic.ValidationError`` of its
+            arguments.
     """
 
     def wrap(f: Callable[..., Any]) -> Tool[..., Any]:
@@ -312,7 +354,16 @@ def activity(
     side_effects: bool = False,
 ) -> Any:
     """Mark a ``Toolkit`` method as an activity (the action's ``path`` is its name); options
-    as for ``tool``."""
+    as for ``tool``.
+
+    Args:
+        fn: The method (when used as ``@activity`` without parentheses).
+        name: The activity's name (default: the method's).
+        description: What it does, for the model (default: the docstring's summary).
+        eager: Start as soon as its call is sealed in the stream.
+        timeout: Seconds a call may take.
+        side_effects: In a session run, start only once the reply is committed.
+    """
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         setattr(

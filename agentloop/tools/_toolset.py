@@ -20,7 +20,13 @@ class Toolset(Protocol):
     ``list_tools`` and exited when the run ends.
     """
 
-    async def list_tools(self, ctx: RunContext) -> Sequence[Tool]: ...
+    async def list_tools(self, ctx: RunContext) -> Sequence[Tool]:
+        """The tools a run may use.
+
+        Args:
+            ctx: The run that starts.
+        """
+        ...
 
 
 def run_scope(toolset: Toolset, ctx: RunContext) -> AbstractAsyncContextManager[Any] | None:

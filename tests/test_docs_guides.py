@@ -1,0 +1,121 @@
+"""The guides' code runs: every python block of ``docs/pages/guides/*.md`` is executed, offline.
+
+Each block runs in a fresh namespace (``<!-- docs: continue -->`` before its fence: in the one
+of the block before it) with the page's directory of files a temporary one; a block with
+top-level ``await`` runs in an event loop of its own. ``<!-- docs: skip (why) -->`` marks code
+that is not agentloop's (the migration guide's PydanticAI and OpenAI Agents SDK code), and
+every skip must say why. Remote models are blocked, so a block cannot reach a provider.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.support.markdown import CodeBlock, compile_block, python_blocks
+
+ROOT = Path(__file__).resolve().parent.parent
+GUIDES = ROOT / "docs" / "pages" / "guides"
+PAGES = sorted(GUIDES.glob("*.md"))
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    monkeypatch.setenv("AGENTLOOP_BLOCK_REMOTE_MODELS", "1")
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.chdir(tmp_path)
+    yield
+    gc.unfreeze()  # a guide shows gc.freeze(): the test process's heap stays collectable
+
+
+def run_block(block: CodeBlock, namespace: dict[str, Any], filename: str) -> None:
+    code = compile_block(block, filename)
+    if code.co_flags & inspect.CO_COROUTINE:
+
+        async def main() -> None:
+            await eval(code, namespace)
+
+        anyio.run(main)
+    else:
+        exec(code, namespace)
+
+
+def run_page(page: Path) -> int:
+    """Run a page's blocks in order; the number run."""
+    namespace: dict[str, Any] = {}
+    ran = 0
+    for block in python_blocks(page.read_text()):
+        if block.marker == "skip":
+            continue
+        if block.marker != "continue":
+            namespace = {"__name__": "__main__"}
+        run_block(block, namespace, str(page.relative_to(ROOT)))
+        ran += 1
+    return ran
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+def test_guide_code_runs(page: Path) -> None:
+    assert run_page(page) >= 1, f"{page.name} has no python block that runs"
+
+
+def test_there_are_guides() -> None:
+    assert len(PAGES) >= 9
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+def test_every_skip_says_why_and_continues_something(page: Path) -> None:
+    blocks = python_blocks(page.read_text())
+    for before, block in zip([None, *blocks], blocks, strict=False):
+        if block.marker == "skip":
+            assert block.reason, f"{page.name}:{block.line}: a skipped block says why"
+        if block.marker == "continue":
+            assert before is not None and before.marker != "skip", (
+                f"{page.name}:{block.line}: continues no block that ran"
+            )
+
+
+def test_every_guide_is_in_the_nav_and_on_the_home_page() -> None:
+    nav = (ROOT / "docs" / "mkdocs.yml").read_text()
+    home = (ROOT / "docs" / "pages" / "index.md").read_text()
+    for page in PAGES:
+        assert f"guides/{page.name}" in nav, f"{page.name} is not in the mkdocs nav"
+        assert f"(guides/{page.name})" in home, f"{page.name} is not linked from index.md"
+
+
+def test_the_block_reader() -> None:
+    text = "\n".join(
+        [
+            "```python",
+            "a = 1",
+            "```",
+            "<!-- docs: continue -->",
+            '```python title="x.py"',
+            "await b()",
+            "```",
+            "<!-- docs: skip (not ours) -->",
+            "```python",
+            "import other",
+            "```",
+            "```sh",
+            "echo no",
+            "```",
+        ]
+    )
+    blocks = python_blocks(text)
+    assert [(b.line, b.marker, b.reason) for b in blocks] == [
+        (1, None, ""),
+        (5, "continue", ""),
+        (9, "skip", "not ours"),
+    ]
+    assert blocks[1].source == "await b()\n"
+    assert compile_block(blocks[1], "x.md").co_flags & inspect.CO_COROUTINE
+    assert re.search("import other", blocks[2].source)
