@@ -9,10 +9,11 @@ What is honoured: ``type`` (the first non-null one of a list), ``enum``/``const`
 (optional properties are left out, unless ``minProperties`` needs them), ``properties``,
 ``additionalProperties`` (a schema for required keys that have none of their own), ``items``/
 ``prefixItems``, ``minItems``/``maxItems``, ``uniqueItems``, ``minLength``/``maxLength``, the
-common ``format`` values, numeric bounds and ``multipleOf``, ``anyOf``/``oneOf`` (the first
-non-null branch), ``allOf`` (merged) and local ``$ref``. A ``pattern`` is met when one of a few
-plain candidates matches it; otherwise the plain word is sent (the tool sees what a model that
-got it wrong would send). Bounded: ``MAX_DEPTH`` levels, ``MAX_VALUES`` values per call.
+common ``format`` values, numeric bounds and ``multipleOf``, ``anyOf`` (the first non-null
+branch), ``oneOf`` (a branch whose value the others do not take), ``allOf`` (merged) and local
+``$ref``. A ``pattern`` is met when one of a few plain candidates matches it; otherwise the
+plain word is sent (the tool sees what a model that got it wrong would send). Bounded:
+``MAX_DEPTH`` levels, ``MAX_VALUES`` values per call, ``MAX_ITEMS`` items per array.
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ class _Maker:
     def value(self, schema: Any, depth: int) -> Any:
         self.made += 1
         schema = self._flatten(schema, 0)
+        one_of = schema.pop("oneOf", None)
+        if isinstance(one_of, list) and one_of:
+            return self._one_of(schema, one_of, depth)
         if "const" in schema:
             return schema["const"]
         enum = schema.get("enum")
@@ -93,9 +97,25 @@ class _Maker:
             return None
         return _string(schema, self.variant)
 
+    def _one_of(self, base: dict[str, Any], branches: list[Any], depth: int) -> Any:
+        """A value for the first branch (``null`` last) whose value no other branch takes too
+        (by type, ``const`` and ``enum``): ``oneOf`` wants exactly one match."""
+        options = [_merge(base, self._flatten(b, 0)) for b in branches]
+        ordered = sorted(options, key=lambda o: _kind(o) == "null")
+        if depth >= MAX_DEPTH:  # a oneOf cycle through $ref: stop choosing
+            return self.value({k: v for k, v in ordered[0].items() if k != "oneOf"}, depth)
+        first: Any = None
+        for i, option in enumerate(ordered):
+            value = self.value(option, depth + 1)
+            if i == 0:
+                first = value
+            if not any(_roughly_fits(value, other) for other in options if other is not option):
+                return value
+        return first
+
     def _flatten(self, schema: Any, hops: int) -> dict[str, Any]:
-        """``schema`` with its ``$ref`` followed, ``allOf`` merged and one ``anyOf``/``oneOf``
-        branch (the first that is not just ``null``) merged in."""
+        """``schema`` with its ``$ref`` followed, ``allOf`` merged and one ``anyOf`` branch
+        (the first that is not just ``null``) merged in; ``oneOf`` is left to ``_one_of``."""
         if not isinstance(schema, Mapping) or hops > 8:
             return {}
         out = dict(schema)
@@ -104,12 +124,11 @@ class _Maker:
             out = _merge(self._flatten(_resolve(self.root, ref), hops + 1), out)
         for sub in out.pop("allOf", None) or ():
             out = _merge(out, self._flatten(sub, hops + 1))
-        for key in ("anyOf", "oneOf"):
-            branches = out.pop(key, None)
-            if isinstance(branches, list) and branches:
-                flat = [self._flatten(b, hops + 1) for b in branches]
-                chosen = next((b for b in flat if _kind(b) != "null"), flat[0])
-                out = _merge(out, chosen)
+        branches = out.pop("anyOf", None)
+        if isinstance(branches, list) and branches:
+            flat = [self._flatten(b, hops + 1) for b in branches]
+            chosen = next((b for b in flat if _kind(b) != "null"), flat[0])
+            out = _merge(out, chosen)
         return out
 
     def _object(self, schema: Mapping[str, Any], depth: int) -> dict[str, Any]:
@@ -179,6 +198,31 @@ def _resolve(root: Mapping[str, Any], ref: str) -> Any:
         else:
             return {}
     return node
+
+
+def _roughly_fits(value: Any, schema: Mapping[str, Any]) -> bool:
+    """Whether ``value`` has the schema's type and is its ``const``/in its ``enum``."""
+    if "const" in schema:
+        return bool(value == schema["const"])
+    enum = schema.get("enum")
+    if isinstance(enum, list):
+        return value in enum
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind] if isinstance(kind, str) else []
+    if not kinds:
+        return True
+    return any(_has_type(value, k) for k in kinds)
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    if kind == "integer":
+        return _is_number(value) and float(value).is_integer()
+    if kind == "number":
+        return _is_number(value)
+    python = {"string": str, "boolean": bool, "object": dict, "array": list}.get(kind)
+    if python is not None:
+        return isinstance(value, python)
+    return value is None if kind == "null" else True
 
 
 def _kind(schema: Mapping[str, Any]) -> str:

@@ -26,7 +26,7 @@ from ._turns import EmulatedCall, EmulatedTurn, load_turns
 __all__ = ["EmulatedProvider"]
 
 _ANSWER = "Both lookups are done: the first says sunny, the second says 21 degrees. All set."
-_SCRIPT_ENDED = "Answer: the emulated provider's script has no more turns."
+_SCRIPT_ENDED = "The emulated provider's script has no more turns."
 
 
 def _dumps(value: Any) -> bytes:
