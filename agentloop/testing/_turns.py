@@ -69,7 +69,7 @@ class EmulatedTurn:
     line after the text, in the runtime's ReAct format.
 
     The JSON form (``agentloop emulate --script FILE``, ``EmulatedProvider.from_script_file``)
-    is a list of turns, each a string or ``{"text": ..., "calls": [...]}``::
+    is a list of turns, each a string or ``{"text": ..., "calls": [...]}``:
 
         [
           {"text": "Let me look.", "calls": ["get_weather", {"name": "get_time",
