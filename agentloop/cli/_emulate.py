@@ -36,9 +36,9 @@ class EmulateOptions:
 
 def emulate_command(options: EmulateOptions, *, out: TextIO | None = None) -> int:
     """Serve until interrupted; returns the exit status (0)."""
-    out = out or sys.stdout
+    stream: TextIO = sys.stdout if out is None else out
     provider = _provider(options)
-    handler = provider if options.quiet else _Logged(provider, out)
+    handler = provider if options.quiet else _Logged(provider, stream)
     server = ProviderServer(handler, host=options.host, port=options.port, backend=options.backend)
     try:
         server.start()
@@ -49,12 +49,12 @@ def emulate_command(options: EmulateOptions, *, out: TextIO | None = None) -> in
         raise UserError(f"cannot listen on {options.host}:{options.port}: {reason}") from None
     try:
         with _sigterm_interrupts():
-            _write(out, _banner(options, _url(options.host, server.port)))
+            _write(stream, _banner(options, _url(options.host, server.port)))
             idle = threading.Event()  # never set: Ctrl-C (or SIGTERM) ends the wait
             while not idle.wait(0.5):  # timed, so that Ctrl-C gets through on Windows too
                 pass
     except KeyboardInterrupt:
-        _write(out, "stopped\n")
+        _write(stream, "stopped\n")
     finally:
         server.stop()
     return 0
