@@ -180,7 +180,9 @@ PUBLIC_API: dict[str, list[str]] = {
     "agentloop.testing": [
         "Chunk",
         "EchoModel",
+        "EmulatedCall",
         "EmulatedProvider",
+        "EmulatedTurn",
         "FaultInjector",
         "FaultProfile",
         "FunctionModel",

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from agentloop import (
     Agent,
     AgentLoopWarning,
+    Tool,
     ToolContext,
     Toolkit,
     UserError,
@@ -498,3 +499,246 @@ async def test_a_result_that_is_not_json_is_logged_with_the_tools_name(
     warned = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1
     assert "'handle'" in warned[0].getMessage() and "JSON" in warned[0].getMessage()
+
+
+# -- tools declared from a JSON schema --------------------------------------------------------
+
+BOOKING = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "minLength": 1},
+        "nights": {"type": "integer", "minimum": 1, "maximum": 30},
+        "room": {"enum": ["single", "double", "suite"]},
+        "guest": {"$ref": "#/$defs/guest"},
+        "extras": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+    },
+    "required": ["city", "nights", "guest"],
+    "additionalProperties": False,
+    "$defs": {
+        "guest": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "age": {"type": ["integer", "null"]}},
+            "required": ["name"],
+        }
+    },
+}
+VALID_BOOKING = {"city": "Oslo", "nights": 2, "guest": {"name": "Ada", "age": 36}}
+
+
+async def test_a_schema_tool_receives_its_arguments_as_one_dict() -> None:
+    """``Tool.from_schema``: the schema is sent as given (without ``$schema``), the function
+    gets the decoded arguments whole, and calling the tool calls the function."""
+    received: list[dict[str, Any]] = []
+
+    async def book(arguments: dict[str, Any]) -> str:
+        received.append(arguments)
+        return f"booked {arguments['city']}"
+
+    booking = Tool.from_schema("book", "Book a hotel room.", BOOKING, book)
+    spec = next(booking.specs())
+    assert (spec.name, spec.description) == ("book", "Book a hotel room.")
+    assert spec.parameters == {k: v for k, v in BOOKING.items() if k != "$schema"}
+    assert await booking({"city": "Rome"}) == "booked Rome"  # a direct call: no check
+    arguments = {**VALID_BOOKING, "room": "suite", "extras": ["breakfast"]}
+    model = ScriptedModel([Reply(calls=[call("book", arguments)]), "done"])
+    result = await Agent(model, tools=[booking]).run("book")
+    action = result.steps[0].actions[0]
+    assert (action.error, action.output) == (None, "booked Oslo")
+    assert received[-1] == arguments
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problems"),
+    [
+        ({"nights": 2, "guest": {"name": "Ada"}}, ["city: missing required property"]),
+        ({**VALID_BOOKING, "nights": "two"}, ["nights: expected integer, got string"]),
+        ({**VALID_BOOKING, "nights": 0}, ["nights: must be at least 1"]),
+        ({**VALID_BOOKING, "room": "penthouse"}, ['room: must be one of "single", "double"']),
+        ({**VALID_BOOKING, "guest": {"age": 3}}, ["guest.name: missing required property"]),
+        ({**VALID_BOOKING, "guest": {"name": "Ada", "age": 3.5}}, ["guest.age: expected"]),
+        ({**VALID_BOOKING, "extras": ["a", 1]}, ["extras.1: expected string, got integer"]),
+        ({**VALID_BOOKING, "extras": ["a", "a"]}, ["extras: items must be unique"]),
+        ({**VALID_BOOKING, "pets": 2}, ["pets: unexpected property"]),
+        ({"city": "", "nights": True}, ["city: must be at least 1", "nights: expected integer"]),
+    ],
+)
+async def test_a_schema_tool_refuses_arguments_that_break_its_schema(
+    arguments: dict[str, Any], problems: list[str]
+) -> None:
+    """Arguments that break the schema are an ``invalid_arguments`` error result naming each
+    problem's location; the function does not run."""
+    ran: list[Any] = []
+    booking = Tool.from_schema("book", "Book.", BOOKING, ran.append)
+    model = ScriptedModel([Reply(calls=[call("book", arguments)]), "done"])
+    result = await Agent(model, tools=[booking]).run("book")
+    action = result.steps[0].actions[0]
+    assert action.error_kind == "invalid_arguments", action
+    assert action.error is not None and action.error.startswith("invalid arguments: ")
+    for problem in problems:
+        assert problem in action.error
+    assert ran == []
+
+
+async def test_the_schema_decorator_with_a_sync_function_context_and_on_invalid() -> None:
+    """``@tool(schema=...)``: the docstring's summary describes it, a ``ToolContext``
+    parameter is injected, a plain function runs in a worker thread, and ``on_invalid``
+    answers arguments that break the schema."""
+    threads: list[str] = []
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+    @tool(schema=schema, on_invalid=lambda exc: {"error": exc.errors()[0]["msg"]})
+    def double(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        """Double a number.
+
+        Args:
+            arguments: ignored here; the schema describes them
+        """
+        threads.append(threading.current_thread().name)
+        return {"n": 2 * arguments["n"], "tag": ctx.action.tag}
+
+    assert next(double.specs()).description == "Double a number."
+    model = ScriptedModel(
+        [Reply(calls=[call("double", {"n": 21}, id="a"), call("double", {"n": "x"})]), "ok"]
+    )
+    result = await Agent(model, tools=[double]).run("go")
+    first, second = result.steps[0].actions
+    assert first.output == {"n": 42, "tag": "a"}
+    assert (second.is_error, second.output) == (False, {"error": "expected integer, got string"})
+    assert threads and threads[0] != threading.main_thread().name
+
+
+@pytest.mark.parametrize(
+    ("schema", "fn", "message"),
+    [
+        ({"type": "array"}, print, "must have type 'object'"),
+        ([1, 2], print, "must be a JSON object schema"),
+        ({"properties": {"x": {"$ref": "https://example.com/x"}}}, print, "does not point"),
+        ({"properties": {"x": {"type": "string", "pattern": "("}}}, print, "does not compile"),
+        ({"properties": {"x": {"type": "text"}}}, print, "unknown type"),
+        ({"properties": {"when": {"default": object()}}}, print, "schema is not JSON"),
+        ({"type": "object"}, lambda a, b: None, "takes the arguments as one parameter"),
+        ({"type": "object"}, lambda: None, "takes the arguments as one parameter"),
+        ({"type": "object"}, "not a function", "is not callable"),
+    ],
+)
+def test_a_schema_tool_is_checked_when_it_is_made(schema: Any, fn: Any, message: str) -> None:
+    """Mistakes in the declaration fail at once, naming the tool (not at the model's call)."""
+    with pytest.raises(UserError, match="tool 'bad'") as caught:
+        Tool.from_schema("bad", "Bad.", schema, fn)
+    assert message in str(caught.value)
+
+
+# The check agrees with jsonschema (the reference implementation) on the keywords it covers.
+AGREEMENT: list[tuple[dict[str, Any], list[Any]]] = [
+    (
+        BOOKING,
+        [
+            VALID_BOOKING,
+            {**VALID_BOOKING, "nights": 2.0},
+            {**VALID_BOOKING, "nights": 31},
+            {**VALID_BOOKING, "guest": {"name": "x", "age": None}},
+            {**VALID_BOOKING, "guest": {"name": "x", "more": [1]}},
+            {**VALID_BOOKING, "room": "double", "extras": []},
+            {**VALID_BOOKING, "extras": "breakfast"},
+            {"city": "x"},
+            {},
+        ],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {
+                "shape": {
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "properties": {"r": {"type": "number"}},
+                            "required": ["r"],
+                            "additionalProperties": False,
+                        },
+                        {
+                            "type": "object",
+                            "properties": {"w": {"type": "number"}, "h": {"type": "number"}},
+                            "required": ["w", "h"],
+                            "additionalProperties": False,
+                        },
+                    ]
+                },
+                "code": {"type": "string", "pattern": "^[A-Z]{3}$", "maxLength": 3},
+                "step": {"type": "number", "multipleOf": 0.5, "exclusiveMaximum": 10},
+                "pair": {
+                    "type": "array",
+                    "prefixItems": [{"type": "string"}, {"type": "integer"}],
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+                "tag": {"const": "v1"},
+                "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                "not_zero": {"type": "integer", "not": {"const": 0}},
+                "both": {"allOf": [{"type": "string"}, {"minLength": 2}]},
+            },
+        },
+        [
+            {"shape": {"r": 1}},
+            {"shape": {"w": 1, "h": 2}},
+            {"shape": {"r": 1, "w": 2}},
+            {"shape": {}},
+            {"code": "ABC"},
+            {"code": "AB"},
+            {"code": "ABCD"},
+            {"step": 2.5},
+            {"step": 2.2},
+            {"step": 10},
+            {"pair": ["a", 1]},
+            {"pair": [1, "a"]},
+            {"pair": ["a"]},
+            {"tag": "v1"},
+            {"tag": "v2"},
+            {"note": None},
+            {"note": 3},
+            {"not_zero": 0},
+            {"not_zero": 7},
+            {"both": "ab"},
+            {"both": "a"},
+            {"both": True},
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "value"), [(schema, value) for schema, values in AGREEMENT for value in values]
+)
+def test_the_schema_check_agrees_with_jsonschema(schema: dict[str, Any], value: Any) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from agentloop.tools._schema_check import SchemaCheck, tool_parameters
+
+    expected = jsonschema.Draft202012Validator(schema).is_valid(value)
+    assert (SchemaCheck(tool_parameters("t", schema))(value) == []) == expected
+
+
+def test_the_schema_check_is_bounded() -> None:
+    """A ``$ref`` cycle that never descends into the value, and a schema whose ``anyOf``
+    branches multiply, end in a problem, not a hang or a RecursionError."""
+    from agentloop.tools._schema_check import (
+        MAX_REF_HOPS,
+        MAX_VISITS,
+        SchemaCheck,
+        tool_parameters,
+    )
+
+    cycle = {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}},
+             "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}}  # fmt: skip
+    problems = SchemaCheck(tool_parameters("t", cycle))({"x": 1})
+    assert problems == [(("x",), f"$ref chain longer than {MAX_REF_HOPS} steps")]
+    defs: dict[str, Any] = {"l0": {"type": "integer", "minimum": 10}}
+    for i in range(1, 31):  # each level tries both branches of the one below: 2**30 paths
+        below = {"$ref": f"#/$defs/l{i - 1}"}
+        defs[f"l{i}"] = {"type": "array", "items": {"anyOf": [below, below]}}
+    wide = {"type": "object", "properties": {"v": {"$ref": "#/$defs/l30"}}, "$defs": defs}
+    value: Any = 1
+    for _ in range(30):
+        value = [value]
+    problems = SchemaCheck(tool_parameters("t", wide))({"v": value})
+    assert problems == [((), f"too large to check against the schema ({MAX_VISITS} steps)")]

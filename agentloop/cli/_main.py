@@ -1,4 +1,4 @@
-"""``agentloop``: the command line (``demo``, ``run``, ``chat``).
+"""``agentloop``: the command line (``demo``, ``run``, ``chat``, ``emulate``).
 
 Errors are one line on stderr, never a traceback (``AGENTLOOP_DEBUG=1`` shows it): exit status 2
 for a mistake in what was asked (a bad model string, tool path or store URL, a missing key), 1
@@ -19,6 +19,7 @@ import anyio
 from .. import AgentLoopError, UserError
 
 DEBUG_ENV = "AGENTLOOP_DEBUG"
+DEFAULT_EMULATE_PORT = 8765
 
 EPILOG = """\
 exit status: 0 answered · 1 the run failed or ended without an answer · 2 a usage or
@@ -70,6 +71,50 @@ def build_parser() -> argparse.ArgumentParser:
     _agent_options(chat)
     _session_options(chat, default_store="a SQLite file in the user data dir")
     _output_options(chat)
+
+    emulate = commands.add_parser(
+        "emulate",
+        help="serve an emulated model provider on a local port (offline, no key)",
+        description="Serves the emulated provider: OpenAI Chat Completions and Responses "
+        "(base URL http://HOST:PORT/v1) and Anthropic Messages (http://HOST:PORT), streamed or "
+        "not. Without a script it answers with two parallel tool calls (arguments made up "
+        "from each tool's JSON schema), then, after the results, a text. Prints where it "
+        "listens and one line per request; runs until Ctrl-C (exit status 0).",
+    )
+    emulate.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    emulate.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_EMULATE_PORT,
+        help=f"the port (default {DEFAULT_EMULATE_PORT}; 0 picks a free one, printed)",
+    )
+    emulate.add_argument(
+        "--script",
+        metavar="FILE",
+        help="a JSON list of turns to play in each conversation: a text, or "
+        '{"text": ..., "calls": [name or {"name", "path", "arguments"}]}',
+    )
+    emulate.add_argument("--answer", metavar="TEXT", help="the text answer (without a script)")
+    emulate.add_argument(
+        "--tool-rounds",
+        type=_positive_int,
+        default=1,
+        help="rounds of tool calls before the answer (without a script; default 1)",
+    )
+    emulate.add_argument(
+        "--text-chunks", type=_positive_int, default=6, help="SSE events per text (default 6)"
+    )
+    emulate.add_argument(
+        "--chunk-delay",
+        type=_non_negative,
+        default=0.0,
+        metavar="SECONDS",
+        help="pause between streamed events (default 0)",
+    )
+    emulate.add_argument("-q", "--quiet", action="store_true", help="do not log requests")
+    emulate.add_argument(
+        "--backend", choices=("asyncio", "trio"), default="asyncio", help=argparse.SUPPRESS
+    )
     return parser
 
 
@@ -144,6 +189,20 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be 0-65535")
+    return value
+
+
 def _count(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -200,9 +259,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     _forgiving_stdio()
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "emulate":  # serves from its own thread: no event loop here
+            return _emulate(args)
         return anyio.run(_command(args), backend=args.backend)
     except (Exception, KeyboardInterrupt, BaseExceptionGroup) as exc:
         return _failed(exc)
+
+
+def _emulate(args: argparse.Namespace) -> int:
+    from ._emulate import EmulateOptions, emulate_command
+
+    options = EmulateOptions(
+        host=args.host,
+        port=args.port,
+        script=args.script,
+        answer=args.answer,
+        tool_rounds=args.tool_rounds,
+        text_chunks=args.text_chunks,
+        chunk_delay=args.chunk_delay,
+        quiet=args.quiet,
+        backend=args.backend,
+    )
+    return emulate_command(options)
 
 
 def _failed(exc: BaseException) -> int:

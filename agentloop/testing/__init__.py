@@ -1,5 +1,6 @@
 """Test doubles for agents: scripted and function models, and a loopback provider server that
-plays recorded or scripted provider responses to the real SDK clients over a socket.
+plays recorded or scripted provider responses to the real SDK clients over a socket, or emulates
+a provider (``EmulatedProvider``; ``agentloop emulate`` on the command line).
 
 Real provider calls fail inside a test suite that sets ``AGENTLOOP_BLOCK_REMOTE_MODELS=1``
 (drivers then refuse any base URL that is not loopback); agentloop's own suite sets it.
@@ -31,13 +32,17 @@ from ._script import ScriptedResponse as ScriptedResponse
 from ._script import load_recording as load_recording
 from ._server import ProviderServer as ProviderServer
 from ._server import ServerStats as ServerStats
+from ._turns import EmulatedCall as EmulatedCall
+from ._turns import EmulatedTurn as EmulatedTurn
 
 _register_provider("test", EchoModel)  # "test:echo" and the like, for smoke tests
 
 __all__ = [
     "Chunk",
     "EchoModel",
+    "EmulatedCall",
     "EmulatedProvider",
+    "EmulatedTurn",
     "FaultInjector",
     "FaultProfile",
     "FunctionModel",

@@ -3,7 +3,8 @@
 Provider drivers are tested through their SDKs over a real socket: transport mocks tied to one HTTP
 library break silently when the SDK changes its HTTP stack, a socket does not. The server runs its
 own event loop in its own thread (``with ProviderServer(...) as server``, usable from sync and async
-tests); ``tests/support/provider_process.py`` in the repository runs it in a separate process for
+tests); ``agentloop emulate`` serves the emulated provider with it from the command line, and
+``tests/support/provider_process.py`` in the repository runs it in a separate process for
 benchmarks and load tests.
 
 Each request is recorded (method, path, headers, body) and answered by a handler, or from a FIFO

@@ -15,6 +15,7 @@ from .._errors import UserError, warn
 from ..models._types import TOOL_NAME_SEPARATOR, ToolSpec, wire_tool_name
 from ._context import ToolContext
 from ._schema import args_model, json_schema, parse_docstring
+from ._schema_check import SchemaCheck, checked_args_model, tool_parameters
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -103,6 +104,9 @@ class Tool(Generic[ToolP, ToolR]):
     activity it runs. Calling the tool object calls a plain tool's function directly, with its
     signature (``Tool[P, R]`` for type checkers; an ``async def`` tool's call is awaited).
 
+    Make one with ``@tool`` (its schema from a signature), a ``Toolkit``, or
+    ``Tool.from_schema`` (a name and a JSON schema, for tools defined by data).
+
     Args:
         name: The tool's name (1-64 of ``[A-Za-z0-9_-]``, no ``__``).
         description: What it does, for the model.
@@ -126,6 +130,57 @@ class Tool(Generic[ToolP, ToolR]):
         # Built once: the same ToolSpec objects on every run let the drivers reuse the JSON
         # they encoded for them (their fragment caches are keyed by identity).
         self._specs = tuple(a.spec(self.name) for a in self.activities.values())
+
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        description: str,
+        schema: Mapping[str, Any],
+        fn: Callable[..., Any],
+        *,
+        eager: bool = True,
+        timeout: float | None = None,
+        side_effects: bool = False,
+        serial_key: Callable[[RunContext], str] | None = None,
+        on_invalid: Callable[[ValidationError], Any] | None = None,
+    ) -> Tool:
+        """A tool declared by a name and a JSON schema instead of a Python signature: for tools
+        that come from data (a config file, an OpenAPI operation, another framework).
+
+        ``schema`` is the arguments' object schema, sent to the provider as given (without
+        ``$schema``). ``fn(arguments)`` (``async def`` or plain ``def``; an extra parameter
+        annotated ``ToolContext`` gets the context) receives the decoded arguments as one
+        dict, once they pass a bounded check of the schema's common keywords: ``type``,
+        ``enum``, ``const``, ``required``, ``properties``, ``additionalProperties``, items,
+        lengths, ``pattern``, numeric bounds, ``anyOf``/``oneOf``/``allOf``/``not`` and local
+        ``$ref``. Arguments that fail it get the usual ``invalid_arguments`` error result (or
+        ``on_invalid``'s answer); keywords it does not check (``format``, ``if``/``then``, ...)
+        are the function's to check. Other options are as for ``tool``.
+
+        Args:
+            name: The tool's name (1-64 of ``[A-Za-z0-9_-]``, no ``__``).
+            description: What it does, for the model.
+            schema: The arguments' JSON object schema.
+            fn: Called with the checked arguments as one dict (and the context, if it asks).
+            eager: Start as soon as its call is sealed in the stream.
+            timeout: Seconds a call may take before it is a ``timeout`` error result.
+            side_effects: In a session run, start only once the reply is committed.
+            serial_key: Calls whose ``serial_key(run_context)`` is equal run one at a time.
+            on_invalid: Makes the action's output from a ``pydantic.ValidationError`` of its
+                arguments.
+        """
+        return _schema_tool(
+            name,
+            description,
+            schema,
+            fn,
+            eager=eager,
+            timeout=timeout,
+            side_effects=side_effects,
+            serial_key=serial_key,
+            on_invalid=on_invalid,
+        )
 
     def activity(self, path: str | None) -> Activity | None:
         """The activity at ``path``. A plain tool also answers to its own name as the path.
@@ -160,6 +215,90 @@ def _is_context(param: inspect.Parameter, annotation: Any) -> bool:
         or get_origin(annotation) is ToolContext
         or param.annotation in ("ToolContext", ToolContext)
     )
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    target = inspect.unwrap(fn)
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+        getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    )
+
+
+class _CallWithArguments:
+    """Calls a schema tool's function with the arguments as one dict (and the context, by
+    name, when the function asks for it). The executor passes both as keywords."""
+
+    __slots__ = ("_context_param", "_fn")
+
+    def __init__(self, fn: Callable[..., Any], context_param: str | None) -> None:
+        self._fn = fn
+        self._context_param = context_param
+
+    def __call__(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
+        if self._context_param is None:
+            return self._fn(arguments)
+        return self._fn(arguments, **{self._context_param: context})
+
+
+def _context_param_of(name: str, fn: Callable[..., Any]) -> str | None:
+    """The parameter of a schema tool's function that takes the ``ToolContext``, if any;
+    checks that the function takes the arguments as its one other (positional) parameter."""
+    if not callable(fn):
+        raise UserError(f"tool {name!r}: {fn!r} is not callable")
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: trust it with one argument
+        return None
+    context = [p for p in params if _is_context(p, p.annotation)]
+    others = [p for p in params if p not in context and p.default is p.empty]
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    takes_one = (len(others) == 1 and others[0].kind in positional) or (
+        not others and any(p.kind is p.VAR_POSITIONAL for p in params)
+    )
+    if (
+        len(context) > 1
+        or not takes_one
+        or (context and context[0].kind is context[0].POSITIONAL_ONLY)
+    ):
+        raise UserError(
+            f"tool {name!r}: a schema tool's function takes the arguments as one parameter "
+            "(and, optionally, a parameter annotated ToolContext)"
+        )
+    return context[0].name if context else None
+
+
+def _schema_tool(
+    name: str,
+    description: str,
+    schema: Mapping[str, Any],
+    fn: Callable[..., Any],
+    *,
+    eager: bool,
+    timeout: float | None,
+    side_effects: bool,
+    serial_key: Callable[[RunContext], str] | None,
+    on_invalid: Callable[[ValidationError], Any] | None,
+) -> Tool:
+    name = check_name("tool", name)
+    if timeout is not None and timeout <= 0:
+        raise UserError(f"tool {name!r}: timeout must be positive, not {timeout}")
+    parameters = tool_parameters(name, schema)
+    context_param = _context_param_of(name, fn)
+    activity = Activity(
+        path=None,
+        description=description.strip(),
+        fn=_CallWithArguments(fn, context_param),
+        args=checked_args_model(name, SchemaCheck(parameters)),
+        parameters=parameters,
+        context_param="context" if context_param is not None else None,
+        is_async=_is_async(fn),
+        eager=eager,
+        timeout=timeout,
+        serial_key=serial_key,
+        side_effects=side_effects,
+        on_invalid=on_invalid,
+    )
+    return Tool(name=name, description=activity.description, activities={None: activity})
 
 
 def make_activity(
@@ -204,10 +343,7 @@ def make_activity(
     described = (description or summary or "").strip()
     label = tool_name if path is None else f"{tool_name}.{path}"
     _warn_if_unclear(fn, label, described, context_params)
-    target = inspect.unwrap(fn)
-    is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
-        getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
-    )
+    is_async = _is_async(fn)
     return Activity(
         path=path,
         description=described,
@@ -252,6 +388,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    schema: Mapping[str, Any] | None = None,
     eager: bool = True,
     timeout: float | None = None,
     side_effects: bool = False,
@@ -266,6 +403,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    schema: Mapping[str, Any] | None = None,
     eager: bool = True,
     timeout: float | None = None,
     side_effects: bool = False,
@@ -285,10 +423,14 @@ def tool(
     (its value is the action's output; the function is not called), instead of the runtime's
     ``invalid_arguments`` error result.
 
+    ``schema=`` (a JSON object schema) declares the arguments instead of the signature: the
+    function then takes them as one dict, as with ``Tool.from_schema``.
+
     Args:
         fn: The function (when used as ``@tool`` without parentheses).
         name: The tool's name (default: the function's).
         description: What it does, for the model (default: the docstring's summary).
+        schema: A JSON object schema for the arguments, instead of the signature's.
         eager: Start as soon as its call is sealed in the stream (``False``: after the whole
             reply passed the model middleware).
         timeout: Seconds a call may take before it is a ``timeout`` error result.
@@ -300,6 +442,19 @@ def tool(
 
     def wrap(f: Callable[..., Any]) -> Tool[..., Any]:
         tool_name = check_name("tool", name or f.__name__)
+        if schema is not None:
+            summary, _ = parse_docstring(inspect.getdoc(f))
+            return _schema_tool(
+                tool_name,
+                description or summary,
+                schema,
+                f,
+                eager=eager,
+                timeout=timeout,
+                side_effects=side_effects,
+                serial_key=serial_key,
+                on_invalid=on_invalid,
+            )
         activity = make_activity(
             f,
             tool_name=tool_name,

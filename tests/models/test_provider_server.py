@@ -104,8 +104,9 @@ def test_raise_fd_limit() -> None:
         raise_fd_limit(soft * 1000 + 10**9)
 
 
-WEATHER = ToolSpec(name="weather", description="", parameters={"type": "object"})
-CLOCK = ToolSpec(name="clock", description="", parameters={"type": "object"})
+QUERY = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+WEATHER = ToolSpec(name="weather", description="", parameters=QUERY)
+CLOCK = ToolSpec(name="clock", description="", parameters=QUERY)
 
 
 async def _two_turns(api: str, url: str, transport: str, stream: bool) -> list[str]:
