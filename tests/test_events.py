@@ -144,3 +144,29 @@ async def test_a_cancelled_consumer_reads_no_further_buffered_event() -> None:
         assert scope.cancelled_caught
         assert seen[-1] == "text_delta" and seen.count("text_delta") == 1
         assert [e.type async for e in run][-1] == "run_finished"
+
+
+async def test_a_refused_session_run_starts_and_fails_like_any_run() -> None:
+    """A run refused its session (SessionBusy) still begins with RunStarted and ends with its
+    one terminal RunFailed, so a consumer sees the same shape for every run."""
+    import anyio
+
+    from agentloop import RunFailed, RunStarted, SessionBusy
+    from agentloop.sessions import InMemoryStore
+
+    async with InMemoryStore() as store:
+        await store.create("held")
+        await store.acquire_lease("held", owner="another-run", ttl=60)
+        agent = Agent(ScriptedModel(["never"]), store=store)
+        events: list[Event] = []
+        with anyio.fail_after(10):
+            async with agent.stream("hello", session="held") as run:
+                events = [event async for event in run]
+        with pytest.raises(SessionBusy):
+            run.result  # noqa: B018 - reading it raises
+    assert [type(e) for e in events] == [RunStarted, RunFailed]
+    started, failed = events
+    assert isinstance(started, RunStarted) and isinstance(failed, RunFailed)
+    assert (started.input, started.run_id, started.seq) == ("hello", failed.run_id, 1)
+    assert failed.error.kind == "SessionBusy" and failed.seq == 2
+
