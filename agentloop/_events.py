@@ -8,6 +8,7 @@ Events are data: ``to_json()`` / ``event_from_json()`` round-trip them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
@@ -30,8 +31,8 @@ class _Event:
         return _adapter().dump_json(self).decode()  # type: ignore[arg-type]
 
     @classmethod
-    def from_json(cls, data: str | bytes) -> Event:
-        return event_from_json(data)
+    def from_json(cls, data: str | bytes, *, output_type: Any = None) -> Event:
+        return event_from_json(data, output_type=output_type)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -193,9 +194,37 @@ def _adapter() -> TypeAdapter[Event]:
     return TypeAdapter(Annotated[Event, Field(discriminator="type")])
 
 
-def event_from_json(data: str | bytes) -> Event:
-    """Parse an event serialised with ``to_json()``."""
-    return _adapter().validate_json(data)
+def event_from_json(data: str | bytes, *, output_type: Any = None) -> Event:
+    """Parse an event serialised with ``to_json()``.
+
+    JSON holds a typed output in its JSON form (a pydantic model or a dataclass is a dict).
+    Given the agent's ``output_type``, the answer of a root run's ``RunFinished`` is validated
+    back into that type (a sub-run's output, and a result with an error, stay as they are).
+    """
+    event = _adapter().validate_json(data)
+    if output_type is None or not isinstance(event, RunFinished) or event.parent_run_id:
+        return event
+    result = event.result
+    if result.error is not None or result.output is None:
+        return event
+    output = _output_adapter(output_type).validate_python(result.output)
+    return dataclasses.replace(event, result=dataclasses.replace(result, output=output))
+
+
+def _output_adapter(output_type: Any) -> TypeAdapter[Any]:
+    try:
+        return _cached_output_adapter(output_type)
+    except TypeError:  # an unhashable type expression
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(output_type)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_output_adapter(output_type: Any) -> TypeAdapter[Any]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(output_type)
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:

@@ -170,3 +170,41 @@ async def test_a_refused_session_run_starts_and_fails_like_any_run() -> None:
     assert (started.input, started.run_id, started.seq) == ("hello", failed.run_id, 1)
     assert failed.error.kind == "SessionBusy" and failed.seq == 2
 
+
+async def test_event_from_json_restores_a_typed_output() -> None:
+    """JSON holds a typed answer as a dict; given the output type, event_from_json restores it
+    (a pydantic model or a dataclass), and the event is equal to the one the run streamed."""
+    from pydantic import BaseModel
+
+    from agentloop import RunFinished
+
+    class Trip(BaseModel):
+        city: str
+        days: int
+
+    @dataclasses.dataclass
+    class Stay:
+        hotel: str
+
+    cases: list[tuple[type[Any], str, Any, dict[str, Any]]] = [
+        (
+            Trip,
+            '{"city": "Paris", "days": 3}',
+            Trip(city="Paris", days=3),
+            {"city": "Paris", "days": 3},
+        ),
+        (Stay, '{"hotel": "Ritz"}', Stay(hotel="Ritz"), {"hotel": "Ritz"}),
+    ]
+    for output_type, answer, value, data in cases:
+        events = await _run_events(Agent(ScriptedModel([answer]), output_type=output_type))
+        finished = events[-1]
+        assert isinstance(finished, RunFinished) and finished.result.output == value
+        text = finished.to_json()
+        as_data = event_from_json(text)
+        assert isinstance(as_data, RunFinished) and as_data.result.output == data
+        typed = event_from_json(text, output_type=output_type)
+        assert isinstance(typed, RunFinished) and typed == finished
+        assert type(typed.result.output) is output_type
+        assert RunFinished.from_json(text, output_type=output_type) == finished
+        # Other events are untouched by the output type.
+        assert event_from_json(events[0].to_json(), output_type=output_type) == events[0]
