@@ -133,10 +133,13 @@ class StepFinished(_Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AttemptDiscarded(_Event):
-    """Withdraw the text deltas of ``attempt`` (never its actions)."""
+    """Withdraw the text deltas of ``attempt`` (never its actions). For a ``retry``, ``error``
+    says why the attempt failed and ``retry_in`` how many seconds pass before the next one."""
 
     attempt: int
     reason: Literal["retry", "goal", "middleware"]
+    error: RunErrorInfo | None = None
+    retry_in: float | None = None
     type: Literal["attempt_discarded"] = "attempt_discarded"
 
 

@@ -56,6 +56,7 @@ def _sample(cls: type[Any]) -> Any:
         "result": RunResult(run_id="r1", agent="agent", branch="agent", output="ok", steps=(step,)),
         "reason": "goal",
         "error": RunErrorInfo(kind="ModelError", message="boom"),
+        "retry_in": 0.5,
     }
     fields = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.name != "type"}
     if cls.__name__ == "ActionFinished":

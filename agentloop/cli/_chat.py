@@ -13,7 +13,7 @@ import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 
-from .. import AgentLoopError, ModelError, SessionError
+from .. import AgentLoopError
 from ..goals import GoalRecord, get_goal_record, render_goal, start_goal
 from ._follow import Style, follow, make_view
 from ._run import AgentOptions, build_agent, enter_store
@@ -80,13 +80,16 @@ async def chat_command(options: ChatOptions) -> int:
                 async with agent.stream(text, session=session, store=store) as run:
                     await follow(run, view, tracker)
                 result = run.result
-            except (ModelError, SessionError) as exc:
+            except AgentLoopError as exc:  # the turn failed; the conversation goes on
                 failures += 1
                 print(f"agentloop: error: {_one_line(exc)}", file=sys.stderr)
                 continue
             if result.error is not None:
                 failures += 1
-                print(f"agentloop: error: no answer: {result.error.message}", file=sys.stderr)
+                print(
+                    f"agentloop: error: the run ended without an answer: {result.error.message}",
+                    file=sys.stderr,
+                )
     say("bye")
     return 0 if failures == 0 else 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -239,3 +240,46 @@ def test_echo_model_runs_without_a_server() -> None:
     done = run(["run", "ping", "--model", "test:echo", "-q"])
     assert done.code == 0, done.err
     assert done.out == "ping\n"
+
+
+def test_a_retry_line_says_why_and_when(
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A retried model call: the timeline says which error (class and status) and the wait."""
+    overloaded = {"error": {"message": "try later", "type": "server_error"}}
+    server.enqueue(ScriptedResponse.json(overloaded, status=503), text_stream("Fine now."))
+    assert main(["run", "hi", *openai_args(server), "--retries", "1", "--plain"]) == 0
+    out = capsys.readouterr().out
+    [line] = [line for line in out.splitlines() if "↻ attempt 1" in line]
+    assert "ModelOverloaded" in line and "status=503" in line, line
+    assert re.search(r"retrying in \d+(\.\d+)? s$", line), line
+    assert "Fine now." in out
+
+
+def _max_steps(server: ProviderServer) -> list[str]:
+    server.enqueue(tool_call_stream("add", {"a": 1, "b": 2}))
+    return ["--max-steps", "1", "--tools", "mytools:add"]
+
+
+@pytest.mark.parametrize("failure", ["unreachable", "no-answer"])
+@pytest.mark.parametrize("mode", ["run", "chat"])
+def test_an_error_is_printed_once(
+    failure: str, mode: str, server: ProviderServer, workdir: Path
+) -> None:
+    """A run that fails (the model unreachable) or ends without an answer (the step limit):
+    its error is one line on stderr, and the timeline does not say it again."""
+    if failure == "unreachable":
+        args = ["--model", "openai:m", "--base-url", f"http://127.0.0.1:{_closed_port()}/v1"]
+        args += ["--retries", "0"]
+        says, detail = "connection to openai failed", "ConnectionRefusedError"
+    else:
+        args = [*openai_args(server), *_max_steps(server)]
+        says, detail = "the run ended without an answer", "max_steps=1"
+    if mode == "run":
+        done = run(["run", "hi", *args, "--plain"], cwd=workdir)
+    else:
+        done = run(["chat", *args, "--plain", "--store", "memory://"], input="hi\n", cwd=workdir)
+    assert done.code == 1
+    assert len(done.err_lines) == 1 and done.err_lines[0].startswith("agentloop: error: ")
+    assert says in done.err_lines[0] and detail in done.err_lines[0], done.err
+    assert detail not in done.out, done.out
