@@ -85,9 +85,9 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
         "--tools",
         action="append",
         default=[],
-        metavar="MODULE:ATTR",
-        help="a tool, toolkit, toolset, function or list of them (repeatable; "
-        "MODULE may be path/to/file.py)",
+        metavar="MODULE[:ATTR]",
+        help="a tool, toolkit, toolset, function or list of them; MODULE alone, every tool it "
+        "defines (repeatable; MODULE may be path/to/file.py)",
     )
     parser.add_argument(
         "--mode", choices=("native", "react", "auto"), default="auto", help="tool protocol"

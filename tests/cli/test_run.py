@@ -108,6 +108,19 @@ def test_run_quiet_prints_the_answer_only(
     assert names == ["add", "shout", "maths__mul"]
 
 
+def test_tools_from_a_file_alone_are_every_tool_it_defines(
+    server: ProviderServer, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--tools path/file.py (no :attr): its @tool functions and toolkits, not its plain
+    functions or lists, each once."""
+    server.enqueue(tool_call_stream("maths__mul", {"a": 6, "b": 7}), text_stream("42"))
+    tools = str(workdir / "mytools.py")
+    assert main(["run", "6 × 7?", *openai_args(server), "--tools", tools, "-q"]) == 0
+    assert capsys.readouterr().out == "42\n"
+    names = [t["function"]["name"] for t in server.requests[0].json["tools"]]
+    assert names == ["add", "maths__mul"]
+
+
 def test_run_plain_shows_the_timeline(
     server: ProviderServer, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -197,7 +210,8 @@ def test_errors_are_one_line(args: list[str], says: str, workdir: Path) -> None:
         (["--model", "test:echo", "--base-url", "http://127.0.0.1:1"], "needs an HTTP provider"),
         (["--model", "openai:m", "--base-url", "127.0.0.1:1"], "must be an http://"),
         (["--model", "test:echo", "--tools", "nosuchmodule:x"], "cannot import 'nosuchmodule'"),
-        (["--model", "test:echo", "--tools", "{tools}"], "expected module:attr"),
+        (["--model", "test:echo", "--tools", "{tools}:"], "expected module:attr"),
+        (["--model", "test:echo", "--tools", "{empty}"], "defines no tools"),
         (["--model", "test:echo", "--tools", "{tools}:NOT_A_TOOL"], "is a int"),
         (["--model", "test:echo", "--tools", "{tools}:BROKEN"], "has no attribute"),
         (["--model", "test:echo", "--tools", "nofile.py:x"], "no such file"),
@@ -216,7 +230,9 @@ def test_more_errors_are_one_line(
     for key in (*KEYS, "AGENTLOOP_MODEL", "AGENTLOOP_DEBUG"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))  # module:attr may add the cwd to it
+    (workdir / "empty.py").write_text("def helper() -> None: ...\n")
     args = [a.replace("{tools}", str(workdir / "mytools.py")) for a in args]
+    args = [a.replace("{empty}", str(workdir / "empty.py")) for a in args]
     assert main(["run", "hi", *args]) == 2
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
