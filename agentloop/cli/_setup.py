@@ -187,9 +187,18 @@ def open_store(url: str) -> SessionStore:
     from ..sessions import open_store as _open
 
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        folder = Path(url[len("sqlite:///") :]).parent
+        path = url[len("sqlite:///") :]
+        folder = Path(path).parent
         if not folder.is_dir():
-            raise UserError(f"bad store URL {url!r}: the directory {str(folder)!r} does not exist")
+            hint = ""
+            if not Path(path).is_absolute():
+                hint = (
+                    f" (sqlite:/// + a path is relative to the current directory; an absolute "
+                    f"path takes four slashes: sqlite:////{path})"
+                )
+            raise UserError(
+                f"bad store URL {url!r}: the directory {str(folder)!r} does not exist{hint}"
+            )
     return _open(url)
 
 

@@ -217,6 +217,11 @@ def test_errors_are_one_line(args: list[str], says: str, workdir: Path) -> None:
         (["--model", "test:echo", "--tools", "nofile.py:x"], "no such file"),
         (["--model", "test:echo", "--store", "sqlite://"], "bad SQLite URL"),
         (["--model", "test:echo", "--store", "sqlite:///no/such/dir/x.db"], "does not exist"),
+        (
+            ["--model", "test:echo", "--store", "sqlite:///no/such/dir/x.db"],
+            "relative to the current directory; an absolute path takes four slashes: "
+            "sqlite:////no/such/dir/x.db",
+        ),
     ],
 )
 def test_more_errors_are_one_line(
