@@ -17,7 +17,7 @@ from .. import AgentLoopError
 from ..goals import GoalRecord, get_goal_record, render_goal, start_goal
 from ._follow import Style, follow, make_view
 from ._run import AgentOptions, build_agent, enter_store
-from ._setup import default_store_url
+from ._setup import default_store_url, shown_url
 from ._stdin import read_line
 from ._track import Tracker
 
@@ -43,7 +43,7 @@ async def chat_command(options: ChatOptions) -> int:
         stack.push_async_callback(model.aclose)
         store = await enter_store(stack, url)
         say(f"agentloop chat · {model.provider}:{model.name} · session {session!r}")
-        say(f"  store {url}  (resume with --session {session})")
+        say(f"  store {shown_url(url)}  (resume with --session {session})")
         say(f"  {HELP}")
         failures = 0
         while True:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from .. import UserError
 from ..models import Model, resolve_model
@@ -200,6 +201,15 @@ def open_store(url: str) -> SessionStore:
                 f"bad store URL {url!r}: the directory {str(folder)!r} does not exist{hint}"
             )
     return _open(url)
+
+
+def shown_url(url: str) -> str:
+    """The store URL to print: its password, if any, replaced by ``***``."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def data_dir() -> Path:

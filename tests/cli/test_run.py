@@ -6,6 +6,7 @@ import json
 import re
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -304,3 +305,22 @@ def test_an_error_is_printed_once(
     assert len(done.err_lines) == 1 and done.err_lines[0].startswith("agentloop: error: ")
     assert says in done.err_lines[0] and detail in done.err_lines[0], done.err
     assert detail not in done.out, done.out
+
+
+def test_a_bad_postgresql_url_fails_fast_in_one_line() -> None:
+    """A PostgreSQL server that is not there: one line naming the store (its password hidden)
+    and the reason, exit 2, in about the time it takes to start, not the pool's 10 s of
+    retries with a log line each."""
+    pytest.importorskip("psycopg")
+    url = f"postgresql://agent:secret@127.0.0.1:{_closed_port()}/db"
+    started = time.monotonic()
+    done = run(["run", "hi", "--model", "test:echo", "--store", url])
+    took = time.monotonic() - started
+    assert done.code == 2
+    assert len(done.err_lines) == 1, done.err
+    line = done.err_lines[0]
+    assert line.startswith(
+        "agentloop: error: cannot open the session store postgresql://agent:***@"
+    )
+    assert "Connection refused" in line and "secret" not in done.err
+    assert took < 8, took  # the pool's own retries alone took connect_timeout (10 s)
