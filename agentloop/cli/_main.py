@@ -11,12 +11,14 @@ import argparse
 import functools
 import os
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
 
 from .. import AgentLoopError, UserError
+from ._interrupt import INTERRUPTED, ProgramEnd, run_interruptibly, say_interrupted
 
 DEBUG_ENV = "AGENTLOOP_DEBUG"
 
@@ -194,23 +196,33 @@ def _command(args: argparse.Namespace) -> Callable[[], Awaitable[int]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; returns the exit status."""
+    """Run the command; returns the exit status. Ctrl-C cancels a chat turn, else it ends
+    the command (130). Run as the program (no ``argv``), outside the command Ctrl-C exits at
+    once, and so does an interrupted command (no interpreter shutdown for a second Ctrl-C to
+    land in)."""
     _forgiving_stdio()
     args = build_parser().parse_args(argv)
+    program: ProgramEnd | None = None
+    if argv is None and threading.current_thread() is threading.main_thread():
+        program = ProgramEnd()
+        program.exit_on_ctrl_c()
+    run = functools.partial(run_interruptibly, _command(args), program=program)
     try:
-        return anyio.run(_command(args), backend=args.backend)
+        status = anyio.run(run, backend=args.backend)
     except (Exception, KeyboardInterrupt, BaseExceptionGroup) as exc:
-        return _failed(exc)
+        return _failed(exc, program)
+    if status is None:  # Ctrl-C ended it
+        return _failed(KeyboardInterrupt(), program)
+    return status
 
 
-def _failed(exc: BaseException) -> int:
+def _failed(exc: BaseException, program: ProgramEnd | None = None) -> int:
     """Say what went wrong in one line; the exit status."""
     if _leaves(exc, KeyboardInterrupt):
-        if sys.stdout.isatty():
-            sys.stdout.write("\n")  # off the prompt or the half-drawn line
-            sys.stdout.flush()
-        _error("interrupted")
-        return 130
+        if program is not None:
+            program.interrupted()  # exits now
+        say_interrupted()
+        return INTERRUPTED
     if _leaves(exc, BrokenPipeError):
         # The reader went away (`agentloop run --json … | head`): stop quietly.
         devnull = os.open(os.devnull, os.O_WRONLY)
