@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,6 +67,7 @@ def test_two_turns_share_the_session(server: ProviderServer, tmp_path: Path) -> 
     assert heard(done.out) == [["My name is Ada."], ["My name is Ada.", "What is my name?"]]
     assert "(no goal)" in done.out
     assert "🎯 Goal [active]" in done.out and "objective: Write Ada a poem" in done.out
+    assert re.search(r"created: +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", done.out)  # not epoch s
     assert "unknown command '/nope'" in done.out
     assert "never read" not in done.out
     assert done.out.rstrip().endswith("bye")

@@ -324,3 +324,26 @@ def test_a_bad_postgresql_url_fails_fast_in_one_line() -> None:
     )
     assert "Connection refused" in line and "secret" not in done.err
     assert took < 8, took  # the pool's own retries alone took connect_timeout (10 s)
+
+
+def test_a_busy_session_is_one_line_with_a_readable_time(tmp_path: Path) -> None:
+    """Another run holds the session: one line saying who holds it and until when, as a date
+    and a wait (not epoch seconds), exit 1."""
+    import anyio
+
+    from agentloop.sessions import SQLiteStore
+
+    async def hold() -> None:
+        async with SQLiteStore(tmp_path / "s.db") as store:
+            await store.create("busy")
+            await store.acquire_lease("busy", owner="another-run", ttl=600)
+
+    anyio.run(hold)
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    done = run(["run", "hi", "--model", "test:echo", "--session", "busy", "--store", store])
+    assert done.code == 1
+    assert len(done.err_lines) == 1, done.err
+    line = done.err_lines[0]
+    assert "session 'busy' is leased by 'another-run' until" in line
+    assert re.search(r"until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in (9|10) min", line), line
+    assert "is leased by" not in done.out
