@@ -772,6 +772,9 @@ async def _to_end(launch: Launch, raise_on_error: bool) -> RunResult[Any]:
     return result
 
 
+_HOST_CANCELLED = "the host cancelled the run (a cancel scope around the stream) before it ended"
+
+
 @final
 class RunStream(Generic[OutputT]):
     """A streamed run: iterate it for events, then read ``result`` (a ``RunResult`` of the
@@ -811,14 +814,18 @@ class RunStream(Generic[OutputT]):
 
     async def _drive(self, launch: Launch, send: MemoryObjectSendStream[ev.Event]) -> None:
         async with send:
-            with self._scope:
-                try:
-                    self._result = await execute(launch)
-                except Exception as exc:
-                    self._error = exc
-            if self._scope.cancelled_caught:
-                self._error = RunCancelled(self._cancel_reason or "cancelled")
-            self._done = True
+            try:
+                with self._scope:
+                    try:
+                        self._result = await execute(launch)
+                    except Exception as exc:
+                        self._error = exc
+            finally:
+                if self._result is None and self._error is None:
+                    # Cancelled: by ``cancel()`` or leaving the stream early (this scope), or by
+                    # a scope of the host around the stream, whose cancellation goes on past here.
+                    self._error = RunCancelled(self._cancel_reason or _HOST_CANCELLED)
+                self._done = True
 
     async def __aexit__(
         self,
@@ -827,7 +834,9 @@ class RunStream(Generic[OutputT]):
         tb: TracebackType | None,
     ) -> bool | None:
         if not self._done:
-            self._cancel_reason = self._cancel_reason or "the caller left the stream"
+            if self._cancel_reason is None:
+                by_host = isinstance(exc, anyio.get_cancelled_exc_class())
+                self._cancel_reason = _HOST_CANCELLED if by_host else "the caller left the stream"
             self._scope.cancel()
         if self._tg is None or self._receive is None:
             raise RuntimeError("RunStream left without being entered")
@@ -874,7 +883,9 @@ class RunStream(Generic[OutputT]):
 
     @property
     def result(self) -> RunResult[OutputT]:
-        """The run's result, once its events have been consumed. Raises what the run raised."""
+        """The run's result, once its events have been consumed. Raises what the run raised;
+        ``RunCancelled`` if it was cancelled (``cancel()``, leaving the stream before its end,
+        or a cancel scope of the host around it)."""
         if not self._done:
             raise UserError("the run has not finished: iterate its events first")
         if self._error is not None:

@@ -8,6 +8,7 @@ Events are data: ``to_json()`` / ``event_from_json()`` round-trip them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
@@ -41,13 +42,14 @@ class _Event:
         return _adapter().dump_json(self).decode()  # type: ignore[arg-type]
 
     @classmethod
-    def from_json(cls, data: str | bytes) -> Event:
+    def from_json(cls, data: str | bytes, *, output_type: Any = None) -> Event:
         """The event serialised in ``data`` (any event type, as ``event_from_json``).
 
         Args:
             data: JSON written by ``to_json``.
+            output_type: The agent's output type, to restore a ``RunFinished``'s typed answer.
         """
-        return event_from_json(data)
+        return event_from_json(data, output_type=output_type)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -230,10 +232,14 @@ class AttemptDiscarded(_Event):
         attempt: The attempt withdrawn.
         reason: ``retry`` (the stream failed and is asked again), ``goal`` (goal enforcement)
             or ``middleware`` (a model middleware discarded it).
+        error: For a ``retry``, why the attempt failed.
+        retry_in: For a ``retry``, the seconds before the next attempt.
     """
 
     attempt: int
     reason: Literal["retry", "goal", "middleware"]
+    error: RunErrorInfo | None = None
+    retry_in: float | None = None
     type: Literal["attempt_discarded"] = "attempt_discarded"
 
 
@@ -306,13 +312,41 @@ def _adapter() -> TypeAdapter[Event]:
     return TypeAdapter(Annotated[Event, Field(discriminator="type")])
 
 
-def event_from_json(data: str | bytes) -> Event:
+def event_from_json(data: str | bytes, *, output_type: Any = None) -> Event:
     """Parse an event serialised with ``to_json()``.
+
+    JSON holds a typed output in its JSON form (a pydantic model or a dataclass is a dict).
+    Given the agent's ``output_type``, the answer of a root run's ``RunFinished`` is validated
+    back into that type (a sub-run's output, and a result with an error, stay as they are).
 
     Args:
         data: The JSON text.
+        output_type: The agent's output type, to restore a ``RunFinished``'s typed answer.
     """
-    return _adapter().validate_json(data)
+    event = _adapter().validate_json(data)
+    if output_type is None or not isinstance(event, RunFinished) or event.parent_run_id:
+        return event
+    result = event.result
+    if result.error is not None or result.output is None:
+        return event
+    output = _output_adapter(output_type).validate_python(result.output)
+    return dataclasses.replace(event, result=dataclasses.replace(result, output=output))
+
+
+def _output_adapter(output_type: Any) -> TypeAdapter[Any]:
+    try:
+        return _cached_output_adapter(output_type)
+    except TypeError:  # an unhashable type expression
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(output_type)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_output_adapter(output_type: Any) -> TypeAdapter[Any]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(output_type)
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:

@@ -80,7 +80,9 @@ async def _execute(launch: Launch) -> RunResult:
                 parse_output=agent.parse_output,
             )
         except Exception as exc:
-            await _failed(launch.start(), exc)  # a run that never held its session
+            refused = launch.start()  # a run that never held its session: it starts, and fails
+            await refused.emit(ev.RunStarted, agent=refused.agent.name, input=refused.user_input)
+            await _failed(refused, exc)
             raise
     run = launch.start(session)
     cancelled = False

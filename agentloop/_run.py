@@ -16,7 +16,7 @@ from ._context import StateView
 from ._final import REACT_REMINDER, final_text
 from ._instrument import Instrumentation
 from ._instrument import resolve as resolve_instrument
-from ._steps import ActionResult, Step
+from ._steps import ActionResult, RunErrorInfo, Step
 from .models._types import (
     DiscardReason,
     FinishReason,
@@ -201,7 +201,7 @@ class _Run:
         self.span: Span | None = launch.span
         self._attempt_count = 0
         self.attempts: dict[int, AttemptRecord] = {}
-        self._pending_discards: list[tuple[int, DiscardReason]] | None = None  # made on need
+        self._pending_discards: list[dict[str, Any]] | None = None  # made on need
         if session is not None:  # state and memory from the session (resuming, the run so far)
             loaded = session.loaded
             self.session_id = session.session_id
@@ -250,10 +250,8 @@ class _Run:
 
     async def flush_discards(self) -> None:
         pending, self._pending_discards = self._pending_discards, None
-        for attempt, reason in pending or ():
-            await self.emitter.emit(
-                self, ev.AttemptDiscarded, {"attempt": attempt, "reason": reason}
-            )
+        for fields in pending or ():
+            await self.emitter.emit(self, ev.AttemptDiscarded, fields)
 
     # -- usage ---------------------------------------------------------------------------------
 
@@ -304,8 +302,16 @@ class _Run:
         self._attempt_count += 1
         return self._attempt_count
 
-    def discard(self, attempt: int, reason: DiscardReason) -> None:
-        """Mark an attempt discarded; ``AttemptDiscarded`` goes out before the next event."""
+    def discard(
+        self,
+        attempt: int,
+        reason: DiscardReason,
+        *,
+        error: RunErrorInfo | None = None,
+        retry_in: float | None = None,
+    ) -> None:
+        """Mark an attempt discarded; ``AttemptDiscarded`` goes out before the next event (a
+        failed attempt retried says why, and after how long)."""
         record = self.attempts.get(attempt)
         if record is None or record.discarded:
             return
@@ -316,7 +322,11 @@ class _Run:
             )
         if self._pending_discards is None:
             self._pending_discards = []
-        self._pending_discards.append((attempt, reason))
+        fields: dict[str, Any] = {"attempt": attempt, "reason": reason}
+        if error is not None:
+            fields["error"] = error
+            fields["retry_in"] = retry_in
+        self._pending_discards.append(fields)
 
 
 @final

@@ -13,6 +13,7 @@ from . import _events as ev
 from . import _react_parser as rp
 from ._actions import PendingAction, action_of, refusal
 from ._errors import ModelError, ModelTimeout, ReplyTooLarge
+from ._steps import RunErrorInfo
 from ._time import fail_after
 from ._tracing import attempt_failed
 from .models import _types as mt
@@ -45,7 +46,7 @@ async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) ->
                     wait = policy.next_wait(exc, number)
                     if wait is None:
                         raise
-                    await _discard_failed(run, attempt, exc)
+                    await _discard_failed(run, attempt, exc, wait)
                     await anyio.sleep(wait)
                 number += 1
     except TimeoutError:
@@ -56,9 +57,10 @@ async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) ->
         ) from None
 
 
-async def _discard_failed(run: _Run, failed: _Attempt, error: ModelError) -> None:
+async def _discard_failed(run: _Run, failed: _Attempt, error: ModelError, wait: float) -> None:
     attempt_failed(run, failed.record.n, error)
-    run.discard(failed.record.n, "retry")
+    why = RunErrorInfo(kind=type(error).__name__, message=str(error))
+    run.discard(failed.record.n, "retry", error=why, retry_in=wait)
     await run.flush_discards()
 
 

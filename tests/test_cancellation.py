@@ -187,3 +187,31 @@ async def test_cancelling_during_the_model_stream_closes_it() -> None:
         await streaming.wait()
         tg.cancel_scope.cancel()
     assert closed.is_set()
+
+
+async def test_result_after_the_host_cancelled_the_stream_says_so() -> None:
+    """A host cancel scope that stops a streamed run: ``result`` then raises RunCancelled saying
+    the host cancelled it (not a hint to iterate the events)."""
+    probe = Probe()
+    with anyio.CancelScope() as host:
+        async with _agent(probe).stream("go") as run:
+            async for event in run:
+                if isinstance(event, ActionStarted):
+                    await probe.started.wait()
+                    host.cancel()
+    assert host.cancelled_caught and probe.outcome == "cancelled"
+    assert run.done
+    with pytest.raises(RunCancelled, match="host"):
+        run.result  # noqa: B018
+
+
+async def test_result_after_the_host_cancelled_before_iterating_says_so() -> None:
+    """Cancelled by the host before any event was read: still a clear RunCancelled."""
+    probe = Probe()
+    with anyio.CancelScope() as host:
+        async with _agent(probe).stream("go") as run:
+            host.cancel()
+            await checkpoint()
+    assert host.cancelled_caught
+    with pytest.raises(RunCancelled, match="host"):
+        run.result  # noqa: B018

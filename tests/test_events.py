@@ -57,6 +57,7 @@ def _sample(cls: type[Any]) -> Any:
         "result": RunResult(run_id="r1", agent="agent", branch="agent", output="ok", steps=(step,)),
         "reason": "goal",
         "error": RunErrorInfo(kind="ModelError", message="boom"),
+        "retry_in": 0.5,
     }
     fields = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.name != "type"}
     if cls.__name__ == "ActionFinished":
@@ -157,3 +158,67 @@ async def test_a_cancelled_consumer_reads_no_further_buffered_event() -> None:
         assert scope.cancelled_caught
         assert seen[-1] == "text_delta" and seen.count("text_delta") == 1
         assert [e.type async for e in run][-1] == "run_finished"
+
+
+async def test_a_refused_session_run_starts_and_fails_like_any_run() -> None:
+    """A run refused its session (SessionBusy) still begins with RunStarted and ends with its
+    one terminal RunFailed, so a consumer sees the same shape for every run."""
+    import anyio
+
+    from agentloop import RunFailed, RunStarted, SessionBusy
+    from agentloop.sessions import InMemoryStore
+
+    async with InMemoryStore() as store:
+        await store.create("held")
+        await store.acquire_lease("held", owner="another-run", ttl=60)
+        agent = Agent(ScriptedModel(["never"]), store=store)
+        events: list[Event] = []
+        with anyio.fail_after(10):
+            async with agent.stream("hello", session="held") as run:
+                events = [event async for event in run]
+        with pytest.raises(SessionBusy):
+            run.result  # noqa: B018 - reading it raises
+    assert [type(e) for e in events] == [RunStarted, RunFailed]
+    started, failed = events
+    assert isinstance(started, RunStarted) and isinstance(failed, RunFailed)
+    assert (started.input, started.run_id, started.seq) == ("hello", failed.run_id, 1)
+    assert failed.error.kind == "SessionBusy" and failed.seq == 2
+
+
+async def test_event_from_json_restores_a_typed_output() -> None:
+    """JSON holds a typed answer as a dict; given the output type, event_from_json restores it
+    (a pydantic model or a dataclass), and the event is equal to the one the run streamed."""
+    from pydantic import BaseModel
+
+    from agentloop import RunFinished
+
+    class Trip(BaseModel):
+        city: str
+        days: int
+
+    @dataclasses.dataclass
+    class Stay:
+        hotel: str
+
+    cases: list[tuple[type[Any], str, Any, dict[str, Any]]] = [
+        (
+            Trip,
+            '{"city": "Paris", "days": 3}',
+            Trip(city="Paris", days=3),
+            {"city": "Paris", "days": 3},
+        ),
+        (Stay, '{"hotel": "Ritz"}', Stay(hotel="Ritz"), {"hotel": "Ritz"}),
+    ]
+    for output_type, answer, value, data in cases:
+        events = await _run_events(Agent(ScriptedModel([answer]), output_type=output_type))
+        finished = events[-1]
+        assert isinstance(finished, RunFinished) and finished.result.output == value
+        text = finished.to_json()
+        as_data = event_from_json(text)
+        assert isinstance(as_data, RunFinished) and as_data.result.output == data
+        typed = event_from_json(text, output_type=output_type)
+        assert isinstance(typed, RunFinished) and typed == finished
+        assert type(typed.result.output) is output_type
+        assert RunFinished.from_json(text, output_type=output_type) == finished
+        # Other events are untouched by the output type.
+        assert event_from_json(events[0].to_json(), output_type=output_type) == events[0]

@@ -86,6 +86,15 @@ def test_state_keys_and_the_status_card() -> None:
     assert "[active]" in card and "write tests" in card
 
 
+def test_the_status_card_shows_dates_not_epoch_seconds() -> None:
+    """The card's times are UTC dates a person reads; the record keeps the seconds."""
+    goal = GoalRecord.new("ship it", now=1_764_590_400)
+    card = render_goal(goal.with_status(GoalStatus.COMPLETE, now=1_764_590_730))
+    assert "created:   2025-12-01 12:00:00 UTC" in card
+    assert "terminal:  2025-12-01 12:05:30 UTC" in card
+    assert "1764590" not in card
+
+
 # -- the tools ----------------------------------------------------------------------------------
 
 

@@ -182,3 +182,23 @@ def test_the_policy_gives_up_on_errors_it_does_not_retry_and_after_its_last_atte
     assert policy.next_wait(overloaded, 3) is None
     assert policy.next_wait(ModelBadRequest("no", model="m", provider="p"), 1) is None
     assert policy.next_wait(ValueError("not a model error"), 1) is None
+
+
+@pytest.mark.fake_clock
+async def test_a_retry_discard_says_why_and_how_long_it_waits(
+    fake_time: bool, timescale: float
+) -> None:
+    """AttemptDiscarded(reason='retry') carries the failed attempt's error (its class and
+    message, with the status) and the wait before the next attempt; other discards carry none."""
+    wait = 2.0 * timescale
+    model = ScriptedModel(
+        [ModelRateLimited("slow down", status=429, provider="openai", retry_after=wait), "ok"]
+    )
+    async with Agent(model).stream("x") as run:
+        events = [e async for e in run]
+    [discarded] = [e for e in events if isinstance(e, AttemptDiscarded)]
+    assert discarded.reason == "retry" and discarded.error is not None
+    assert discarded.error.kind == "ModelRateLimited"
+    assert discarded.error.message == "slow down (provider=openai, status=429)"
+    assert discarded.retry_in == pytest.approx(wait)
+    assert run.result.output == "ok"

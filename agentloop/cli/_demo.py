@@ -166,4 +166,10 @@ async def run_demo(speed: float = 1.0, *, style: Style = "auto", out: TextIO | N
         for line in timing_lines(tracker.timing()):
             out.write(f"  {line}\n")
         out.flush()
-    return 0 if result.ok else 1
+    if result.error is not None:  # the view leaves the run's own failure to this line
+        print(
+            f"agentloop: error: the run ended without an answer: {result.error.message}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -34,7 +34,7 @@ from .. import (
     TextDelta,
     ThoughtDelta,
 )
-from ._track import DISCARD_REASONS, Tracker, answer_text, call_text, result_text
+from ._track import Tracker, answer_text, call_text, discard_reason, result_text
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _FRAME = 1 / 30  # at most this often a redraw between ticks
@@ -139,7 +139,7 @@ class LiveView:
                         block.kind = "answer"
             case AttemptDiscarded():
                 blocks = self._texts.get((event.run_id, event.attempt), [])
-                reason = DISCARD_REASONS.get(event.reason, event.reason)
+                reason = discard_reason(event)
                 for block in blocks:
                     block.state = "withdrawn"
                     block.reason = reason
@@ -150,8 +150,9 @@ class LiveView:
                 self._run_finished(event, now, branch)
             case RunFailed():
                 self._settle(event.run_id)
-                message = f"run failed: {event.error.kind}: {event.error.message}"
-                self._note(now, "failed", Text(message, style="bold red"), branch)
+                if branch:  # the root run's failure is the command's error line
+                    message = f"run failed: {event.error.kind}: {event.error.message}"
+                    self._note(now, "failed", Text(message, style="bold red"), branch)
             case _:
                 pass
         self._flush()
@@ -207,8 +208,9 @@ class LiveView:
                 )
             ]
         if result.error is not None:
-            message = f"no answer: {result.error.kind}: {result.error.message}"
-            self._note(now, "failed", Text(message, style="bold red"), branch)
+            if branch:  # the root run's is the command's error line
+                message = f"no answer: {result.error.kind}: {result.error.message}"
+                self._note(now, "failed", Text(message, style="bold red"), branch)
         elif branch:
             self._note(now, "done", Text("sub-agent answered", style="dim"), branch)
 

@@ -11,12 +11,14 @@ import argparse
 import functools
 import os
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
 
 from .. import AgentLoopError, UserError
+from ._interrupt import INTERRUPTED, ProgramEnd, run_interruptibly, say_interrupted
 
 DEBUG_ENV = "AGENTLOOP_DEBUG"
 DEFAULT_EMULATE_PORT = 8765
@@ -130,9 +132,9 @@ def _agent_options(parser: argparse.ArgumentParser) -> None:
         "--tools",
         action="append",
         default=[],
-        metavar="MODULE:ATTR",
-        help="a tool, toolkit, toolset, function or list of them (repeatable; "
-        "MODULE may be path/to/file.py)",
+        metavar="MODULE[:ATTR]",
+        help="a tool, toolkit, toolset, function or list of them; MODULE alone, every tool it "
+        "defines (repeatable; MODULE may be path/to/file.py)",
     )
     parser.add_argument(
         "--mode", choices=("native", "react", "auto"), default="auto", help="tool protocol"
@@ -255,15 +257,29 @@ def _command(args: argparse.Namespace) -> Callable[[], Awaitable[int]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; returns the exit status."""
+    """Run the command; returns the exit status. Ctrl-C cancels a chat turn, else it ends
+    the command (130). Run as the program (no ``argv``), outside the command Ctrl-C exits at
+    once, and so does an interrupted command (no interpreter shutdown for a second Ctrl-C to
+    land in)."""
     _forgiving_stdio()
     args = build_parser().parse_args(argv)
-    try:
-        if args.command == "emulate":  # serves from its own thread: no event loop here
+    if args.command == "emulate":  # serves from its own thread, and stops on Ctrl-C itself
+        try:
             return _emulate(args)
-        return anyio.run(_command(args), backend=args.backend)
+        except (Exception, KeyboardInterrupt) as exc:
+            return _failed(exc)
+    program: ProgramEnd | None = None
+    if argv is None and threading.current_thread() is threading.main_thread():
+        program = ProgramEnd()
+        program.exit_on_ctrl_c()
+    run = functools.partial(run_interruptibly, _command(args), program=program)
+    try:
+        status = anyio.run(run, backend=args.backend)
     except (Exception, KeyboardInterrupt, BaseExceptionGroup) as exc:
-        return _failed(exc)
+        return _failed(exc, program)
+    if status is None:  # Ctrl-C ended it
+        return _failed(KeyboardInterrupt(), program)
+    return status
 
 
 def _emulate(args: argparse.Namespace) -> int:
@@ -283,14 +299,13 @@ def _emulate(args: argparse.Namespace) -> int:
     return emulate_command(options)
 
 
-def _failed(exc: BaseException) -> int:
+def _failed(exc: BaseException, program: ProgramEnd | None = None) -> int:
     """Say what went wrong in one line; the exit status."""
     if _leaves(exc, KeyboardInterrupt):
-        if sys.stdout.isatty():
-            sys.stdout.write("\n")  # off the prompt or the half-drawn line
-            sys.stdout.flush()
-        _error("interrupted")
-        return 130
+        if program is not None:
+            program.interrupted()  # exits now
+        say_interrupted()
+        return INTERRUPTED
     if _leaves(exc, BrokenPipeError):
         # The reader went away (`agentloop run --json … | head`): stop quietly.
         devnull = os.open(os.devnull, os.O_WRONLY)

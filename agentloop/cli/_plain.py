@@ -2,7 +2,8 @@
 
 The plain timeline is what ``agentloop`` prints into a pipe (or without rich): one line per
 thing that happened, stamped with the seconds since the run started; streamed text is written as
-it arrives, and a withdrawn draft is shown again, struck through as ``~~text~~``.
+it arrives, and a withdrawn draft is shown again, struck through as ``~~text~~``. How the run
+itself failed is left to the command's one error line on stderr (said once, not twice).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from .. import (
     ThoughtDelta,
 )
 from ._track import (
-    DISCARD_REASONS,
     Timing,
     Tracker,
     answer_text,
     call_text,
+    discard_reason,
     goal_text,
     result_text,
     short,
@@ -85,7 +86,8 @@ class PlainView:
             case RunFinished():
                 self._run_finished(event)
             case RunFailed():
-                self._line(f"■ run failed: {event.error.kind}: {event.error.message}", event)
+                if event.parent_run_id:  # the root run's failure is the command's error line
+                    self._line(f"■ run failed: {event.error.kind}: {event.error.message}", event)
             case _:
                 pass
 
@@ -121,7 +123,7 @@ class PlainView:
 
     def _discarded(self, event: AttemptDiscarded) -> None:
         draft = "".join(self._drafts.pop((event.run_id, event.attempt), []))
-        why = DISCARD_REASONS.get(event.reason, event.reason)
+        why = discard_reason(event)
         if not draft.strip():
             self._line(f"↻ attempt {event.attempt} discarded: {why}", event)
             return
@@ -132,7 +134,8 @@ class PlainView:
     def _run_finished(self, event: RunFinished) -> None:
         result = event.result
         if result.error is not None:
-            self._line(f"■ no answer: {result.error.kind}: {result.error.message}", event)
+            if event.parent_run_id:  # the root run's is the command's error line
+                self._line(f"■ no answer: {result.error.kind}: {result.error.message}", event)
             return
         if event.parent_run_id:
             self._line(f"■ sub-agent answered: {short(answer_text(result), 100)}", event)

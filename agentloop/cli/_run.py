@@ -8,10 +8,10 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
-from .. import Agent, AgentLoopError, Plain, RetryPolicy, RunError, UserError
+from .. import Agent, Plain, RetryPolicy, RunError, UserError
 from ..goals import setup_goal, start_goal
 from ._follow import Style, follow, make_view
-from ._setup import default_store_url, load_tools, make_model, open_store
+from ._setup import default_store_url, load_tools, make_model, open_store, shown_url
 from ._track import Tracker
 
 if TYPE_CHECKING:
@@ -70,15 +70,16 @@ def store_url(url: str | None, *, session: str | None, needed: bool) -> str | No
 
 
 async def enter_store(stack: AsyncExitStack, url: str) -> SessionStore:
-    """Open the store now, so that a store that cannot be opened is one clear error."""
+    """Open the store now, so that a store that cannot be opened (a bad URL, a server that is
+    down) is one clear error, exit status 2."""
     store = open_store(url)
     try:
         return await stack.enter_async_context(store)
-    except AgentLoopError:
+    except UserError:
         raise
     except Exception as exc:
         detail = " ".join(str(exc).split()) or type(exc).__name__
-        raise UserError(f"cannot open the session store {url}: {detail}") from None
+        raise UserError(f"cannot open the session store {shown_url(url)}: {detail}") from None
 
 
 async def run_command(options: RunOptions) -> int:

@@ -12,7 +12,9 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from .. import UserError
 from ..models import Model, resolve_model
@@ -60,17 +62,64 @@ def make_model(spec: str | None, *, base_url: str | None = None) -> Model:
 
 
 def load_tools(paths: Sequence[str]) -> list[Any]:
-    """The tools that ``module:attr`` (or ``path/file.py:attr``) strings name, flattened."""
+    """The tools that ``module:attr`` (or ``path/file.py:attr``) strings name, flattened; a
+    module or file alone gives every tool it defines."""
     tools: list[Any] = []
     for path in paths:
-        tools.extend(_flatten(load_object(path), path))
+        if ":" in path:
+            tools.extend(_flatten(load_object(path), path))
+        else:
+            tools.extend(_defined_tools(path))
     return tools
+
+
+def _defined_tools(path: str) -> list[Any]:
+    """Every tool the module defines at its top level, in order: ``@tool`` functions, toolkit
+    instances, toolkit classes (made with no arguments, unless an instance is there already)
+    and toolset objects. Tools imported from elsewhere and plain functions are not taken: name
+    them with ``:attr``."""
+    module = _import(path, path)
+    here = module.__name__
+    values = [v for k, v in vars(module).items() if not k.startswith("_")]
+    made = {type(v) for v in values if isinstance(v, Toolkit)}
+    tools: list[Any] = []
+    for value in values:
+        if isinstance(value, type):
+            if issubclass(value, Toolkit) and value.__module__ == here and value not in made:
+                tools.append(_make_toolkit(value, path))
+        elif isinstance(value, Tool):
+            if any(getattr(a.fn, "__module__", None) == here for a in value.activities.values()):
+                tools.append(value)
+        elif isinstance(value, Toolkit):
+            if type(value).__module__ == here:
+                tools.append(value)
+        elif isinstance(value, Toolset) and not isinstance(value, ModuleType):
+            tools.append(value)
+    if not tools:
+        raise UserError(
+            f"--tools {path!r} defines no tools (@tool functions, toolkits or toolsets); "
+            f"name one with {path}:NAME"
+        )
+    return tools
+
+
+def _make_toolkit(cls: type[Toolkit], path: str) -> Toolkit:
+    try:
+        return cls()
+    except TypeError as exc:
+        raise UserError(
+            f"--tools {path!r}: toolkit {cls.__name__} needs arguments ({exc}); make an "
+            f"instance in the file, or name one with {path}:NAME"
+        ) from None
 
 
 def load_object(path: str) -> Any:
     module_name, sep, attr = path.rpartition(":")
     if not sep or not module_name or not attr:
-        raise UserError(f"--tools {path!r}: expected module:attr (for example mytools:search)")
+        raise UserError(
+            f"--tools {path!r}: expected module:attr (for example mytools:search), or a module "
+            "alone for every tool it defines"
+        )
     module = _import(module_name, path)
     value: Any = module
     for part in attr.split("."):
@@ -139,10 +188,28 @@ def open_store(url: str) -> SessionStore:
     from ..sessions import open_store as _open
 
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        folder = Path(url[len("sqlite:///") :]).parent
+        path = url[len("sqlite:///") :]
+        folder = Path(path).parent
         if not folder.is_dir():
-            raise UserError(f"bad store URL {url!r}: the directory {str(folder)!r} does not exist")
+            hint = ""
+            if not Path(path).is_absolute():
+                hint = (
+                    f" (sqlite:/// + a path is relative to the current directory; an absolute "
+                    f"path takes four slashes: sqlite:////{path})"
+                )
+            raise UserError(
+                f"bad store URL {url!r}: the directory {str(folder)!r} does not exist{hint}"
+            )
     return _open(url)
+
+
+def shown_url(url: str) -> str:
+    """The store URL to print: its password, if any, replaced by ``***``."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def data_dir() -> Path:

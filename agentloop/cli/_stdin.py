@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import anyio
 import anyio.from_thread
@@ -54,3 +56,24 @@ def _line_editing() -> None:
         import readline  # noqa: F401
     except ImportError:  # pragma: no cover - Windows without pyreadline
         pass
+
+
+@contextmanager
+def kept_terminal() -> Iterator[None]:
+    """Restore stdin's terminal settings on the way out: a reader left blocked in ``input()``
+    (Ctrl-C at the prompt ends the command) leaves them as readline set them, without echo."""
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd)
+    except Exception:  # not a terminal, no termios (Windows), a closed stdin: nothing to keep
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        except (termios.error, OSError):  # pragma: no cover - the terminal went away
+            pass

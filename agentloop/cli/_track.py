@@ -215,6 +215,20 @@ def goal_text(goal: GoalRecord) -> str:
     return f"goal [{goal.status.value}]: {short(goal.objective, 60)}"
 
 
+def discard_reason(event: AttemptDiscarded) -> str:
+    """Why an attempt was discarded; for a retry, the error and the wait before the next one."""
+    error = event.error
+    if event.reason == "retry" and error is not None:
+        wait = "" if event.retry_in is None else f" in {seconds_text(event.retry_in)}"
+        return f"the model call failed ({error.kind}: {short(error.message, 120)}); retrying{wait}"
+    return DISCARD_REASONS.get(event.reason, event.reason)
+
+
+def seconds_text(seconds: float) -> str:
+    """``0.42 s``, ``3.5 s``, ``12 s``."""
+    return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
+
+
 DISCARD_REASONS = {
     "goal": "the session goal is still active, so the model was asked to keep working",
     "retry": "the model call failed (it is retried while attempts remain)",

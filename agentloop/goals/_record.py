@@ -6,6 +6,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -140,8 +141,13 @@ def render_goal(goal: GoalRecord | None) -> str:
     lines = [
         f"{_ICONS[goal.status]} Goal [{goal.status.value}]",
         f"   objective: {goal.objective}",
-        f"   created:   {goal.created_at_unix}",
+        f"   created:   {_utc(goal.created_at_unix)}",
     ]
     if goal.terminal_at_unix is not None:
-        lines.append(f"   terminal:  {goal.terminal_at_unix}")
+        lines.append(f"   terminal:  {_utc(goal.terminal_at_unix)}")
     return "\n".join(lines)
+
+
+def _utc(unix: int) -> str:
+    """A person reads a date, not epoch seconds (the record keeps the seconds)."""
+    return datetime.fromtimestamp(unix, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -24,6 +24,7 @@ import anyio
 import anyio.lowlevel
 
 from agentloop._errors import SessionBusy, SessionConflict, SessionError, UserError
+from agentloop._time import duration_text, utc_text
 
 from ._codec import MAX_ID_LENGTH as MAX_ID_LENGTH  # the one limit, for every back end
 from ._codec import (
@@ -480,10 +481,11 @@ class BaseStore(ABC):
             remaining = None if deadline is None else deadline - anyio.current_time()
             if not wait or (remaining is not None and remaining <= 0):
                 self.stats.busy += 1
-                waited = f" after waiting {timeout}s" if wait else ""
+                waited = f" after waiting {timeout:g}s" if wait and timeout is not None else ""
+                left = duration_text(answer.expires_at - self._clock())
                 raise SessionBusy(
                     f"session {sid!r} is leased by {answer.owner!r} until "
-                    f"{answer.expires_at:.3f}{waited}"
+                    f"{utc_text(answer.expires_at)} (in {left}){waited}"
                 )
             # Poll with bounded exponential backoff, never past the lease's expiry or the deadline.
             pause = min(delay, max(answer.expires_at - self._clock(), 0.001))

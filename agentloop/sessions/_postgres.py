@@ -11,6 +11,7 @@ held by another writer after ``lock_timeout`` is a ``SessionConflict`` with noth
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -70,6 +71,10 @@ _MIGRATIONS: dict[int, list[str]] = {
         )""",
     ],
 }
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _import_driver() -> tuple[Any, Any]:
@@ -187,7 +192,27 @@ class PostgresStore(ThreadedSQLStore):
             cur.execute("DELETE FROM agentloop_schema")
             cur.execute("INSERT INTO agentloop_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
 
+    def _probe(self) -> None:
+        """Connect once before the pool does: a bad DSN or a server that is down fails at once
+        with the driver's reason, where the pool would retry (and log each failure) until
+        ``connect_timeout``."""
+        psycopg = self._psycopg
+        try:
+            conn = psycopg.connect(
+                self._dsn, connect_timeout=max(2, math.ceil(self._connect_timeout))
+            )
+        except psycopg.ProgrammingError as exc:
+            raise UserError(f"bad PostgreSQL DSN: {_one_line(exc)}") from exc
+        except psycopg.Error as exc:
+            raise SessionStoreError(
+                f"cannot connect: {_one_line(exc)}",
+                store="PostgreSQL",
+                hint="check the URL (host, port, database, user, password) and that the server is up",
+            ) from exc
+        conn.close()
+
     def _open_pool(self) -> None:
+        self._probe()
         pool = self._pool_module.ConnectionPool(
             self._dsn,
             min_size=1,

@@ -121,3 +121,91 @@ def run_in_terminal(
             os.close(slave)
         os.close(master)
     return Done(code, b"".join(chunks).decode("utf-8", "replace"), err)
+
+
+class Terminal:
+    """``agentloop ARGS`` on a pseudo-terminal (stdin and stdout; stderr a pipe), driven as a
+    person would: wait for text to be drawn, type a line, press Ctrl-C (SIGINT)."""
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        size: tuple[int, int] = (40, 110),
+    ) -> None:
+        self._master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+        try:
+            self.proc = subprocess.Popen(
+                [*COMMAND, *args],
+                stdin=slave,
+                stdout=slave,
+                stderr=subprocess.PIPE,
+                cwd=ROOT,
+                env=environment({"TERM": "xterm-256color", **(env or {})}),
+            )
+        finally:
+            os.close(slave)
+        self._out = b""
+        self._seen = 0  # what expect() has matched so far
+        self._closed = False
+
+    def __enter__(self) -> Terminal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        os.close(self._master)
+
+    @property
+    def out(self) -> str:
+        return self._out.decode("utf-8", "replace")
+
+    def _read(self, wait: float) -> bool:
+        """Read what is there (waiting up to ``wait`` s); False once the terminal is closed."""
+        if self._closed:
+            return False
+        ready, _, _ = select.select([self._master], [], [], wait)
+        if not ready:
+            return True
+        try:
+            data = os.read(self._master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            data = b""
+        if not data:
+            self._closed = True
+            return False
+        self._out += data
+        return True
+
+    def expect(self, text: str, timeout: float = 30.0) -> None:
+        """Wait until ``text`` is drawn after what was expected before."""
+        wanted = text.encode()
+        deadline = time.monotonic() + timeout
+        while (found := self._out.find(wanted, self._seen)) < 0:
+            if time.monotonic() > deadline or not self._read(0.05):
+                raise AssertionError(f"{text!r} never came; the terminal shows:\n{self.out}")
+        self._seen = found + len(wanted)
+
+    def type(self, line: str) -> None:
+        os.write(self._master, line.encode() + b"\n")
+
+    def interrupt(self) -> None:
+        """Ctrl-C."""
+        self.proc.send_signal(signal.SIGINT)
+
+    def wait(self, timeout: float = 30.0) -> Done:
+        """Wait for the process to exit; what it drew and wrote to stderr."""
+        deadline = time.monotonic() + timeout
+        while self._read(0.05):  # until the child closes the terminal (it exited)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"still running after {timeout}s; it shows:\n{self.out}")
+        code = self.proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+        assert self.proc.stderr is not None
+        err = self.proc.stderr.read().decode()
+        return Done(code, self.out, err)

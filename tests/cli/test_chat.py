@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agentloop.testing import ProviderServer, RecordedRequest, ScriptedResponse
+from agentloop.testing import Chunk, ProviderServer, RecordedRequest, ScriptedResponse
 
-from ._proc import run
+from ._proc import Terminal, run
 from ._wire import text_stream
 
 
@@ -65,6 +67,7 @@ def test_two_turns_share_the_session(server: ProviderServer, tmp_path: Path) -> 
     assert heard(done.out) == [["My name is Ada."], ["My name is Ada.", "What is my name?"]]
     assert "(no goal)" in done.out
     assert "🎯 Goal [active]" in done.out and "objective: Write Ada a poem" in done.out
+    assert re.search(r"created: +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", done.out)  # not epoch s
     assert "unknown command '/nope'" in done.out
     assert "never read" not in done.out
     assert done.out.rstrip().endswith("bye")
@@ -91,3 +94,79 @@ def test_end_of_input_leaves_cleanly(server: ProviderServer, tmp_path: Path) -> 
     assert done.out.rstrip().endswith("bye")
     assert (tmp_path / "sessions.db").exists()
     assert str(tmp_path / "sessions.db") in done.out
+
+
+PROMPT = "you› "
+SLOW = "take your time"
+
+
+def slow_or_remembering(request: RecordedRequest) -> ScriptedResponse:
+    """Starts an answer to SLOW and then stalls for a minute; answers anything else at once."""
+    users = [m["content"] for m in request.json["messages"] if m["role"] == "user"]
+    if users[-1] != SLOW:
+        return remembering(request)
+    stalled = text_stream("working on it... and here is the rest.", size=16)
+    pieces = stalled.pieces()
+    return ScriptedResponse.sse([*pieces[:2], Chunk(pieces[2].data, 60.0), *pieces[3:]])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--plain", "--backend", "asyncio"], ["--plain", "--backend", "trio"], []],
+    ids=["plain-asyncio", "plain-trio", "live-asyncio"],
+)
+def test_ctrl_c_cancels_the_turn_and_comes_back_to_the_prompt(
+    options: list[str], tmp_path: Path
+) -> None:
+    """Ctrl-C while the model streams cancels that turn only: the prompt comes back and the
+    next turn is answered; Ctrl-C at the prompt then leaves, 130, one line, no traceback."""
+    with (
+        ProviderServer(slow_or_remembering) as server,
+        Terminal(chat_args(server, f"sqlite:///{tmp_path / 'chat.db'}", *options)) as chat,
+    ):
+        chat.expect(PROMPT)
+        chat.type(SLOW)
+        chat.expect("working on it")
+        chat.interrupt()
+        chat.expect("interrupted: the turn was cancelled")
+        chat.expect(PROMPT)
+        chat.type("Still there?")
+        chat.expect("heard [")
+        chat.expect("Still there?")
+        chat.expect(PROMPT)
+        chat.interrupt()
+        done = chat.wait()
+    assert done.code == 130, done
+    assert done.err_lines == ["agentloop: error: interrupted"]
+    assert "and here is the rest" not in done.out
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("turn", ["cancelled", "answered"])
+def test_more_ctrl_c_while_leaving_exit_cleanly(backend: str, turn: str, tmp_path: Path) -> None:
+    """After a turn (cancelled by Ctrl-C, or answered), Ctrl-C at the prompt leaves; more
+    presses right after it land while the chat is leaving (the store closing, the process
+    ending): still 130, one line, never a traceback."""
+    store = f"sqlite:///{tmp_path / 'chat.db'}"
+    with (
+        ProviderServer(slow_or_remembering) as server,
+        Terminal(chat_args(server, store, "--plain", "--backend", backend)) as chat,
+    ):
+        chat.expect(PROMPT)
+        if turn == "cancelled":
+            chat.type(SLOW)
+            chat.expect("working on it")
+            chat.interrupt()
+            chat.expect("interrupted: the turn was cancelled")
+        else:
+            chat.type("Hello")
+            chat.expect("heard [")
+        chat.expect(PROMPT)
+        for _ in range(3):
+            chat.interrupt()
+            time.sleep(0.05)
+        done = chat.wait()
+    assert done.code == 130, done
+    assert done.err_lines == ["agentloop: error: interrupted"], done.err
+    assert "Traceback" not in done.out + done.err

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,6 +121,19 @@ def test_instructions_are_plain_text(
     assert system == {"role": "system", "content": instructions}
 
 
+def test_tools_from_a_file_alone_are_every_tool_it_defines(
+    server: ProviderServer, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--tools path/file.py (no :attr): its @tool functions and toolkits, not its plain
+    functions or lists, each once."""
+    server.enqueue(tool_call_stream("maths__mul", {"a": 6, "b": 7}), text_stream("42"))
+    tools = str(workdir / "mytools.py")
+    assert main(["run", "6 × 7?", *openai_args(server), "--tools", tools, "-q"]) == 0
+    assert capsys.readouterr().out == "42\n"
+    names = [t["function"]["name"] for t in server.requests[0].json["tools"]]
+    assert names == ["add", "maths__mul"]
+
+
 def test_run_plain_shows_the_timeline(
     server: ProviderServer, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -208,12 +223,18 @@ def test_errors_are_one_line(args: list[str], says: str, workdir: Path) -> None:
         (["--model", "test:echo", "--base-url", "http://127.0.0.1:1"], "needs an HTTP provider"),
         (["--model", "openai:m", "--base-url", "127.0.0.1:1"], "must be an http://"),
         (["--model", "test:echo", "--tools", "nosuchmodule:x"], "cannot import 'nosuchmodule'"),
-        (["--model", "test:echo", "--tools", "{tools}"], "expected module:attr"),
+        (["--model", "test:echo", "--tools", "{tools}:"], "expected module:attr"),
+        (["--model", "test:echo", "--tools", "{empty}"], "defines no tools"),
         (["--model", "test:echo", "--tools", "{tools}:NOT_A_TOOL"], "is a int"),
         (["--model", "test:echo", "--tools", "{tools}:BROKEN"], "has no attribute"),
         (["--model", "test:echo", "--tools", "nofile.py:x"], "no such file"),
         (["--model", "test:echo", "--store", "sqlite://"], "bad SQLite URL"),
         (["--model", "test:echo", "--store", "sqlite:///no/such/dir/x.db"], "does not exist"),
+        (
+            ["--model", "test:echo", "--store", "sqlite:///no/such/dir/x.db"],
+            "relative to the current directory; an absolute path takes four slashes: "
+            "sqlite:////no/such/dir/x.db",
+        ),
     ],
 )
 def test_more_errors_are_one_line(
@@ -227,7 +248,9 @@ def test_more_errors_are_one_line(
     for key in (*KEYS, "AGENTLOOP_MODEL", "AGENTLOOP_DEBUG"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))  # module:attr may add the cwd to it
+    (workdir / "empty.py").write_text("def helper() -> None: ...\n")
     args = [a.replace("{tools}", str(workdir / "mytools.py")) for a in args]
+    args = [a.replace("{empty}", str(workdir / "empty.py")) for a in args]
     assert main(["run", "hi", *args]) == 2
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
@@ -251,3 +274,88 @@ def test_echo_model_runs_without_a_server() -> None:
     done = run(["run", "ping", "--model", "test:echo", "-q"])
     assert done.code == 0, done.err
     assert done.out == "ping\n"
+
+
+def test_a_retry_line_says_why_and_when(
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A retried model call: the timeline says which error (class and status) and the wait."""
+    overloaded = {"error": {"message": "try later", "type": "server_error"}}
+    server.enqueue(ScriptedResponse.json(overloaded, status=503), text_stream("Fine now."))
+    assert main(["run", "hi", *openai_args(server), "--retries", "1", "--plain"]) == 0
+    out = capsys.readouterr().out
+    [line] = [line for line in out.splitlines() if "↻ attempt 1" in line]
+    assert "ModelOverloaded" in line and "status=503" in line, line
+    assert re.search(r"retrying in \d+(\.\d+)? s$", line), line
+    assert "Fine now." in out
+
+
+def _max_steps(server: ProviderServer) -> list[str]:
+    server.enqueue(tool_call_stream("add", {"a": 1, "b": 2}))
+    return ["--max-steps", "1", "--tools", "mytools:add"]
+
+
+@pytest.mark.parametrize("failure", ["unreachable", "no-answer"])
+@pytest.mark.parametrize("mode", ["run", "chat"])
+def test_an_error_is_printed_once(
+    failure: str, mode: str, server: ProviderServer, workdir: Path
+) -> None:
+    """A run that fails (the model unreachable) or ends without an answer (the step limit):
+    its error is one line on stderr, and the timeline does not say it again."""
+    if failure == "unreachable":
+        args = ["--model", "openai:m", "--base-url", f"http://127.0.0.1:{_closed_port()}/v1"]
+        args += ["--retries", "0"]
+        says, detail = "connection to openai failed", "ConnectionRefusedError"
+    else:
+        args = [*openai_args(server), *_max_steps(server)]
+        says, detail = "the run ended without an answer", "max_steps=1"
+    if mode == "run":
+        done = run(["run", "hi", *args, "--plain"], cwd=workdir)
+    else:
+        done = run(["chat", *args, "--plain", "--store", "memory://"], input="hi\n", cwd=workdir)
+    assert done.code == 1
+    assert len(done.err_lines) == 1 and done.err_lines[0].startswith("agentloop: error: ")
+    assert says in done.err_lines[0] and detail in done.err_lines[0], done.err
+    assert detail not in done.out, done.out
+
+
+def test_a_bad_postgresql_url_fails_fast_in_one_line() -> None:
+    """A PostgreSQL server that is not there: one line naming the store (its password hidden)
+    and the reason, exit 2, in about the time it takes to start, not the pool's 10 s of
+    retries with a log line each."""
+    pytest.importorskip("psycopg")
+    url = f"postgresql://agent:secret@127.0.0.1:{_closed_port()}/db"
+    started = time.monotonic()
+    done = run(["run", "hi", "--model", "test:echo", "--store", url])
+    took = time.monotonic() - started
+    assert done.code == 2
+    assert len(done.err_lines) == 1, done.err
+    line = done.err_lines[0]
+    assert line.startswith(
+        "agentloop: error: cannot open the session store postgresql://agent:***@"
+    )
+    assert "Connection refused" in line and "secret" not in done.err
+    assert took < 8, took  # the pool's own retries alone took connect_timeout (10 s)
+
+
+def test_a_busy_session_is_one_line_with_a_readable_time(tmp_path: Path) -> None:
+    """Another run holds the session: one line saying who holds it and until when, as a date
+    and a wait (not epoch seconds), exit 1."""
+    import anyio
+
+    from agentloop.sessions import SQLiteStore
+
+    async def hold() -> None:
+        async with SQLiteStore(tmp_path / "s.db") as store:
+            await store.create("busy")
+            await store.acquire_lease("busy", owner="another-run", ttl=600)
+
+    anyio.run(hold)
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    done = run(["run", "hi", "--model", "test:echo", "--session", "busy", "--store", store])
+    assert done.code == 1
+    assert len(done.err_lines) == 1, done.err
+    line = done.err_lines[0]
+    assert "session 'busy' is leased by 'another-run' until" in line
+    assert re.search(r"until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in (9|10) min", line), line
+    assert "is leased by" not in done.out

@@ -56,6 +56,73 @@ def test_load_tools_accepts_every_kind(tools_file: Path) -> None:
     assert isinstance(loaded[1], Toolkit) and loaded[1].tool.name == "kit"
 
 
+def test_load_tools_from_a_module_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module with no :attr gives every tool it defines, in order: a toolkit class is made
+    once unless an instance is there, tools imported from elsewhere are left out, and a
+    toolkit that needs arguments is a UserError that says so."""
+    (tmp_path / "cli_shared_tools.py").write_text(TOOLS)
+    (tmp_path / "cli_all_tools.py").write_text(
+        """
+from agentloop import Toolkit, activity, tool
+from cli_shared_tools import add, Kit
+
+@tool
+def first(x: int) -> int:
+    \"\"\"First.\"\"\"
+    return x
+
+class Made(Toolkit):
+    \"\"\"Made here, and an instance is below.\"\"\"
+
+    @activity
+    async def go(self) -> int:
+        \"\"\"Go.\"\"\"
+        return 1
+
+class Fresh(Toolkit):
+    \"\"\"Made by the loader.\"\"\"
+
+    @activity
+    async def go(self) -> int:
+        \"\"\"Go.\"\"\"
+        return 2
+
+made = Made()
+
+def helper(x: int) -> int:
+    return x
+"""
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    for name in ("cli_shared_tools", "cli_all_tools"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    loaded = load_tools([str(tmp_path / "cli_all_tools.py")])
+    assert [type(t).__name__ for t in loaded] == ["Tool", "Fresh", "Made"]
+    assert isinstance(loaded[0], Tool) and loaded[0].name == "first"
+    by_name = load_tools(["cli_all_tools"])
+    assert [type(t).__name__ for t in by_name] == ["Tool", "Fresh", "Made"]
+
+    (tmp_path / "cli_needy_tools.py").write_text(
+        """
+from agentloop import Toolkit, activity
+
+class Needy(Toolkit):
+    \"\"\"Needs a key.\"\"\"
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    @activity
+    async def go(self) -> str:
+        \"\"\"Go.\"\"\"
+        return self.key
+"""
+    )
+    with pytest.raises(UserError, match="toolkit Needy needs arguments"):
+        load_tools([str(tmp_path / "cli_needy_tools.py")])
+
+
 def test_load_tools_by_module_name(tools_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``module:attr`` imports from the current directory, like ``python -m``."""
     monkeypatch.chdir(tools_file.parent)

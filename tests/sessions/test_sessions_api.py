@@ -87,3 +87,16 @@ async def test_waiter_takes_over_exactly_at_expiry(fake_time: bool, timescale: f
             assert 29.999 < waited < 30.01
         with pytest.raises(SessionBusy, match="after waiting"):
             await store.acquire_lease("s", owner="c", ttl=ttl, wait=True, timeout=ttl / 2)
+
+
+async def test_session_busy_says_when_the_lease_ends_in_words() -> None:
+    """SessionBusy names the lease's end as a date and a wait, not raw epoch seconds."""
+    store = InMemoryStore(clock=lambda: 1_764_590_400.25)  # 2025-12-01 12:00:00.25 UTC
+    async with store:
+        await store.create("s")
+        await store.acquire_lease("s", owner="a-run", ttl=90)
+        with pytest.raises(SessionBusy) as busy:
+            await store.acquire_lease("s", owner="b", ttl=90)
+    message = str(busy.value)
+    assert "leased by 'a-run' until 2025-12-01 12:01:30 UTC (in 1 min 30 s)" in message
+    assert "1764590490" not in message

@@ -88,3 +88,30 @@ async def test_temp_keys_never_reach_the_tables(pg_schema_dsn: str, raw: Any) ->
     assert values == ['"kept-value"', '"kept-value"']
     assert len(bodies) == 1
     assert "temp" not in bodies[0]
+
+
+async def test_an_unreachable_server_fails_at_once_with_its_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server that refuses connections: one SessionStoreError with the driver's reason, at
+    once, not after the pool retried (and logged each attempt) for connect_timeout."""
+    import socket
+
+    from agentloop import SessionStoreError, UserError
+
+    pytest.importorskip("psycopg")
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    store = PostgresStore(f"postgresql://agent:pw@127.0.0.1:{port}/db", connect_timeout=30)
+    started = anyio.current_time()
+    with pytest.raises(SessionStoreError, match="Connection refused") as failed:
+        async with store:
+            pass
+    assert anyio.current_time() - started < 20  # the pool alone would wait the 30 s
+    assert "\n" not in str(failed.value)
+    assert not [r for r in caplog.records if r.name.startswith("psycopg")]
+    with pytest.raises(UserError, match="bad PostgreSQL DSN"):
+        async with PostgresStore(f"postgresql://agent@127.0.0.1:{port}/db?bogus=1"):
+            pass
