@@ -24,7 +24,7 @@ from anyio.abc import TaskGroup
 from ._errors import ToolError
 from ._middleware import ToolCall
 from ._steps import Action, ActionErrorKind, ActionResult, RunResult
-from ._threads import Job, NoWorkerThread
+from ._threads import Job, NoWorkerThread, borrow_nowait
 from ._time import fail_after
 from .models._types import RunContext, ToolCallPart, ToolSpec
 from .tools._context import ToolContext, abandon
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from ._context import Ticket
 
-_TASK_NAME = "agentloop._actions.Executor._execute"  # what start_soon used to name it
+_TASK_NAME = "agentloop._actions.Executor._execute"  # the name start_soon would work out
 BLOCKING_WARNING_SECONDS = 0.1  # an async tool's step longer than this is a warning
 
 logger = logging.getLogger("agentloop")
@@ -245,8 +245,8 @@ class Executor:
                 # ActionStarted (and the result) show the input the tool receives.
                 pending.action = cleaned_action(pending.action, activity)
         await self._on_start(pending)
-        # create_task with a name: start_soon would work out the same name on every call.
-        self._tg.create_task(self._execute(pending, step, error, ticket), name=_TASK_NAME)
+        # Named here: start_soon would otherwise work out the same name on every call.
+        self._tg.start_soon(self._execute, pending, step, error, ticket, name=_TASK_NAME)
 
     async def _execute(
         self, pending: PendingAction, step: int, error: ActionResult | None, ticket: Ticket | None
@@ -308,14 +308,8 @@ class Executor:
 
 async def _acquire(limiter: anyio.CapacityLimiter, borrower: object) -> None:
     """Take a token without a scheduling round trip when one is free."""
-    try:
-        limiter.acquire_on_behalf_of_nowait(borrower)
-        return
-    except anyio.WouldBlock:
-        pass
-    # Wait outside the except block: waiting inside it would keep the WouldBlock and its
-    # traceback alive for as long as the action waits for a token.
-    await limiter.acquire_on_behalf_of(borrower)
+    if not borrow_nowait(limiter, borrower):
+        await limiter.acquire_on_behalf_of(borrower)
 
 
 def make_terminal(

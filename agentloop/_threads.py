@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 import weakref
 from collections import Counter
@@ -34,6 +35,22 @@ logger = logging.getLogger("agentloop")
 IDLE_SECONDS = 10.0
 _idle: list[_Worker] = []
 _idle_lock = threading.Lock()
+
+
+def borrow_nowait(limiter: anyio.CapacityLimiter, borrower: object) -> bool:
+    """Take a token of ``limiter`` for ``borrower`` if one is free now, without a scheduling
+    round trip. anyio before 4.15 lets trio's own ``WouldBlock`` out of a limiter on trio
+    instead of anyio's: it means the same, none is free."""
+    try:
+        limiter.acquire_on_behalf_of_nowait(borrower)
+    except anyio.WouldBlock:
+        return False
+    except Exception as exc:
+        trio = sys.modules.get("trio")
+        if trio is not None and isinstance(exc, trio.WouldBlock):
+            return False
+        raise
+    return True
 
 
 class _Worker:
@@ -155,11 +172,8 @@ class Job:
     async def take_token(self) -> None:
         """Take a token of the limiter, or raise ``NoWorkerThread`` when all are stuck."""
         limiter, stuck = self.limiter, self.stuck
-        try:
-            limiter.acquire_on_behalf_of_nowait(self)
+        if borrow_nowait(limiter, self):
             return
-        except anyio.WouldBlock:
-            pass
         if stuck.count >= limiter.total_tokens:
             raise NoWorkerThread(stuck.message())
         with anyio.CancelScope() as scope:  # cancelled by Stuck.add when the last one sticks

@@ -280,6 +280,22 @@ async def test_per_step_parallelism_is_bounded() -> None:
     assert len(result.steps[0].actions) == 10 and peak == 3
 
 
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_a_full_limiter_raising_trios_would_block_has_no_token_free() -> None:
+    """anyio before 4.15 passes a trio limiter's own ``WouldBlock`` on (its limiter wraps
+    ``trio.CapacityLimiter``, as this test uses it directly): that means "none free" too, so an
+    action waits for a token instead of failing with "WouldBlock"."""
+    import trio
+
+    from agentloop._threads import borrow_nowait
+
+    limiter = trio.CapacityLimiter(1)
+    assert borrow_nowait(limiter, "first")  # type: ignore[arg-type]
+    assert not borrow_nowait(limiter, "second")  # type: ignore[arg-type]
+    limiter.release_on_behalf_of("first")
+    assert borrow_nowait(limiter, "second")  # type: ignore[arg-type]
+
+
 async def test_actions_beyond_the_per_step_limit_are_not_run() -> None:
     """A reply with more actions than allowed gets error results for the excess."""
     count = 0

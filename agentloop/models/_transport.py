@@ -20,8 +20,9 @@ collector when a stream is closed early (trio reports that as a ResourceWarning)
 
 The direct sender, the direct read and the bounded error body read private attributes of httpx2
 and of the SDK clients. They run only on the versions those were checked on (``CHECKED``);
-with any other version the SDK's own path runs. ``tests/models/test_transport_internals.py``
-fails when an installed version leaves ``CHECKED`` or an attribute read here changes.
+with any other version the SDK's own path runs: CI's lowest-versions stage runs the suite on the
+dependency floors, which are outside ``CHECKED``. ``tests/models/test_transport_internals.py``
+fails when CI's pinned versions leave ``CHECKED`` or an attribute read here changes.
 """
 
 from __future__ import annotations
@@ -257,14 +258,10 @@ class SDKSender:
         self._response_type = httpx2.Response
         self.base_url = str(client.base_url)
         self.kind = kind
-        http: Any = getattr(client, "_client", None)  # internal
-        if (
-            bound_errors
-            and internals_checked()
-            and isinstance(getattr(http, "event_hooks", None), dict)
-        ):
-            hooks = http.event_hooks
-            if _bound_error_body not in hooks.get("response", []):
+        if bound_errors and internals_checked():
+            http: Any = getattr(client, "_client", None)  # internal
+            hooks = getattr(http, "event_hooks", None)
+            if isinstance(hooks, dict) and _bound_error_body not in hooks.get("response", []):
                 hooks["response"] = [*hooks.get("response", []), _bound_error_body]
                 http.event_hooks = hooks
 

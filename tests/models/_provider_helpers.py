@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentloop.models import (
     Message,
     ModelDelta,
@@ -27,6 +29,7 @@ from agentloop.models import (
     ToolResultPart,
     ToolSpec,
 )
+from agentloop.models._transport import internals_checked
 from agentloop.models._types import ModelResponse, Part, split_wire_tool_name
 from agentloop.models.anthropic import AnthropicModel
 from agentloop.models.openai import OpenAIChatModel, OpenAIResponsesModel
@@ -34,6 +37,18 @@ from agentloop.models.openai import OpenAIChatModel, OpenAIResponsesModel
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "provider-streams"
 SYNTHETIC = Path(__file__).resolve().parent.parent / "fixtures" / "synthetic"
 APIS = ("openai-chat", "openai-responses", "anthropic")
+
+# The direct paths run only on the versions in ``_transport.CHECKED``. On others (the floors, in
+# the lowest-versions CI stage) their tests skip and "aiohttp" sends through the SDK's own
+# aiohttp client; test_transport_internals fails when CI's pinned versions leave CHECKED.
+direct_paths_only = pytest.mark.skipif(
+    not internals_checked(), reason="the direct paths are off on versions outside CHECKED"
+)
+
+
+def transport_used(wanted: str) -> str:
+    """The transport a driver asked for ``wanted`` ends up on, with a static key."""
+    return "aiohttp-sdk" if wanted == "aiohttp" and not internals_checked() else wanted
 
 
 @dataclass(frozen=True)

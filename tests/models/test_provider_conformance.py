@@ -39,6 +39,7 @@ from ._provider_helpers import (
     make_model,
     normalize,
     request_from_recorded,
+    transport_used,
 )
 
 KEYS = fixture_keys()
@@ -167,7 +168,7 @@ async def test_fixture_replays(key: str, transport: str, server: ProviderServer)
             async with model.stream(request) as stream:
                 deltas.extend([d async for d in stream])
             _check_response(expect, build(deltas, model.provider), deltas)
-        assert model.transport == transport
+        assert model.transport == transport_used(transport)
     sent = server.requests[-1]
     assert sent.method == "POST"
     assert (

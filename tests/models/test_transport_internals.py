@@ -4,7 +4,8 @@ The direct sender, the direct read of a response's transport stream and the boun
 use private attributes of httpx2 and of the SDK clients, and only on the versions in
 ``_transport.CHECKED``; elsewhere the SDK's own path runs. These tests fail loudly when a
 dependency upgrade leaves those versions or changes an attribute, instead of the speed (or the
-credential check) quietly going away.
+credential check) quietly going away. The lowest-versions CI stage installs the floors, which
+are outside ``CHECKED``: there the SDK path is what runs and is tested, and these tests skip.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import pytest
 from agentloop.models import Message, ModelRequest
 from agentloop.models import _transport as transport
 from agentloop.testing import ProviderServer, ScriptedResponse
+from tests.support.floors import running_the_floors
 
-from ._provider_helpers import load, make_model
+from ._provider_helpers import direct_paths_only, load, make_model
 
 REQUEST = ModelRequest(messages=(Message.user("hi"),))
 REPLY = "anthropic/stream_text_ping"
@@ -29,12 +31,15 @@ REPLY = "anthropic/stream_text_ping"
 def test_the_installed_versions_are_the_checked_ones() -> None:
     """An upgrade past ``CHECKED`` fails here: check the attributes the tests below read on the
     new version, then widen the range (else the SDK path runs, slower)."""
+    if running_the_floors(transport.CHECKED):
+        pytest.skip("the lowest supported versions (.ci/constraints-lowest.txt): the SDK path")
     found = {dist: version(dist) for dist in transport.CHECKED}
     assert transport.internals_checked(), (
         f"installed {found}, internals checked on {transport.CHECKED}"
     )
 
 
+@direct_paths_only
 def test_the_sdk_clients_keep_the_attributes_read() -> None:
     """The HTTP client (for the error-body hook) and every credential attribute
     ``direct_eligible`` reads exist on the SDK clients, and a key provider is seen as one."""
@@ -56,6 +61,7 @@ def test_the_sdk_clients_keep_the_attributes_read() -> None:
     assert not transport.direct_eligible(rotating)
 
 
+@direct_paths_only
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.parametrize("kind", ["httpx", "aiohttp-sdk"])
 async def test_a_response_exposes_its_transport_stream(kind: str, server: ProviderServer) -> None:

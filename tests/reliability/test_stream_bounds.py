@@ -32,6 +32,7 @@ import sniffio
 
 from agentloop import Agent, ModelError, RetryPolicy
 from agentloop.models import _bounds
+from agentloop.models._transport import internals_checked
 from agentloop.testing import (
     Chunk,
     EmulatedProvider,
@@ -282,6 +283,12 @@ async def test_a_huge_json_document_is_not_read_whole(field: str) -> None:
     assert all(kind == "reply_too_large" and mib < PEAK >> 20 for kind, mib in seen.values()), seen
 
 
+@pytest.mark.xfail(
+    not internals_checked(),
+    reason="outside _transport.CHECKED (the floors) the SDK reads an error body whole: the "
+    "bounded read uses httpx2 and SDK internals (known gap)",
+    strict=True,
+)
 async def test_a_huge_error_body_is_read_only_in_part() -> None:
     """A 400 with a 40 MB body: the error keeps a bounded prefix, read with bounded memory."""
     text = json.dumps({"error": {"message": "bad " + "x" * 65536}}).encode()
