@@ -35,6 +35,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first (the order is otherwise kept): in a parallel run a long test that
+    starts near the end holds the whole suite up while the other workers sit idle."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def _pg_unavailable(reason: str) -> NoReturn:
     if os.environ.get("AGENTLOOP_REQUIRE_PG") == "1":
         pytest.fail(f"PostgreSQL is required (AGENTLOOP_REQUIRE_PG=1) but {reason}", pytrace=False)
