@@ -128,7 +128,7 @@ async def test_a_silent_provider_ends_in_model_timeout(api: str) -> None:
     drip = ScriptedResponse.sse([Chunk(b": keep-alive\n\n", 0.05)] * 200)
     for response, timeout, retry in (
         (silent, 0.1, THREE),
-        (drip, 5.0, RetryPolicy(max_attempts=2, attempt_timeout=0.2, initial_wait=0.0)),
+        (drip, 5.0, RetryPolicy(max_attempts=2, attempt_timeout=0.1, initial_wait=0.0)),
     ):
         async with ProviderServer(_answer(response)) as server:
             for transport in _transports():
