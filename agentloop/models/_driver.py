@@ -3,7 +3,8 @@
 The SDK is imported, and its client made, on first use, on the running event loop. Transports:
 ``"aiohttp"`` (asyncio with the ``[fast]`` extra: aiohttp directly, with the SDK client's URL and
 headers, see ``_transport``), ``"aiohttp-sdk"`` (the SDK's own aiohttp-based client), ``"httpx"``
-(the SDK's default httpx2 client: asyncio and trio). ``"auto"`` picks ``"aiohttp"`` under asyncio
+(the SDK's default httpx2 client: asyncio and trio). The clients the driver makes share one TLS
+context per process (``tls_context``). ``"auto"`` picks ``"aiohttp"`` under asyncio
 when aiohttp is installed, else ``"httpx"``; ``"aiohttp"`` falls back to ``"aiohttp-sdk"`` when the
 client's credentials change per request. A client passed in is used as it is (through its own
 ``post``) and never closed by the driver.
@@ -12,6 +13,7 @@ client's credentials change per request. A client passed in is used as it is (th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 from abc import abstractmethod
 from typing import Any, ClassVar, Literal, Self
@@ -48,6 +50,16 @@ def _aiohttp_installed() -> bool:
     if _AIOHTTP is None:
         _AIOHTTP = importlib.util.find_spec("aiohttp") is not None
     return _AIOHTTP
+
+
+@functools.cache
+def tls_context() -> Any:
+    """The TLS context of every HTTP client a driver makes: httpx2's default (the trust store
+    of ``SSL_CERT_FILE``, ``SSL_CERT_DIR`` or the system), built once per process. Loading a CA
+    bundle takes tens of milliseconds, and a driver makes a client per model and event loop."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
 
 
 def merge_settings(base: ModelSettings | None, request: ModelSettings) -> ModelSettings:
@@ -127,11 +139,15 @@ class SDKModel(Model):
 
     @abstractmethod
     def _make_client(self, http_client: Any) -> Any:
-        """A new SDK client (``http_client`` None: the SDK's default httpx2 client)."""
+        """A new SDK client on ``http_client``."""
 
     @abstractmethod
-    def _aiohttp_client(self, limits: Any) -> Any:
-        """The SDK's aiohttp-based HTTP client (``DefaultAioHttpClient``)."""
+    def _aiohttp_client(self, options: dict[str, Any]) -> Any:
+        """The SDK's aiohttp-based HTTP client (``DefaultAioHttpClient(**options)``)."""
+
+    @abstractmethod
+    def _httpx_client(self, options: dict[str, Any]) -> Any:
+        """The SDK's httpx2 client with its defaults (``DefaultAsyncHttpxClient(**options)``)."""
 
     @abstractmethod
     def _build_body(self, request: ModelRequest, settings: ModelSettings, stream: bool) -> bytes:
@@ -208,10 +224,11 @@ class SDKModel(Model):
                     self._spare_clients.append(client)
                     client, kind = None, "aiohttp-sdk"
             if client is None:
+                options = self._http_options()
                 http_client = (
-                    self._httpx_client()
+                    self._httpx_client(options)
                     if kind == "httpx"
-                    else self._aiohttp_client(self._limits())
+                    else self._aiohttp_client(options)
                 )
                 client = self._make_client(http_client)
             self._client = client
@@ -241,25 +258,16 @@ class SDKModel(Model):
             raise UserError(f"transport={wanted!r} needs aiohttp: pip install 'agentloop[fast]'")
         return wanted
 
-    def _limits(self) -> Any:
-        if self._max_connections is None:
-            return None
-        import httpx2
+    def _http_options(self) -> dict[str, Any]:
+        """Options of an HTTP client the driver makes: the shared TLS context, and the
+        connection limit when ``max_connections`` was given (else the SDK's default)."""
+        options: dict[str, Any] = {"verify": tls_context()}
+        if self._max_connections is not None:
+            import httpx2
 
-        n = self._max_connections
-        return httpx2.Limits(max_connections=n, max_keepalive_connections=n)
-
-    def _httpx_client(self) -> Any:
-        limits = self._limits()
-        if limits is None:
-            return None
-        return self._default_httpx_client(limits)
-
-    def _default_httpx_client(self, limits: Any) -> Any:
-        """The SDK's default httpx2 client with these limits (drivers override)."""
-        import httpx2
-
-        return httpx2.AsyncClient(limits=limits)
+            n = self._max_connections
+            options["limits"] = httpx2.Limits(max_connections=n, max_keepalive_connections=n)
+        return options
 
     def _check_allowed(self, base_url: str) -> None:
         if self._allowed is None or self._allowed[0] != base_url:

@@ -53,15 +53,15 @@ class AnthropicModel(SDKModel):
             )
         return client
 
-    def _aiohttp_client(self, limits: Any) -> Any:
+    def _aiohttp_client(self, options: dict[str, Any]) -> Any:
         import anthropic
 
-        return anthropic.DefaultAioHttpClient(**({"limits": limits} if limits is not None else {}))
+        return anthropic.DefaultAioHttpClient(**options)
 
-    def _default_httpx_client(self, limits: Any) -> Any:
+    def _httpx_client(self, options: dict[str, Any]) -> Any:
         import anthropic
 
-        return anthropic.DefaultAsyncHttpxClient(limits=limits)
+        return anthropic.DefaultAsyncHttpxClient(**options)
 
     def _build_body(self, request: ModelRequest, settings: ModelSettings, stream: bool) -> bytes:
         return build_anthropic_body(

@@ -48,15 +48,15 @@ class _OpenAIModel(SDKModel):
             **self._client_options(),
         )
 
-    def _aiohttp_client(self, limits: Any) -> Any:
+    def _aiohttp_client(self, options: dict[str, Any]) -> Any:
         import openai
 
-        return openai.DefaultAioHttpClient(**({"limits": limits} if limits is not None else {}))
+        return openai.DefaultAioHttpClient(**options)
 
-    def _default_httpx_client(self, limits: Any) -> Any:
+    def _httpx_client(self, options: dict[str, Any]) -> Any:
         import openai
 
-        return openai.DefaultAsyncHttpxClient(limits=limits)
+        return openai.DefaultAsyncHttpxClient(**options)
 
 
 class OpenAIChatModel(_OpenAIModel):

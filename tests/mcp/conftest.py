@@ -5,17 +5,25 @@ its own with the ``start_http_server`` fixture). It is ready once it prints its 
 it after its socket is listening, so a connection made from then on waits in the backlog, never
 refused.
 
+Every server process is started by ``launch.py``, which has it forked by a zygote (``server.py
+--zygote``, one per test session) that imported the SDK once: the process a test starts is
+still a server of its own on real pipes or a real socket, but it starts in milliseconds, where
+importing the SDK takes a second and a half of CPU. Without ``fork`` (Windows) each server
+process is started from scratch.
+
 This directory has no ``__init__.py`` on purpose: as a package it would be imported as ``mcp``
 and shadow the SDK. Helpers are fixtures, so no test module imports another.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import select
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,26 +32,58 @@ import pytest
 from agentloop.mcp import MCPHttpServer, MCPStdioServer
 
 SERVER = Path(__file__).with_name("server.py")
+LAUNCH = Path(__file__).with_name("launch.py")
 START_TIMEOUT = 30.0
 
+HttpServer = Callable[[], AbstractContextManager[tuple[str, "subprocess.Popen[str]"]]]
 
-def _stdio_server(**kwargs: Any) -> MCPStdioServer:
-    return MCPStdioServer(sys.executable, [str(SERVER)], **kwargs)
+
+def _first_line(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
+    return proc.stdout.readline() if ready else ""
+
+
+@pytest.fixture(scope="session")
+def server_command(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """The command that starts a test server (add ``--http`` for HTTP): ``launch.py`` and the
+    socket of a zygote started here, or (without ``fork``) ``server.py`` itself."""
+    if not hasattr(os, "fork"):
+        yield [sys.executable, str(SERVER)]
+        return
+    path = tmp_path_factory.mktemp("mcp") / "zygote.sock"
+    zygote = subprocess.Popen(
+        [sys.executable, str(SERVER), "--zygote", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        if _first_line(zygote).strip() != "ready":
+            pytest.fail(f"the MCP test zygote did not start (exit code {zygote.poll()})")
+        yield [sys.executable, str(LAUNCH), str(path)]
+    finally:
+        assert zygote.stdin is not None and zygote.stdout is not None
+        zygote.stdin.close()  # its end: it kills the servers still running and exits
+        try:
+            zygote.wait(START_TIMEOUT)
+        finally:
+            zygote.kill()
+            zygote.wait()
+            zygote.stdout.close()
 
 
 @contextmanager
-def _http_server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def _http_server(command: list[str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """Start the test server on a free loopback port; its URL and process. Killed at the end."""
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http"],
+        [*command, "--http"],
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
     )
     try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
-        line = proc.stdout.readline() if ready else ""
+        line = _first_line(proc)
         if not line.strip().isdigit():
             pytest.fail(f"the MCP test server did not start (exit code {proc.poll()})")
         yield f"http://127.0.0.1:{int(line)}/mcp", proc
@@ -55,21 +95,21 @@ def _http_server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
 
 
 @pytest.fixture(scope="session")
-def http_url() -> Iterator[str]:
-    with _http_server() as (url, _):
+def http_url(server_command: list[str]) -> Iterator[str]:
+    with _http_server(server_command) as (url, _):
         yield url
 
 
 @pytest.fixture
-def stdio_server() -> Any:
+def stdio_server(server_command: list[str]) -> Callable[..., MCPStdioServer]:
     """A factory of ``MCPStdioServer`` running the test server."""
-    return _stdio_server
+    return functools.partial(MCPStdioServer, server_command[0], server_command[1:])
 
 
 @pytest.fixture
-def start_http_server() -> Any:
+def start_http_server(server_command: list[str]) -> HttpServer:
     """``with start_http_server() as (url, process):`` a test server of one's own."""
-    return _http_server
+    return functools.partial(_http_server, server_command)
 
 
 @pytest.fixture(params=["stdio", "http"])
@@ -81,6 +121,6 @@ def transport(request: pytest.FixtureRequest) -> str:
 def make_server(transport: str, request: pytest.FixtureRequest) -> Any:
     """A factory of servers on the parametrised transport (the HTTP one shares one process)."""
     if transport == "stdio":
-        return _stdio_server
+        return request.getfixturevalue("stdio_server")
     url = request.getfixturevalue("http_url")
     return lambda **kwargs: MCPHttpServer(url, **kwargs)

@@ -100,3 +100,29 @@ async def test_react_two_step_run(api: str, transport: str) -> None:
         assert "stop" not in first  # the Responses API has none: the runtime's parser cuts
     wire = str(second)
     assert "sunny in Paris" in wire and "noon in Paris" in wire
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "anthropic"])
+async def test_the_drivers_clients_load_the_trust_store_once(
+    api: str, transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading a CA bundle takes tens of milliseconds: the HTTP clients the drivers make (with
+    the SDK's connection limit or their own) share one TLS context per process, instead of
+    loading one for each model and event loop."""
+    import httpcore2
+
+    real = httpcore2.default_ssl_context
+    loads: list[object] = []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        loads.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(httpcore2, "default_ssl_context", counting)
+    async with ProviderServer(EmulatedProvider()) as server:
+        for max_connections in (None, 4, None):
+            async with make_model(
+                api, server.url, transport=transport, max_connections=max_connections
+            ) as model:
+                assert (await Agent(model, tools=[weather, clock]).run("go")).error is None
+    assert len(loads) <= 1

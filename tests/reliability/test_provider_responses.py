@@ -128,7 +128,7 @@ async def test_a_silent_provider_ends_in_model_timeout(api: str) -> None:
     drip = ScriptedResponse.sse([Chunk(b": keep-alive\n\n", 0.05)] * 200)
     for response, timeout, retry in (
         (silent, 0.1, THREE),
-        (drip, 5.0, RetryPolicy(max_attempts=2, attempt_timeout=0.2, initial_wait=0.0)),
+        (drip, 5.0, RetryPolicy(max_attempts=2, attempt_timeout=0.1, initial_wait=0.0)),
     ):
         async with ProviderServer(_answer(response)) as server:
             for transport in _transports():
@@ -194,8 +194,12 @@ class EarlyRejecting:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # Closing a socket does not wake a thread blocked in accept() on it; shutting it down
+        # does (the accept fails), so the thread ends now instead of at the join's timeout.
+        self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self._thread.join(5)
+        assert not self._thread.is_alive()
 
 
 # The SDK's aiohttp adapter ("aiohttp-sdk") hands aiohttp the body as bytes, which aiohttp warns

@@ -14,7 +14,8 @@ counted against ``max_reply_chars`` (a tool call, a citation, a provider block a
 budget of ``WIRE_BYTES_PER_CHAR * max_reply_chars + WIRE_BYTES_BASE``; a non-streamed document
 against the event cap; an error body is read up to ``ERROR_BODY_BYTES``. The stream reaches a
 checkpoint at least every ``CHECKPOINT_BYTES`` of wire bytes, so a heartbeat task keeps ticking.
-Here the wire budget's base is smaller than the runtime's, so that crossing it takes 1 MiB.
+Here the wire budget is smaller than the runtime's (128 KiB instead of 4.5 MiB for this
+``max_reply_chars``), so that crossing it costs little; one test crosses the runtime's own.
 """
 
 from __future__ import annotations
@@ -44,16 +45,23 @@ from agentloop.testing import (
 from ._support import clock, make_model, weather
 
 LIMIT = 2_000  # max_reply_chars in these tests
-WIRE_BASE = 512 << 10  # the wire budget's base here (the runtime's is 4 MiB): a budget of 1 MiB
+WIRE_PER_CHAR = 32  # the wire budget here (the runtime's: 256 bytes a character and 4 MiB) ...
+WIRE_BASE = 64 << 10  # ... is 32 * LIMIT + 64 KiB, about 128 KiB
 ENDLESS = 40 << 20  # "endless": far past every bound
 PEAK = 8 << 20  # the peak traced memory a bounded run stays under (measured: at most 2.3 MiB)
 ONE = RetryPolicy(max_attempts=1)
 
 
+RUNTIME_WIRE = (_bounds.WIRE_BYTES_PER_CHAR, _bounds.WIRE_BYTES_BASE)
+RUNTIME_WIRE_BUDGET = _bounds.wire_budget(LIMIT)  # 4.5 MiB
+
+
 @pytest.fixture(autouse=True)
 def _small_wire_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bound test needs only enough bytes to cross the bound: a smaller wire budget than the
-    runtime's, so the streams that only the wire budget stops end after about 1 MiB."""
+    runtime's, so the streams that only the wire budget stops end after about 128 KiB (decoding a
+    megabyte of tiny events under tracemalloc takes about a second)."""
+    monkeypatch.setattr(_bounds, "WIRE_BYTES_PER_CHAR", WIRE_PER_CHAR)
     monkeypatch.setattr(_bounds, "WIRE_BYTES_BASE", WIRE_BASE)
 
 
@@ -249,6 +257,27 @@ async def test_an_endless_stream_of_anything_ends_with_reply_too_large(case: str
         outcome, peak = await run_traced(api, lambda r: response, transport=transport)
         seen[transport] = (kind_of(outcome), peak >> 20)
     assert all(kind == "reply_too_large" and mib < PEAK >> 20 for kind, mib in seen.values()), seen
+
+
+@pytest.mark.slow
+async def test_the_runtimes_own_wire_budget_ends_an_endless_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wire budget at the runtime's own size (4.5 MiB for this ``max_reply_chars``): an
+    endless stream of SSE comments, in long lines that cost little to read, ends with
+    ``reply_too_large`` at that budget, with memory bounded."""
+    monkeypatch.setattr(_bounds, "WIRE_BYTES_PER_CHAR", RUNTIME_WIRE[0])
+    monkeypatch.setattr(_bounds, "WIRE_BYTES_BASE", RUNTIME_WIRE[1])
+    response = ScriptedResponse.sse(endless(b"", b": " + b"x" * ((64 << 10) - 4) + b"\n\n"))
+    seen = {}
+    for transport in _transports():
+        outcome, peak = await run_traced("openai-chat", lambda r: response, transport=transport)
+        budget = f"budget of {RUNTIME_WIRE_BUDGET} bytes" in str(getattr(outcome, "error", ""))
+        seen[transport] = (kind_of(outcome), budget, peak >> 20)
+    assert all(
+        kind == "reply_too_large" and budget and mib < PEAK >> 20
+        for kind, budget, mib in seen.values()
+    ), seen
 
 
 @pytest.mark.slow
