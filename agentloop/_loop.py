@@ -101,10 +101,13 @@ async def _execute(launch: Launch) -> RunResult:
         # they leave the run unended (resumable), not recorded as cancelled.
         if session is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
             if isinstance(exc, anyio.get_cancelled_exc_class()):
-                # The cancellation's traceback holds the frames of the whole call chain it
-                # unwound: thousands of runs cancelled at once would keep them all alive while
-                # their ends are batched, for the garbage collector to walk again and again.
+                # The cancellation's traceback, and the exceptions chained to it (the run's task
+                # group's, with theirs), hold the frames of the whole call chain it unwound. A
+                # trio task group keeps each task's exception until it exits: thousands of runs
+                # cancelled at once would keep all those frames alive meanwhile, for the garbage
+                # collector to walk again and again.
                 exc.__traceback__ = None
+                exc.__cause__ = exc.__context__ = None
             await session.end("cancelled")
         raise
     finally:

@@ -21,7 +21,7 @@ from agentloop import Agent, ModelRequest, SessionBusy, SessionStoreError, _sess
 from agentloop import _events as ev
 from agentloop._session_run import SessionScope
 from agentloop.sessions import InMemoryStore, Lease, RunEndRecord, SQLiteStore
-from agentloop.sessions._base import Finish
+from agentloop.sessions._base import DatabaseBusy, Finish
 from agentloop.sessions._codec import EncodedRecord, StateDelta
 from agentloop.testing import FunctionModel
 
@@ -172,6 +172,121 @@ async def test_cancelling_many_runs_batches_their_ends_and_releases(tmp_path: Pa
     # The finishes gather into a few transactions (usually one; a loaded machine may split
     # them), never one or more per run as before.
     assert writes <= 10, writes
+
+
+class _HeldSQLiteStore(_CountingSQLiteStore):
+    """A SQLite store whose transactions of run finishes (``finishes`` counts them) wait in
+    their worker thread until ``hold`` is set, or fail once as busy (``busy_once``)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.hold = threading.Event()
+        self.hold.set()
+        self.busy_once = False
+        self.finishes = 0
+
+    def _write_batched(self, fn: Any, *args: Any) -> Any:
+        if fn == self._ops.finish:
+            self.finishes += 1
+            self.hold.wait(60)
+            if self.busy_once:
+                self.busy_once = False
+                raise DatabaseBusy("the database stayed locked (injected)")
+        return super()._write_batched(fn, *args)
+
+
+async def test_cancelled_runs_hand_their_ends_over_and_return_without_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """200 runs cancelled at once on SQLite while the store holds their batch: 199 return
+    before anything is written (another store on the file still sees their leases), the one
+    writing the batch once it is. All the ends and releases go out in one or a few
+    transactions, not one per run. A session whose run returned early can be taken at once by
+    a new run: this store waits for the finish handed over to it (it reads its own writes)
+    instead of answering that the session is leased. (Every run used to wait for the batch.)"""
+    monkeypatch.setattr(SessionScope, "release_timeout", 60.0, raising=False)  # not the subject
+    runs = 200
+    path = tmp_path / "s.db"
+    returned: list[str] = []
+    early = anyio.Event()
+    all_waiting = anyio.Event()
+    waiting = 0
+
+    async def reply(request: ModelRequest) -> str:
+        nonlocal waiting
+        waiting += 1
+        if waiting == runs:
+            all_waiting.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with _HeldSQLiteStore(path) as store, SQLiteStore(path) as other:
+        agent = Agent(FunctionModel(reply), store=store)
+        again = Agent(FunctionModel(lambda request: "again"), store=store)
+        cancelled = anyio.CancelScope()
+        taken: list[str] = []
+
+        async def one(i: int) -> None:
+            try:
+                await agent.run("go", session=f"s{i}")
+            finally:
+                returned.append(f"s{i}")
+                if len(returned) == runs - 1:
+                    early.set()
+
+        async def every_run() -> None:
+            with cancelled:
+                async with anyio.create_task_group() as tg:
+                    for i in range(runs):
+                        tg.start_soon(one, i)
+
+        async def take_again(session: str) -> None:
+            taken.append((await again.run("again", session=session)).text or "")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(every_run)
+            try:
+                with anyio.fail_after(60):  # a guard against a hang, not a measure
+                    await all_waiting.wait()
+                store.hold.clear()
+                cancelled.cancel()
+                with anyio.fail_after(20):  # well within the bound: the runs do not wait
+                    await early.wait()
+                assert store.finishes <= 1 and len(returned) == runs - 1
+                first = returned[0]
+                leased = await other.get(first)
+                assert leased is not None and leased.lease is not None  # not yet written
+                tg.start_soon(take_again, first)
+                await anyio.sleep(0.05)
+                assert taken == []  # waiting for the finish handed over, not refused as leased
+            finally:
+                store.hold.set()
+        assert len(returned) == runs and taken == ["again"]
+        assert store.finishes <= 10, store.finishes
+        for i in range(runs):
+            session = await other.get(f"s{i}")
+            assert session is not None and session.lease is None
+            ends = ["cancelled", "finished"] if f"s{i}" == first else ["cancelled"]
+            assert await _ends(other, f"s{i}") == ends
+    assert "was not recorded" not in caplog.text
+
+
+async def test_a_batch_of_handed_over_ends_that_fails_as_busy_is_written_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """50 runs cancelled at once; the transaction of their ends finds the database locked:
+    the store tries the batch again for the runs that handed their ends over, and every end
+    is recorded, every lease released, in two transactions."""
+    runs = 50
+    async with _HeldSQLiteStore(tmp_path / "s.db") as store:
+        store.busy_once = True
+        assert await _cancel_waiting_runs(store, runs) == runs
+        assert not store.busy_once and 2 <= store.finishes <= 10, store.finishes
+        for i in range(runs):
+            assert await _ends(store, f"s{i}") == ["cancelled"]
+            session = await store.get(f"s{i}")
+            assert session is not None and session.lease is None
+    assert "was not recorded" not in caplog.text
 
 
 class _LateSQLiteStore(SQLiteStore):
