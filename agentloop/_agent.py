@@ -21,7 +21,7 @@ from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
 from ._instrument import Instrumentation
 from ._instrument import coerce as coerce_instrument
-from ._loop import execute
+from ._loop import execute, shed
 from ._middleware import ModelMiddleware, ToolMiddleware
 from ._output import Output, parse_output
 from ._prompt import Ruleset, compile_template, render, system_message
@@ -338,19 +338,22 @@ class Agent:
         ``result.error`` set, or raises the matching ``RunError`` with ``raise_on_error=True``.
         A model failure after retries, the run's deadline and runtime faults raise.
         """
-        launch = self._launch(
-            input,
-            Emitter(None),
-            session=session,
-            store=store,
-            wait_for_session=wait_for_session,
-            memory=memory,
-            variables=variables,
-            deps=deps,
-            state=state,
-            run_key=run_key,
+        # The launch is no local of this frame: a cancellation leaves with it in its traceback.
+        return await _to_end(
+            self._launch(
+                input,
+                Emitter(None),
+                session=session,
+                store=store,
+                wait_for_session=wait_for_session,
+                memory=memory,
+                variables=variables,
+                deps=deps,
+                state=state,
+                run_key=run_key,
+            ),
+            raise_on_error,
         )
-        return await _to_end(launch, raise_on_error)
 
     def stream(
         self,
@@ -403,16 +406,18 @@ class Agent:
         idempotency keys), else by asking the model again. An expired lease is taken over; a
         live one is ``SessionBusy`` unless ``wait_for_session`` gives it time to expire. With
         no unfinished run it raises ``NothingToResume``."""
-        launch = self._launch(
-            "",
-            Emitter(None),
-            session=session,
-            store=store,
-            wait_for_session=wait_for_session,
-            deps=deps,
-            resume=True,
+        return await _to_end(
+            self._launch(
+                "",
+                Emitter(None),
+                session=session,
+                store=store,
+                wait_for_session=wait_for_session,
+                deps=deps,
+                resume=True,
+            ),
+            raise_on_error,
         )
-        return await _to_end(launch, raise_on_error)
 
     async def unfinished_run(
         self, *, session: str, store: SessionStore | None = None
@@ -573,7 +578,14 @@ def _tools_and_toolsets(
 
 
 async def _to_end(launch: Launch, raise_on_error: bool) -> RunResult:
-    result = await execute(launch)
+    """The run, from the caller's side: a cancellation leaves without the frames it unwound
+    (``shed``), so that the caller's task does not keep the run alive through them."""
+    try:
+        result = await execute(launch)
+    except anyio.get_cancelled_exc_class() as exc:
+        shed(exc)
+        del launch
+        raise
     if raise_on_error:
         result.raise_for_error()
     return result

@@ -62,8 +62,8 @@ def execute(launch: Launch) -> Awaitable[RunResult]:
 
 
 async def _execute(launch: Launch) -> RunResult:
-    """The release in ``finally`` (after ``end``, which releases with the end) is bounded and
-    never raises: a cancelled run stays cancelled, a finished run finished."""
+    """The release (after ``end``, which releases with the end) is bounded and never raises: a
+    cancelled run stays cancelled, a finished run finished."""
     logger.debug(
         "run %s started: agent %s, branch %s", launch.run_id, launch.agent.name, launch.branch
     )
@@ -101,13 +101,7 @@ async def _execute(launch: Launch) -> RunResult:
         # they leave the run unended (resumable), not recorded as cancelled.
         if session is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
             if isinstance(exc, anyio.get_cancelled_exc_class()):
-                # The cancellation's traceback, and the exceptions chained to it (the run's task
-                # group's, with theirs), hold the frames of the whole call chain it unwound. A
-                # trio task group keeps each task's exception until it exits: thousands of runs
-                # cancelled at once would keep all those frames alive meanwhile, for the garbage
-                # collector to walk again and again.
-                exc.__traceback__ = None
-                exc.__cause__ = exc.__context__ = None
+                shed(exc)  # before its end is handed over, or waited for
             await session.end("cancelled")
         raise
     finally:
@@ -122,6 +116,17 @@ async def _execute(launch: Launch) -> RunResult:
     )
     await run.emit(ev.RunFinished, result=result)
     return result
+
+
+def shed(cancelled: BaseException) -> None:
+    """Drop a cancellation's traceback and the exceptions chained to it (the run's task
+    group's, with theirs): they hold the frames of the whole call chain it unwound, and with
+    them the run, its session and everything they hold. Thousands of runs cancelled at once
+    would keep all that alive: a trio task group keeps each task's exception until it exits,
+    and an asyncio task that ends keeps it in a reference cycle, for the garbage collector to
+    walk the whole heap to find. (Re-raised bare, it gains no frame where it is shed.)"""
+    cancelled.__traceback__ = None
+    cancelled.__cause__ = cancelled.__context__ = None
 
 
 async def _failed(run: _Run, exc: Exception) -> None:
@@ -159,7 +164,9 @@ async def _in_task_group(
     error: Exception | None = None
     exits: list[BaseException] = []  # KeyboardInterrupt/SystemExit from tools (they cancel tg)
     lost: list[Exception] = []
-    renewal = anyio.CancelScope() if session is not None else None
+    # Shielded: the renewal ends when the run's body does (``finally`` below), never by the
+    # cancellation of the run, which so reaches one task per run, not two.
+    renewal = anyio.CancelScope(shield=True) if session is not None else None
     try:
         async with anyio.create_task_group() as tg:
             if session is not None and renewal is not None:
