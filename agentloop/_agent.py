@@ -338,22 +338,23 @@ class Agent:
         ``result.error`` set, or raises the matching ``RunError`` with ``raise_on_error=True``.
         A model failure after retries, the run's deadline and runtime faults raise.
         """
-        # The launch is no local of this frame: a cancellation leaves with it in its traceback.
-        return await _to_end(
-            self._launch(
-                input,
-                Emitter(None),
-                session=session,
-                store=store,
-                wait_for_session=wait_for_session,
-                memory=memory,
-                variables=variables,
-                deps=deps,
-                state=state,
-                run_key=run_key,
-            ),
-            raise_on_error,
+        launch = self._launch(
+            input,
+            Emitter(None),
+            session=session,
+            store=store,
+            wait_for_session=wait_for_session,
+            memory=memory,
+            variables=variables,
+            deps=deps,
+            state=state,
+            run_key=run_key,
         )
+        try:
+            return await _to_end(launch, raise_on_error)
+        except anyio.get_cancelled_exc_class() as exc:
+            shed(exc)  # the caller's task keeps neither this run's frames nor the run
+            raise
 
     def stream(
         self,
@@ -406,18 +407,20 @@ class Agent:
         idempotency keys), else by asking the model again. An expired lease is taken over; a
         live one is ``SessionBusy`` unless ``wait_for_session`` gives it time to expire. With
         no unfinished run it raises ``NothingToResume``."""
-        return await _to_end(
-            self._launch(
-                "",
-                Emitter(None),
-                session=session,
-                store=store,
-                wait_for_session=wait_for_session,
-                deps=deps,
-                resume=True,
-            ),
-            raise_on_error,
+        launch = self._launch(
+            "",
+            Emitter(None),
+            session=session,
+            store=store,
+            wait_for_session=wait_for_session,
+            deps=deps,
+            resume=True,
         )
+        try:
+            return await _to_end(launch, raise_on_error)
+        except anyio.get_cancelled_exc_class() as exc:
+            shed(exc)  # the caller's task keeps neither this run's frames nor the run
+            raise
 
     async def unfinished_run(
         self, *, session: str, store: SessionStore | None = None
@@ -578,14 +581,7 @@ def _tools_and_toolsets(
 
 
 async def _to_end(launch: Launch, raise_on_error: bool) -> RunResult:
-    """The run, from the caller's side: a cancellation leaves without the frames it unwound
-    (``shed``), so that the caller's task does not keep the run alive through them."""
-    try:
-        result = await execute(launch)
-    except anyio.get_cancelled_exc_class() as exc:
-        shed(exc)
-        del launch
-        raise
+    result = await execute(launch)
     if raise_on_error:
         result.raise_for_error()
     return result
