@@ -8,8 +8,9 @@ neither is asked again.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -157,20 +158,25 @@ async def _in_task_group(
 ) -> RunResult:
     """Own the run's task group; its tasks never raise, and the loop's error leaves it bare.
 
-    It hosts the renewal of the session's lease (no task group of its own per run: thousands
-    of runs wait at once): a lease lost, or a store failing until it would expire, cancels the
-    run and is raised instead. Toolsets (``tools`` is None) start inside it, so the lease is
-    renewed meanwhile, and the loop gets a task group of its own within their scopes."""
+    The session's lease is renewed by the store's lease keeper when the store has one, else by
+    a task of this group (no task group of its own per run: thousands of runs wait at once):
+    a lease lost, or a store failing until it would expire, cancels the run and is raised
+    instead. Toolsets (``tools`` is None) start inside it, so the lease is renewed meanwhile,
+    and the loop gets a task group of its own within their scopes."""
     error: Exception | None = None
     exits: list[BaseException] = []  # KeyboardInterrupt/SystemExit from tools (they cancel tg)
     lost: list[Exception] = []
-    # Shielded: the renewal ends when the run's body does (``finally`` below), never by the
-    # cancellation of the run, which so reaches one task per run, not two.
-    renewal = anyio.CancelScope(shield=True) if session is not None else None
+    renewal: anyio.CancelScope | None = None
+    drop: Callable[[], None] | None = None
     try:
         async with anyio.create_task_group() as tg:
-            if session is not None and renewal is not None:
-                tg.start_soon(_renew, session, renewal, tg.cancel_scope, lost)
+            if session is not None:
+                drop = session.kept_by_store(functools.partial(_lost, tg.cancel_scope, lost))
+                if drop is None:
+                    # Shielded: the renewal ends when the run's body does (``finally`` below),
+                    # never by the run's cancellation, which so reaches one task, not two.
+                    renewal = anyio.CancelScope(shield=True)
+                    tg.start_soon(_renew, session, renewal, tg.cancel_scope, lost)
             try:
                 if tools is None:
                     return await _with_toolsets(run)
@@ -179,6 +185,8 @@ async def _in_task_group(
                 error = exc
                 tg.cancel_scope.cancel()
             finally:
+                if drop is not None:
+                    drop()
                 if renewal is not None:
                     renewal.cancel()
     except BaseExceptionGroup as group:
@@ -201,8 +209,13 @@ async def _renew(
         try:
             await session.keep_alive()
         except Exception as exc:
-            lost.append(exc)
-            run.cancel()
+            _lost(run, lost, exc)
+
+
+def _lost(run: anyio.CancelScope, lost: list[Exception], exc: Exception) -> None:
+    """The lease was lost (or its renewal failed until it would expire): the run ends with it."""
+    lost.append(exc)
+    run.cancel()
 
 
 def _raise_exit(group: BaseExceptionGroup[BaseException]) -> None:

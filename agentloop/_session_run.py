@@ -257,6 +257,31 @@ class SessionScope:
 
         return retryable(exc)
 
+    def kept_by_store(self, lost: Callable[[Exception], None]) -> Callable[[], None] | None:
+        """Hand the renewal of the lease to the store's lease keeper, when it has one (it is
+        entered with ``async with``): the keeper renews it with the other runs' leases, and
+        hands ``lost`` the error that ends it. Returns what takes the lease back once the run
+        ends; None when the run renews its own (``keep_alive``)."""
+        from .sessions._base import BaseStore
+
+        store = self.store
+        keeper = store.lease_keeper if isinstance(store, BaseStore) else None
+        if keeper is None:
+            return None
+        holding = keeper.hold(
+            self.lease,
+            self.ttl,
+            valid_until=self.valid_until,
+            renewed=self._renewed,
+            lost=lost,
+            retry_first=self.retry_first,
+            retry_max=self.retry_max,
+        )
+        return holding.drop
+
+    def _renewed(self, lease: Lease) -> None:
+        self.lease = lease
+
     async def keep_alive(self) -> None:
         """Renew the lease until cancelled. A transient store error is retried with backoff
         while the lease is still valid; a lost lease (``SessionBusy``), or a store still failing

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import anyio
 import anyio.lowlevel
@@ -45,6 +45,11 @@ from ._codec import (
 )
 from ._records import Record
 from ._types import JSON, Lease, Session, SessionInfo, StoreStats
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from ._keeper import LeaseKeeper
 
 Clock = Callable[[], float]
 """Wall-clock time in unix seconds (``time.time``); injectable so tests can expire leases."""
@@ -298,6 +303,9 @@ class BaseStore(ABC):
         self._handed: dict[str, Finish] = {}
         self._drainer: object | None = None
         self._retrying = False
+        # The lease keeper, while the store is entered (``async with``), and its task group.
+        self._keeper: LeaseKeeper | None = None
+        self._keeper_group: TaskGroup | None = None
 
     # -- what a back end implements ---------------------------------------------------------
 
@@ -346,6 +354,19 @@ class BaseStore(ABC):
     @abstractmethod
     async def _do_release(self, lease: Lease) -> None: ...
 
+    async def _do_renew_many(
+        self, items: builtins.list[tuple[Lease, float]], now: float
+    ) -> builtins.list[Lease | Exception]:
+        """Each lease renewed, or the error it was refused with. A back end with transactions
+        renews them all in one (see ``ThreadedSQLStore``)."""
+        outcome: builtins.list[Lease | Exception] = []
+        for lease, ttl in items:
+            try:
+                outcome.append(await self._do_renew(lease, ttl, now))
+            except (SessionBusy, SessionNotFound) as exc:  # this lease's, not the batch's
+                outcome.append(exc)
+        return outcome
+
     async def _do_finish(self, batch: builtins.list[Finish], now: float) -> None:
         """Each finish's commit and release, setting its ``version`` or ``error``. A back end
         with transactions does the whole batch in one (see ``ThreadedSQLStore``)."""
@@ -389,7 +410,17 @@ class BaseStore(ABC):
             await self._close()
 
     async def __aenter__(self) -> Self:
+        """Open the store, and start its lease keeper: one task renews the leases of every
+        run on the store while the block lasts (a run on a store not entered renews its own)."""
         await self._ready()
+        if self._keeper is None:
+            from ._keeper import LeaseKeeper
+
+            group = anyio.create_task_group()
+            await group.__aenter__()
+            keeper = LeaseKeeper(self.renew_leases, retryable, repr(self))
+            self._keeper, self._keeper_group = keeper, group
+            group.start_soon(keeper.run)
         return self
 
     async def __aexit__(
@@ -398,7 +429,21 @@ class BaseStore(ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        keeper, group = self._keeper, self._keeper_group
+        self._keeper = self._keeper_group = None
+        if keeper is not None and group is not None:
+            keeper.close()
+            # Shielded, and not given the block's exception: that leaves as it is, not in an
+            # exception group (the keeper's task, cancelled, ends at once).
+            group.cancel_scope.shield = True
+            await group.__aexit__(None, None, None)
         await self.aclose()
+
+    @property
+    def lease_keeper(self) -> LeaseKeeper | None:
+        """The keeper that renews the leases of this store's runs, while the store is entered
+        with ``async with``; None otherwise."""
+        return self._keeper
 
     @contextmanager
     def _counting(self) -> Iterator[None]:
@@ -535,6 +580,21 @@ class BaseStore(ABC):
         await self._after_handed(lease.session_id)
         with self._counting():
             return await self._do_renew(lease, ttl, self._clock())
+
+    async def renew_leases(
+        self, leases: Sequence[tuple[Lease, float]]
+    ) -> builtins.list[Lease | Exception]:
+        """Renew many ``(lease, ttl)`` at once (one transaction on SQL back ends): each lease
+        renewed, or the ``SessionBusy``/``SessionNotFound`` it was refused with. A failure of
+        the store as a whole raises."""
+        items = [(_check_lease(lease), _check_ttl(ttl)) for lease, ttl in leases]
+        await self._ready()
+        if not items:
+            return []
+        with self._counting():
+            outcome = await self._do_renew_many(items, self._clock())
+        self.stats.busy += sum(isinstance(answer, SessionBusy) for answer in outcome)
+        return outcome
 
     async def release_lease(self, lease: Lease) -> None:
         _check_lease(lease)

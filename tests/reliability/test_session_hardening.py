@@ -8,10 +8,13 @@ and order only on asyncio (durations scaled by ``timescale``)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import logging
 import threading
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -480,43 +483,116 @@ def _slow_agent(store: Any, ttl: float) -> Agent:
     return Agent(FunctionModel(reply), store=store, lease_ttl=ttl)
 
 
+@pytest.fixture(params=["own renewal", "store's keeper"])
+def kept(request: pytest.FixtureRequest) -> bool:
+    """Whether the store is entered (``async with``): then its lease keeper renews the run's
+    lease; otherwise the run renews its own. The rules are the same."""
+    return bool(request.param == "store's keeper")
+
+
+@contextlib.asynccontextmanager
+async def _maybe_entered(store: FaultyStore, entered: bool) -> AsyncIterator[None]:
+    if entered:
+        async with store:
+            yield
+    else:
+        yield
+
+
 @pytest.mark.fake_clock
-async def test_a_renewal_that_fails_once_is_retried(timescale: float) -> None:
+async def test_a_renewal_that_fails_once_is_retried(timescale: float, kept: bool) -> None:
     """One transient store error at a renewal, with two thirds of the TTL left, no longer kills
     a healthy run: the renewal is retried with backoff and the run finishes."""
     store = FaultyStore()
     store.renew_errors = [_blip(), _blip()]
-    result = await _slow_agent(store, 30 * timescale).run("go", session="s")
-    assert result.text == "done"
-    assert store.events[:3] == ["renew failed", "renew failed", "renewed"]
-    assert await _ends(store, "s") == ["finished"]
+    async with _maybe_entered(store, kept):
+        result = await _slow_agent(store, 30 * timescale).run("go", session="s")
+        assert result.text == "done"
+        assert store.events[:3] == ["renew failed", "renew failed", "renewed"]
+        assert await _ends(store, "s") == ["finished"]
 
 
 @pytest.mark.fake_clock
 async def test_a_renewal_still_failing_ends_the_run_before_the_lease_expires(
-    timescale: float, fake_time: bool
+    timescale: float, fake_time: bool, kept: bool
 ) -> None:
     """A store that stays down: the run ends with the store's error while its lease is still
     valid, never running on without one."""
     store = FaultyStore()
     store.renew_errors = [_blip() for _ in range(1000)]
     ttl = 30 * timescale
-    start = anyio.current_time()
-    with pytest.raises(SessionStoreError):
-        await _slow_agent(store, ttl).run("go", session="s")
-    if fake_time:
-        assert ttl / 3 < anyio.current_time() - start < ttl
-    assert store.events.count("renew failed") > 1
+    async with _maybe_entered(store, kept):
+        start = anyio.current_time()
+        with pytest.raises(SessionStoreError):
+            await _slow_agent(store, ttl).run("go", session="s")
+        if fake_time:
+            assert ttl / 3 < anyio.current_time() - start < ttl
+        assert store.events.count("renew failed") > 1
 
 
 @pytest.mark.fake_clock
-async def test_a_lost_lease_still_ends_the_run_at_once(timescale: float) -> None:
+async def test_a_lost_lease_still_ends_the_run_at_once(timescale: float, kept: bool) -> None:
     """``SessionBusy`` (the lease was taken over) is not retried."""
     store = FaultyStore()
     store.renew_errors = [SessionBusy("lease lost"), _blip()]
-    with pytest.raises(SessionBusy):
-        await _slow_agent(store, 30 * timescale).run("go", session="s")
-    assert store.events.count("renew failed") == 1
+    async with _maybe_entered(store, kept):
+        with pytest.raises(SessionBusy):
+            await _slow_agent(store, 30 * timescale).run("go", session="s")
+        assert store.events.count("renew failed") == 1
+
+
+class _RenewCountingSQLiteStore(SQLiteStore):
+    """A SQLite store that counts the transactions that renew leases."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.renewals = 0
+
+    def _write_batched(self, fn: Any, *args: Any) -> Any:
+        if getattr(fn, "__name__", "") in ("renew", "renew_many"):
+            self.renewals += 1
+        return super()._write_batched(fn, *args)
+
+
+async def test_an_entered_store_renews_its_runs_leases_together(tmp_path: Path) -> None:
+    """100 session runs on a SQLite store entered with ``async with``, each waiting 2.5 s with
+    a lease of 1.5 s: the store's keeper renews their leases together, a few transactions per
+    renewal period, where a renewal task per run wrote one each (about 500 here). Halfway,
+    another store on the file sees every lease renewed past its first expiry; every run
+    finishes and releases its lease."""
+    runs, ttl = 100, 1.5
+    path = tmp_path / "s.db"
+    halfway = anyio.Event()
+    seen: list[float] = []
+
+    async def reply(request: ModelRequest) -> str:
+        await halfway.wait()
+        await anyio.sleep(0.5)
+        return "done"
+
+    async with _RenewCountingSQLiteStore(path) as store, SQLiteStore(path) as other:
+        agent = Agent(FunctionModel(reply), store=store, lease_ttl=ttl)
+        answers: list[str] = []
+
+        async def one(i: int) -> None:
+            answers.append((await agent.run("go", session=f"s{i}")).text or "")
+
+        async with anyio.create_task_group() as tg:
+            for i in range(runs):
+                tg.start_soon(one, i)
+            await anyio.sleep(2.0)  # past the first leases' expiry
+            now = time.time()
+            for i in range(runs):
+                session = await other.get(f"s{i}")
+                assert session is not None and session.lease is not None
+                seen.append(session.lease.expires_at - now)
+            halfway.set()
+        assert answers == ["done"] * runs
+        assert min(seen) > 0, min(seen)  # renewed: still valid past the first expiry
+        assert 0 < store.renewals < runs, store.renewals
+        for i in range(runs):
+            session = await other.get(f"s{i}")
+            assert session is not None and session.lease is None
 
 
 # -- 14: end records are never dropped silently ---------------------------------------------------
