@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from .models._types import ModelResponse
     from .sessions import Lease, Record, RunEndRecord, RunRecord, Session, SessionStore
+    from .sessions._base import BaseStore
 
 
 _logger = logging.getLogger("agentloop")
@@ -262,10 +263,8 @@ class SessionScope:
         entered with ``async with``): the keeper renews it with the other runs' leases, and
         hands ``lost`` the error that ends it. Returns what takes the lease back once the run
         ends; None when the run renews its own (``keep_alive``)."""
-        from .sessions._base import BaseStore
-
-        store = self.store
-        keeper = store.lease_keeper if isinstance(store, BaseStore) else None
+        store = self._base_store()
+        keeper = store.lease_keeper if store is not None else None
         if keeper is None:
             return None
         holding = keeper.hold(
@@ -329,9 +328,11 @@ class SessionScope:
             return
         changed, deleted = self.loaded.state.take_changes()
         records = [end_record(self.run_id, status, error=error)]
-        if status == "cancelled" and self._hands_over():
+        store = self._base_store()
+        if status == "cancelled" and store is not None:
             self.ended = self.released = True
             await self._hand_over(
+                store,
                 functools.partial(_end_reported, self.run_id, self.session_id, self.ttl),
                 expected_version=self.version,
                 records=records,
@@ -365,9 +366,12 @@ class SessionScope:
         ``end_timeout``, and retries a failing one for ``end_timeout``."""
         if self.released:
             return
-        if not wait_for_store and self._hands_over():
+        store = self._base_store()
+        if not wait_for_store and store is not None:
             self.released = True
-            await self._hand_over(functools.partial(_release_reported, self.session_id, self.ttl))
+            await self._hand_over(
+                store, functools.partial(_release_reported, self.session_id, self.ttl)
+            )
             return
         bound, retry_for = self.release_timeout, None
         if wait_for_store:
@@ -376,14 +380,15 @@ class SessionScope:
         if isinstance(outcome, str):
             _not_released(self.session_id, self.ttl, outcome)
 
-    def _hands_over(self) -> bool:
-        """Whether the store takes a finish without its caller waiting (``hand_over_finish``)."""
+    def _base_store(self) -> BaseStore | None:
+        """The store, if it is one of ours: it batches finishes and takes them handed over."""
         from .sessions._base import BaseStore
 
-        return isinstance(self.store, BaseStore)
+        return self.store if isinstance(self.store, BaseStore) else None
 
     async def _hand_over(
         self,
+        store: BaseStore,
         report: Callable[[int | Exception | None], None],
         *,
         expected_version: int | None = None,
@@ -394,11 +399,6 @@ class SessionScope:
         """A cancelled run's end and release, or its release, handed to the store: written in
         a batch with the others handed over at once, ``report``ed when settled, bounded by
         ``release_timeout``; the run waits only if it is the one that writes the batches."""
-        from .sessions._base import BaseStore
-
-        store = self.store
-        if not isinstance(store, BaseStore):  # _hands_over said it is
-            raise UserError("this store cannot take a finish without its caller waiting")
         await store.hand_over_finish(
             self.lease,
             report=report,

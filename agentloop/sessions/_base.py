@@ -43,13 +43,12 @@ from ._codec import (
     encode_records,
     encode_state,
 )
+from ._keeper import LeaseKeeper
 from ._records import Record
 from ._types import JSON, Lease, Session, SessionInfo, StoreStats
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
-
-    from ._keeper import LeaseKeeper
 
 Clock = Callable[[], float]
 """Wall-clock time in unix seconds (``time.time``); injectable so tests can expire leases."""
@@ -414,8 +413,6 @@ class BaseStore(ABC):
         run on the store while the block lasts (a run on a store not entered renews its own)."""
         await self._ready()
         if self._keeper is None:
-            from ._keeper import LeaseKeeper
-
             group = anyio.create_task_group()
             await group.__aenter__()
             keeper = LeaseKeeper(self.renew_leases, retryable, repr(self))

@@ -150,7 +150,7 @@ class LeaseKeeper:
         if retrying:
             answer = answers[due.index(retrying[0])]
             _logger.warning(
-                "renewing the leases of %d sessions (%r, ...) failed (%s: %s); retrying in"
+                "renewing the leases of %d session(s) (%r first) failed (%s: %s); retrying in"
                 " %.3gs, %.3gs before the first expires",
                 len(retrying),
                 retrying[0].lease.session_id,
