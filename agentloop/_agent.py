@@ -24,7 +24,7 @@ from ._errors import RunCancelled, ToolError, UserError
 from ._generic import subscript_callable
 from ._instrument import Instrumentation
 from ._instrument import coerce as coerce_instrument
-from ._loop import execute
+from ._loop import execute, shed
 from ._middleware import ModelMiddleware, ToolMiddleware
 from ._output import Output, parse_output
 from ._prompt import Plain, Ruleset, compile_template, render, system_message
@@ -444,7 +444,11 @@ class Agent(Generic[DepsT, OutputT]):
             state=state,
             run_key=run_key,
         )
-        return await _to_end(launch, raise_on_error)
+        try:
+            return await _to_end(launch, raise_on_error)
+        except anyio.get_cancelled_exc_class() as exc:
+            shed(exc)  # the caller's task keeps neither this run's frames nor the run
+            raise
 
     def stream(
         self,
@@ -530,7 +534,11 @@ class Agent(Generic[DepsT, OutputT]):
             deps=deps,
             resume=True,
         )
-        return await _to_end(launch, raise_on_error)
+        try:
+            return await _to_end(launch, raise_on_error)
+        except anyio.get_cancelled_exc_class() as exc:
+            shed(exc)  # the caller's task keeps neither this run's frames nor the run
+            raise
 
     async def unfinished_run(
         self, *, session: str, store: SessionStore | None = None

@@ -8,8 +8,9 @@ neither is asked again.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -62,8 +63,8 @@ def execute(launch: Launch) -> Awaitable[RunResult]:
 
 
 async def _execute(launch: Launch) -> RunResult:
-    """The release in ``finally`` (after ``end``, which releases with the end) is bounded and
-    never raises: a cancelled run stays cancelled, a finished run finished."""
+    """The release (after ``end``, which releases with the end) is bounded and never raises: a
+    cancelled run stays cancelled, a finished run finished."""
     logger.debug(
         "run %s started: agent %s, branch %s", launch.run_id, launch.agent.name, launch.branch
     )
@@ -103,10 +104,7 @@ async def _execute(launch: Launch) -> RunResult:
         # they leave the run unended (resumable), not recorded as cancelled.
         if session is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
             if isinstance(exc, anyio.get_cancelled_exc_class()):
-                # The cancellation's traceback holds the frames of the whole call chain it
-                # unwound: thousands of runs cancelled at once would keep them all alive while
-                # their ends are batched, for the garbage collector to walk again and again.
-                exc.__traceback__ = None
+                shed(exc)  # before its end is handed over, or waited for
             await session.end("cancelled")
         raise
     finally:
@@ -121,6 +119,17 @@ async def _execute(launch: Launch) -> RunResult:
     )
     await run.emit(ev.RunFinished, result=result)
     return result
+
+
+def shed(cancelled: BaseException) -> None:
+    """Drop a cancellation's traceback and the exceptions chained to it (the run's task
+    group's, with theirs): they hold the frames of the whole call chain it unwound, and with
+    them the run, its session and everything they hold. Thousands of runs cancelled at once
+    would keep all that alive: a trio task group keeps each task's exception until it exits,
+    and an asyncio task that ends keeps it in a reference cycle, for the garbage collector to
+    walk the whole heap to find. (Re-raised bare, it gains no frame where it is shed.)"""
+    cancelled.__traceback__ = None
+    cancelled.__cause__ = cancelled.__context__ = None
 
 
 async def _failed(run: _Run, exc: Exception) -> None:
@@ -151,18 +160,25 @@ async def _in_task_group(
 ) -> RunResult:
     """Own the run's task group; its tasks never raise, and the loop's error leaves it bare.
 
-    It hosts the renewal of the session's lease (no task group of its own per run: thousands
-    of runs wait at once): a lease lost, or a store failing until it would expire, cancels the
-    run and is raised instead. Toolsets (``tools`` is None) start inside it, so the lease is
-    renewed meanwhile, and the loop gets a task group of its own within their scopes."""
+    The session's lease is renewed by the store's lease keeper when the store has one, else by
+    a task of this group (no task group of its own per run: thousands of runs wait at once):
+    a lease lost, or a store failing until it would expire, cancels the run and is raised
+    instead. Toolsets (``tools`` is None) start inside it, so the lease is renewed meanwhile,
+    and the loop gets a task group of its own within their scopes."""
     error: Exception | None = None
     exits: list[BaseException] = []  # KeyboardInterrupt/SystemExit from tools (they cancel tg)
     lost: list[Exception] = []
-    renewal = anyio.CancelScope() if session is not None else None
+    renewal: anyio.CancelScope | None = None
+    drop: Callable[[], None] | None = None
     try:
         async with anyio.create_task_group() as tg:
-            if session is not None and renewal is not None:
-                tg.start_soon(_renew, session, renewal, tg.cancel_scope, lost)
+            if session is not None:
+                drop = session.kept_by_store(functools.partial(_lost, tg.cancel_scope, lost))
+                if drop is None:
+                    # Shielded: the renewal ends when the run's body does (``finally`` below),
+                    # never by the run's cancellation, which so reaches one task, not two.
+                    renewal = anyio.CancelScope(shield=True)
+                    tg.start_soon(_renew, session, renewal, tg.cancel_scope, lost)
             try:
                 if tools is None:
                     return await _with_toolsets(run)
@@ -171,6 +187,8 @@ async def _in_task_group(
                 error = exc
                 tg.cancel_scope.cancel()
             finally:
+                if drop is not None:
+                    drop()
                 if renewal is not None:
                     renewal.cancel()
     except BaseExceptionGroup as group:
@@ -193,8 +211,13 @@ async def _renew(
         try:
             await session.keep_alive()
         except Exception as exc:
-            lost.append(exc)
-            run.cancel()
+            _lost(run, lost, exc)
+
+
+def _lost(run: anyio.CancelScope, lost: list[Exception], exc: Exception) -> None:
+    """The lease was lost (or its renewal failed until it would expire): the run ends with it."""
+    lost.append(exc)
+    run.cancel()
 
 
 def _raise_exit(group: BaseExceptionGroup[BaseException]) -> None:

@@ -22,7 +22,6 @@ from ._errors import (
     NothingToResume,
     SessionBusy,
     SessionConflict,
-    SessionError,
     SessionNotFound,
     UserError,
 )
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
 
     from .models._types import ModelResponse
     from .sessions import Lease, Record, RunEndRecord, RunRecord, Session, SessionStore
+    from .sessions._base import BaseStore
 
 
 _logger = logging.getLogger("agentloop")
@@ -112,9 +112,11 @@ class SessionScope:
     same time on stores that can (``BaseStore.finish_run``); ``release`` alone follows an end
     committed with the last step. Both are shielded, bounded and best effort: transient store
     errors are retried within the bound, and what still fails is logged, never raised, so a
-    cancelled run stays cancelled and a finished run finished. A lease left behind expires by
-    itself after ``ttl``; an end left unrecorded leaves the run unfinished in the history,
-    which a resume picks up."""
+    cancelled run stays cancelled and a finished run finished. A cancelled run hands its end
+    and release to the store (``BaseStore.hand_over_finish``) and returns without waiting for
+    it, unless it is the one writing the batch. A lease left behind expires by itself after
+    ``ttl``; an end left unrecorded leaves the run unfinished in the history, which a resume
+    picks up."""
 
     release_timeout = 2.0
     """Seconds a release, or a cancelled run's end and release, may take."""
@@ -255,12 +257,34 @@ class SessionScope:
     @staticmethod
     def transient(exc: Exception) -> bool:
         """Whether a store error may pass if tried again: not a lost lease, a missing session,
-        a moved version or a misuse (a database busy past its timeout is transient)."""
-        from .sessions._base import DatabaseBusy
+        a moved version, a misuse or a batch given up on (a database busy past its timeout is
+        transient)."""
+        from .sessions._base import retryable
 
-        if isinstance(exc, DatabaseBusy):
-            return True
-        return not isinstance(exc, SessionBusy | SessionNotFound | SessionConflict | UserError)
+        return retryable(exc)
+
+    def kept_by_store(self, lost: Callable[[Exception], None]) -> Callable[[], None] | None:
+        """Hand the renewal of the lease to the store's lease keeper, when it has one (it is
+        entered with ``async with``): the keeper renews it with the other runs' leases, and
+        hands ``lost`` the error that ends it. Returns what takes the lease back once the run
+        ends; None when the run renews its own (``keep_alive``)."""
+        store = self._base_store()
+        keeper = store.lease_keeper if store is not None else None
+        if keeper is None:
+            return None
+        holding = keeper.hold(
+            self.lease,
+            self.ttl,
+            valid_until=self.valid_until,
+            renewed=self._renewed,
+            lost=lost,
+            retry_first=self.retry_first,
+            retry_max=self.retry_max,
+        )
+        return holding.drop
+
+    def _renewed(self, lease: Lease) -> None:
+        self.lease = lease
 
     async def keep_alive(self) -> None:
         """Renew the lease until cancelled. A transient store error is retried with backoff
@@ -299,20 +323,35 @@ class SessionScope:
         """Record how the run ended and release the lease, in one store operation batched with
         the other runs ending at once; shielded and bounded (a cancelled run:
         ``release_timeout``, so cancellation stays fast; a failed one: ``end_timeout``), with
-        transient errors retried within the bound. An end not recorded is logged as a warning:
-        the run stays unfinished in the history, for a resume. Nothing is written for a run
-        whose record never reached the history, nor after its end was committed (a cancel that
-        arrives just after the final commit leaves the run finished)."""
+        transient errors retried within the bound. A cancelled run on a ``BaseStore`` hands
+        the end over and does not wait for it (the store writes and reports it). An end not
+        recorded is logged as a warning: the run stays unfinished in the history, for a resume.
+        Nothing is written for a run whose record never reached the history, nor after its end
+        was committed (a cancel that arrives just after the final commit leaves the run
+        finished)."""
         if not self.recorded or self.ended:
             return
-        within = self.release_timeout if status == "cancelled" else self.end_timeout
         changed, deleted = self.loaded.state.take_changes()
+        records = [end_record(self.run_id, status, error=error)]
+        store = self._base_store()
+        if status == "cancelled" and store is not None:
+            self.ended = self.released = True
+            await self._hand_over(
+                store,
+                functools.partial(_end_reported, self.run_id, self.session_id, self.ttl),
+                expected_version=self.version,
+                records=records,
+                set_state=changed,
+                delete_state=deleted,
+            )
+            return
+        within = self.release_timeout if status == "cancelled" else self.end_timeout
         outcome = await self._finish(
             within,
             lambda left: self._finish_once(
                 left,
                 expected_version=self.version,
-                records=[end_record(self.run_id, status, error=error)],
+                records=records,
                 set_state=changed,
                 delete_state=deleted,
             ),
@@ -321,36 +360,61 @@ class SessionScope:
             self.version = outcome
             self.ended = True
         else:
-            _logger.warning(
-                "the end of run %s (%s) was not recorded in session %r: %s; the run stays"
-                " unfinished in the history, to resume (its lease expires by itself within"
-                " %gs)",
-                self.run_id,
-                status,
-                self.session_id,
-                outcome,
-                self.ttl,
-            )
+            _not_recorded(self.run_id, status, self.session_id, self.ttl, str(outcome))
 
     async def release(self, *, wait_for_store: bool = False) -> None:
         """Release the lease (once), shielded and best effort: a failure is logged, never
-        raised; the lease expires by itself after ``ttl``. It waits ``release_timeout`` (a
-        cancelled run's, so cancellation stays fast); ``wait_for_store`` (a run that was not
-        cancelled) waits for a busy store as long as the lease lasts (then it has expired by
-        itself), at least ``end_timeout``, and retries a failing one for ``end_timeout``."""
+        raised; the lease expires by itself after ``ttl``. It takes ``release_timeout`` at most
+        (a cancelled run's, so cancellation stays fast; on a ``BaseStore`` it is handed over,
+        without waiting); ``wait_for_store`` (a run that was not cancelled) waits for a busy
+        store as long as the lease lasts (then it has expired by itself), at least
+        ``end_timeout``, and retries a failing one for ``end_timeout``."""
         if self.released:
+            return
+        store = self._base_store()
+        if not wait_for_store and store is not None:
+            self.released = True
+            await self._hand_over(
+                store, functools.partial(_release_reported, self.session_id, self.ttl)
+            )
             return
         bound, retry_for = self.release_timeout, None
         if wait_for_store:
             bound, retry_for = max(self.end_timeout, self.ttl), self.end_timeout
         outcome = await self._finish(bound, self._finish_once, busy_ok=True, retry_for=retry_for)
         if isinstance(outcome, str):
-            _logger.warning(
-                "could not release the lease of session %r: %s; it expires by itself within %gs",
-                self.session_id,
-                outcome,
-                self.ttl,
-            )
+            _not_released(self.session_id, self.ttl, outcome)
+
+    def _base_store(self) -> BaseStore | None:
+        """The store, if it is one of ours: it batches finishes and takes them handed over."""
+        from .sessions._base import BaseStore
+
+        return self.store if isinstance(self.store, BaseStore) else None
+
+    async def _hand_over(
+        self,
+        store: BaseStore,
+        report: Callable[[int | Exception | None], None],
+        *,
+        expected_version: int | None = None,
+        records: Sequence[Record] = (),
+        set_state: Any = None,
+        delete_state: Iterable[str] = (),
+    ) -> None:
+        """A cancelled run's end and release, or its release, handed to the store: written in
+        a batch with the others handed over at once, ``report``ed when settled, bounded by
+        ``release_timeout``; the run waits only if it is the one that writes the batches."""
+        await store.hand_over_finish(
+            self.lease,
+            report=report,
+            within=self.release_timeout,
+            expected_version=expected_version,
+            records=records,
+            set_state=set_state,
+            delete_state=delete_state,
+            retry_first=self.retry_first,
+            retry_max=self.retry_max,
+        )
 
     async def _finish_once(
         self,
@@ -415,21 +479,53 @@ class SessionScope:
                     return None if busy_ok else "the lease was lost (taken over)"
                 except Exception as exc:
                     failure = f"{type(exc).__name__}: {exc}"
-                    if (
-                        not self.transient(exc)
-                        or (isinstance(exc, SessionError) and _gave_up(exc))
-                        or anyio.current_time() + delay > retry_until
-                    ):
+                    if not self.transient(exc) or anyio.current_time() + delay > retry_until:
                         return failure
                 await anyio.sleep(delay)
                 delay = min(delay * 2, self.retry_max)
         return failure
 
 
-def _gave_up(exc: SessionError) -> bool:
-    from .sessions._base import GaveUp
+def _why(outcome: Exception) -> str:
+    if isinstance(outcome, SessionBusy):
+        return "the lease was lost (taken over)"
+    return f"{type(outcome).__name__}: {outcome}"
 
-    return isinstance(exc, GaveUp)
+
+def _not_recorded(run_id: str, status: str, session_id: str, ttl: float, why: str) -> None:
+    _logger.warning(
+        "the end of run %s (%s) was not recorded in session %r: %s; the run stays"
+        " unfinished in the history, to resume (its lease expires by itself within %gs)",
+        run_id,
+        status,
+        session_id,
+        why,
+        ttl,
+    )
+
+
+def _not_released(session_id: str, ttl: float, why: str) -> None:
+    _logger.warning(
+        "could not release the lease of session %r: %s; it expires by itself within %gs",
+        session_id,
+        why,
+        ttl,
+    )
+
+
+def _end_reported(
+    run_id: str, session_id: str, ttl: float, outcome: int | Exception | None
+) -> None:
+    """The store settled a cancelled run's end handed over to it: a failure is logged."""
+    if isinstance(outcome, Exception):
+        _not_recorded(run_id, "cancelled", session_id, ttl, _why(outcome))
+
+
+def _release_reported(session_id: str, ttl: float, outcome: int | Exception | None) -> None:
+    """The store settled a release handed over to it: a lease taken over is not ours to
+    release; another failure is logged."""
+    if isinstance(outcome, Exception) and not isinstance(outcome, SessionBusy):
+        _not_released(session_id, ttl, _why(outcome))
 
 
 def load(session: Session, *, memory: Memory, resume: bool, run_key: str | None = None) -> Loaded:

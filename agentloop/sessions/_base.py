@@ -18,12 +18,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import anyio
 import anyio.lowlevel
 
-from agentloop._errors import SessionBusy, SessionConflict, SessionError, UserError
+from agentloop._errors import (
+    SessionBusy,
+    SessionConflict,
+    SessionError,
+    SessionNotFound,
+    UserError,
+)
 from agentloop._time import duration_text, utc_text
 
 from ._codec import MAX_ID_LENGTH as MAX_ID_LENGTH  # the one limit, for every back end
@@ -38,8 +44,12 @@ from ._codec import (
     encode_records,
     encode_state,
 )
+from ._keeper import LeaseKeeper
 from ._records import Record
 from ._types import JSON, Lease, Session, SessionInfo, StoreStats
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
 
 Clock = Callable[[], float]
 """Wall-clock time in unix seconds (``time.time``); injectable so tests can expire leases."""
@@ -52,6 +62,9 @@ milliseconds per thousand finishes); those queued beyond it make the next batch.
 _GATHER_SECONDS = 0.1
 """How long a batch's writer may keep waiting for more finishes to queue, while they still
 arrive (one event-loop round at a time), before it writes them."""
+_MAX_HANDED = _FINISH_BATCH
+"""The most finishes handed over (``hand_over_finish``) that may queue for the drainer; a
+finish handed over beyond it waits for its batch like a caller of ``finish_run``."""
 
 _FIRST_BACKOFF = 0.005
 _MAX_BACKOFF = 0.25
@@ -78,6 +91,14 @@ class Held:
 
     owner: str
     expires_at: float
+
+
+def retryable(exc: Exception) -> bool:
+    """Whether a store error may pass if tried again: not a lost lease, a missing session, a
+    moved version, a misuse, nor a batch given up on (a database busy past its timeout may)."""
+    if isinstance(exc, DatabaseBusy):
+        return True
+    return not isinstance(exc, SessionBusy | SessionNotFound | SessionConflict | UserError | GaveUp)
 
 
 class GaveUp(SessionError):
@@ -148,6 +169,12 @@ class Finish:
     error: Exception | None = None
     done: bool = False
     round: FinishRound | None = None
+    report: Callable[[int | Exception | None], None] | None = None
+    """A finish handed over (``BaseStore.hand_over_finish``): called once with its outcome."""
+    retry_until: float = 0.0
+    """A finish handed over: until when (the event loop's clock) a transient error is retried."""
+    settled: anyio.Event | None = None
+    """A finish handed over: set once it is settled, for whoever waits for its session."""
 
 
 def finish_one(commit: Callable[[], int] | None, release: Callable[[], None]) -> int | None:
@@ -271,6 +298,14 @@ class BaseStore(ABC):
         self._closed = False
         self._finishing: builtins.list[Finish] = []
         self._finish_round: FinishRound | None = None
+        # Finishes handed over and not settled yet, by session (the store reads its own writes);
+        # the drainer that writes them; whether a batch ended with some to try again.
+        self._handed: dict[str, Finish] = {}
+        self._drainer: object | None = None
+        self._retrying = False
+        # The lease keeper, while the store is entered (``async with``), and its task group.
+        self._keeper: LeaseKeeper | None = None
+        self._keeper_group: TaskGroup | None = None
 
     # -- what a back end implements ---------------------------------------------------------
 
@@ -319,6 +354,19 @@ class BaseStore(ABC):
     @abstractmethod
     async def _do_release(self, lease: Lease) -> None: ...
 
+    async def _do_renew_many(
+        self, items: builtins.list[tuple[Lease, float]], now: float
+    ) -> builtins.list[Lease | Exception]:
+        """Each lease renewed, or the error it was refused with. A back end with transactions
+        renews them all in one (see ``ThreadedSQLStore``)."""
+        outcome: builtins.list[Lease | Exception] = []
+        for lease, ttl in items:
+            try:
+                outcome.append(await self._do_renew(lease, ttl, now))
+            except (SessionBusy, SessionNotFound) as exc:  # this lease's, not the batch's
+                outcome.append(exc)
+        return outcome
+
     async def _do_finish(self, batch: builtins.list[Finish], now: float) -> None:
         """Each finish's commit and release, setting its ``version`` or ``error``. A back end
         with transactions does the whole batch in one (see ``ThreadedSQLStore``)."""
@@ -351,14 +399,26 @@ class BaseStore(ABC):
                 self._opened = True
 
     async def aclose(self) -> None:
+        """Close the store once the finishes handed over to it are settled (each within its
+        bound)."""
         if self._closed:
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
+            for item in builtins.list(self._handed.values()):
+                await self._after_handed(item.lease.session_id)
             await self._close()
 
     async def __aenter__(self) -> Self:
+        """Open the store, and start its lease keeper: one task renews the leases of every
+        run on the store while the block lasts (a run on a store not entered renews its own)."""
         await self._ready()
+        if self._keeper is None:
+            group = anyio.create_task_group()
+            await group.__aenter__()
+            keeper = LeaseKeeper(self.renew_leases, retryable, repr(self))
+            self._keeper, self._keeper_group = keeper, group
+            group.start_soon(keeper.run)
         return self
 
     async def __aexit__(
@@ -367,7 +427,21 @@ class BaseStore(ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        keeper, group = self._keeper, self._keeper_group
+        self._keeper = self._keeper_group = None
+        if keeper is not None and group is not None:
+            keeper.close()
+            # Shielded, and not given the block's exception: that leaves as it is, not in an
+            # exception group (the keeper's task, cancelled, ends at once).
+            group.cancel_scope.shield = True
+            await group.__aexit__(None, None, None)
         await self.aclose()
+
+    @property
+    def lease_keeper(self) -> LeaseKeeper | None:
+        """The keeper that renews the leases of this store's runs, while the store is entered
+        with ``async with``; None otherwise."""
+        return self._keeper
 
     @contextmanager
     def _counting(self) -> Iterator[None]:
@@ -404,6 +478,7 @@ class BaseStore(ABC):
         check_history_limit(history_limit)
         sid = check_id(session_id)
         await self._ready()
+        await self._after_handed(sid)
         with self._counting():
             return await self._do_get(sid, history_limit)
 
@@ -428,6 +503,7 @@ class BaseStore(ABC):
     async def delete(self, session_id: str) -> bool:
         sid = check_id(session_id)
         await self._ready()
+        await self._after_handed(sid)
         with self._counting():
             return await self._do_delete(sid)
 
@@ -448,6 +524,7 @@ class BaseStore(ABC):
         encoded = encode_records(records)
         delta = encode_delta(set_state, delete_state)
         await self._ready()
+        await self._after_handed(sid)
         with self._counting():
             version = await self._do_commit(
                 sid, expected_version, encoded, delta, lease, self._clock()
@@ -468,6 +545,7 @@ class BaseStore(ABC):
         check_id(owner, "lease owner")
         ttl = _check_ttl(ttl)
         await self._ready()
+        await self._after_handed(sid)
         deadline = None if timeout is None else anyio.current_time() + timeout
         delay = _FIRST_BACKOFF
         while True:
@@ -498,12 +576,33 @@ class BaseStore(ABC):
         _check_lease(lease)
         ttl = _check_ttl(ttl)
         await self._ready()
+        await self._after_handed(lease.session_id)
         with self._counting():
             return await self._do_renew(lease, ttl, self._clock())
+
+    async def renew_leases(
+        self, leases: Sequence[tuple[Lease, float]]
+    ) -> builtins.list[Lease | Exception]:
+        """Renew many ``(lease, ttl)`` at once (one transaction on SQL back ends): each lease
+        renewed, or the ``SessionBusy``/``SessionNotFound`` it was refused with. A failure of
+        the store as a whole raises.
+
+        Args:
+            leases: ``(lease, ttl)`` pairs: each lease to renew for ``ttl`` more seconds.
+        """
+        items = [(_check_lease(lease), _check_ttl(ttl)) for lease, ttl in leases]
+        await self._ready()
+        if not items:
+            return []
+        with self._counting():
+            outcome = await self._do_renew_many(items, self._clock())
+        self.stats.busy += sum(isinstance(answer, SessionBusy) for answer in outcome)
+        return outcome
 
     async def release_lease(self, lease: Lease) -> None:
         _check_lease(lease)
         await self._ready()
+        await self._after_handed(lease.session_id)
         await self._do_release(lease)
 
     async def _gather(self) -> None:
@@ -564,7 +663,7 @@ class BaseStore(ABC):
                 while not item.done:
                     current = self._finish_round
                     if current is None:
-                        await self._write_round(item, deadline, bound)
+                        await self._write_round(deadline, bound)
                     elif not await self._wait_round(current, deadline, bound):
                         current = item.round
                         if current is not None:
@@ -611,9 +710,9 @@ class BaseStore(ABC):
                 await current.done.wait()
         return True
 
-    async def _write_round(self, item: Finish, deadline: float, bound: float) -> None:
-        """Write the next batch (``item``'s, which is queued) and wait for it like any waiter,
-        the store's work in a task of its own that a waiter giving up cancels."""
+    async def _write_round(self, deadline: float, bound: float) -> None:
+        """Write the next batch (the queued finishes) and wait for it like any waiter, the
+        store's work in a task of its own that a waiter giving up cancels."""
         current = self._finish_round = FinishRound()
         try:
             await self._gather()
@@ -638,7 +737,8 @@ class BaseStore(ABC):
 
     async def _run_round(self, current: FinishRound, now: float) -> None:
         """The store's work on a batch, in a scope its waiters cancel when they give up; each
-        finish's outcome is set in its item as soon as the store has it."""
+        finish's outcome is set in its item as soon as the store has it, and the finishes
+        handed over are settled before the batch's waiters wake."""
         with current.scope:
             try:
                 if self._finish_in_thread or current.begin(anyio.current_time):
@@ -647,6 +747,167 @@ class BaseStore(ABC):
                 for other in current.items:
                     if not other.done:
                         other.error, other.done = exc, True
+        self._settle(current)
+        current.items = []  # no cycle through the finishes, which point at their batch
         if self._finish_round is current:
             self._finish_round = None
         current.done.set()
+
+    # -- finishes handed over ----------------------------------------------------------------
+
+    async def hand_over_finish(
+        self,
+        lease: Lease,
+        *,
+        report: Callable[[int | Exception | None], None],
+        within: float,
+        expected_version: int | None = None,
+        records: Sequence[Record] = (),
+        set_state: Mapping[str, JSON] | None = None,
+        delete_state: Iterable[str] = (),
+        retry_first: float = 0.05,
+        retry_max: float = 1.0,
+    ) -> None:
+        """``finish_run`` for a caller that does not wait for the store: a cancelled run.
+
+        When a drainer is writing batches already, the finish joins its queue and the call
+        returns at once: the drainer writes it with the others and calls ``report`` once with
+        its outcome (the new version, None without a commit, or the exception it ended with;
+        transient errors are retried for ``within`` seconds, a batch the store held past
+        ``within`` ends as ``GaveUp``). Otherwise the caller becomes the drainer: shielded, it
+        writes this finish and those handed over meanwhile, batch after batch, for ``within``
+        seconds (counted like ``finish_run``'s bound) and then one last batch. Thousands of runs
+        cancelled at once so wait for nothing but one of them, and unwind at once, holding
+        nothing for the garbage collector to walk. Until a finish is settled, this store's
+        operations on its session wait for it: it reads its own writes.
+
+        Args:
+            lease: The run's lease, released by the finish.
+            report: Called once with the finish's outcome.
+            within: Seconds the finish may take, transient errors retried.
+            expected_version: Commit ``records`` only if the session is at this version.
+            records: The run's last records.
+            set_state: State keys to set with the commit.
+            delete_state: State keys to delete with the commit.
+            retry_first: The first wait before a transient error is retried, in seconds.
+            retry_max: The longest wait between retries, in seconds.
+        """
+        _check_lease(lease)
+        encoded = encode_records(records)
+        delta = encode_delta(set_state, delete_state)
+        if expected_version is not None:
+            check_int(expected_version, "expected_version")
+        await self._ready()
+        bound = max(float(within), 0.0)
+        now = anyio.current_time()
+        item = Finish(
+            lease=lease,
+            expected_version=expected_version,
+            records=encoded,
+            delta=delta,
+            report=report,
+            retry_until=now + bound,
+        )
+        self._finishing.append(item)
+        self._handed[lease.session_id] = item
+        if self._drainer is not None:
+            if len(self._finishing) <= _MAX_HANDED:
+                return
+            item.settled = anyio.Event()  # the queue is full: wait like finish_run's callers
+            with anyio.CancelScope(shield=True):
+                await item.settled.wait()
+            return
+        self._drainer = drainer = object()
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._drain(now + bound, bound, retry_first, retry_max)
+        finally:
+            if self._drainer is drainer:
+                self._drainer = None
+
+    async def _drain(self, deadline: float, bound: float, delay: float, most: float) -> None:
+        """Write batches while finishes handed over are queued; past ``deadline`` write one
+        last batch, after which a finish handed over finds no drainer and drains itself."""
+        while any(item.report is not None for item in self._finishing):
+            current = self._finish_round
+            if current is not None:  # another caller's batch: wait for it, then write the rest
+                if not await self._wait_round(current, deadline, bound):
+                    self._give_up_handed(bound)
+                    return
+                continue
+            if self._retrying:  # a batch ended with transient errors: back off, then again
+                self._retrying = False
+                await anyio.sleep(delay)
+                delay = min(delay * 2, most)
+                continue
+            # Past the deadline: one last batch (if the queue fits in it), and whatever is
+            # handed over from now on drains itself.
+            last = anyio.current_time() >= deadline and len(self._finishing) <= _FINISH_BATCH
+            if last:
+                self._drainer = None
+            await self._write_round(deadline, bound)
+            if last:
+                return
+
+    def _give_up_handed(self, bound: float) -> None:
+        """The store held the batch ahead past the bound: settle the finishes handed over that
+        are still queued as not written."""
+        queued = [item for item in self._finishing if item.report is not None]
+        self._finishing[:] = [item for item in self._finishing if item.report is None]
+        for item in queued:
+            self._report(
+                item,
+                GaveUp(
+                    f"the store held the batch ahead of this finish past {bound:g}s; nothing"
+                    " was written",
+                    written=False,
+                ),
+            )
+
+    def _settle(self, current: FinishRound) -> None:
+        """Report the outcome of each finish handed over in a batch that is over, or queue it
+        again when its error may pass and a drainer will write it (before its time is up)."""
+        now = anyio.current_time()
+        for item in current.items:
+            if item.report is None:
+                continue
+            if not item.done:  # given up on: the batch may still be written in its thread
+                written = False if current.started is None else None
+                maybe = "nothing was written" if written is False else "it may have been written"
+                self._report(
+                    item,
+                    GaveUp(
+                        f"the store held this finish's batch past its bound; {maybe}",
+                        written=written,
+                    ),
+                )
+            elif item.error is None:
+                self._report(item, item.version)
+            elif self._drainer is not None and retryable(item.error) and now < item.retry_until:
+                item.error, item.done, item.round = None, False, None
+                self._finishing.append(item)
+                self._retrying = True
+            else:
+                self._report(item, item.error)
+
+    def _report(self, item: Finish, outcome: int | Exception | None) -> None:
+        sid = item.lease.session_id
+        if self._handed.get(sid) is item:
+            del self._handed[sid]
+        if item.settled is not None:
+            item.settled.set()
+        if item.report is not None:
+            try:
+                item.report(outcome)
+            except Exception:  # a report must not stop the drainer
+                _logger.exception("reporting the finish of session %r failed", sid)
+
+    async def _after_handed(self, session_id: str) -> None:
+        """Wait until a finish handed over for the session is settled (it is, within its bound):
+        what this store answers about a session includes its finish."""
+        item = self._handed.get(session_id)
+        if item is None:
+            return
+        if item.settled is None:
+            item.settled = anyio.Event()
+        await item.settled.wait()

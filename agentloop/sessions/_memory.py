@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 import anyio
 
-from agentloop._errors import SessionConflict, SessionNotFound
+from agentloop._errors import SessionBusy, SessionConflict, SessionNotFound
 
 from ._base import (
     BaseStore,
@@ -182,15 +182,31 @@ class InMemoryStore(BaseStore):
 
     async def _do_renew(self, lease: Lease, ttl: float, now: float) -> Lease:
         async with self._lock:
-            row = self._stored(lease.session_id).row
-            check_renew(row, lease)
-            row.lease_expires_at = now + ttl
-            return Lease(
-                session_id=lease.session_id,
-                owner=lease.owner,
-                fence=lease.fence,
-                expires_at=now + ttl,
-            )
+            return self._renew(lease, ttl, now)
+
+    def _renew(self, lease: Lease, ttl: float, now: float) -> Lease:
+        row = self._stored(lease.session_id).row
+        check_renew(row, lease)
+        row.lease_expires_at = now + ttl
+        return Lease(
+            session_id=lease.session_id, owner=lease.owner, fence=lease.fence, expires_at=now + ttl
+        )
+
+    async def _do_renew_many(
+        self, items: builtins.list[tuple[Lease, float]], now: float
+    ) -> builtins.list[Lease | Exception]:
+        """All of them under one hold of the lock (a subclass that overrides ``_do_renew``
+        still goes through it)."""
+        if type(self)._do_renew is not InMemoryStore._do_renew:
+            return await super()._do_renew_many(items, now)
+        outcome: builtins.list[Lease | Exception] = []
+        async with self._lock:
+            for lease, ttl in items:
+                try:
+                    outcome.append(self._renew(lease, ttl, now))
+                except (SessionNotFound, SessionBusy) as exc:
+                    outcome.append(exc)
+        return outcome
 
     async def _do_release(self, lease: Lease) -> None:
         async with self._lock:

@@ -252,6 +252,35 @@ class SQLOps:
         )
         return renewed
 
+    def renew_many(
+        self, cur: Cursor, items: Sequence[tuple[Lease, float]], now: float
+    ) -> builtins.list[Lease | Exception]:
+        """Renew many leases in this one transaction: their rows are read (and locked, on
+        PostgreSQL) a chunk at a time, each lease is checked as ``renew`` does, and the renewed
+        ones are written with one ``executemany``. Returns each lease renewed, or the
+        ``SessionError`` it was refused with."""
+        rows = self._rows(cur, sorted({lease.session_id for lease, _ in items}))
+        outcome: builtins.list[Lease | Exception] = []
+        renewed: dict[str, tuple[str, int, float, str]] = {}
+        for lease, ttl in items:
+            sid = lease.session_id
+            row = rows.get(sid)
+            try:
+                if row is None:
+                    raise SessionNotFound(f"no session {sid!r}")
+                check_renew(row, lease)
+            except (SessionNotFound, SessionBusy) as exc:
+                outcome.append(exc)
+                continue
+            expires = now + ttl
+            outcome.append(
+                Lease(session_id=sid, owner=lease.owner, fence=lease.fence, expires_at=expires)
+            )
+            renewed[sid] = (lease.owner, lease.fence, expires, sid)
+        if renewed:
+            cur.executemany(self.update_lease, [renewed[sid] for sid in sorted(renewed)])
+        return outcome
+
     def release_lease(self, cur: Cursor, lease: Lease) -> None:
         cur.execute(self.release, (lease.session_id, lease.fence))
 

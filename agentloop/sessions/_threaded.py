@@ -101,6 +101,11 @@ class ThreadedSQLStore(BaseStore):
     async def _do_renew(self, lease: Lease, ttl: float, now: float) -> Lease:
         return await self._thread(self._write_batched, self._ops.renew, lease, ttl, now)
 
+    async def _do_renew_many(
+        self, items: builtins.list[tuple[Lease, float]], now: float
+    ) -> builtins.list[Lease | Exception]:
+        return await self._thread(self._write_batched, self._ops.renew_many, items, now)
+
     async def _do_release(self, lease: Lease) -> None:
         await self._thread(self._write, self._ops.release_lease, lease)
 

@@ -8,9 +8,13 @@ and order only on asyncio (durations scaled by ``timescale``)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import logging
 import threading
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,7 @@ from agentloop import Agent, ModelRequest, SessionBusy, SessionStoreError, _sess
 from agentloop import _events as ev
 from agentloop._session_run import SessionScope
 from agentloop.sessions import InMemoryStore, Lease, RunEndRecord, SQLiteStore
-from agentloop.sessions._base import Finish
+from agentloop.sessions._base import DatabaseBusy, Finish
 from agentloop.sessions._codec import EncodedRecord, StateDelta
 from agentloop.testing import FunctionModel
 
@@ -174,6 +178,164 @@ async def test_cancelling_many_runs_batches_their_ends_and_releases(tmp_path: Pa
     assert writes <= 10, writes
 
 
+class _HeldSQLiteStore(_CountingSQLiteStore):
+    """A SQLite store whose transactions of run finishes (``finishes`` counts them) wait in
+    their worker thread until ``hold`` is set, or fail once as busy (``busy_once``)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.hold = threading.Event()
+        self.hold.set()
+        self.busy_once = False
+        self.finishes = 0
+
+    def _write_batched(self, fn: Any, *args: Any) -> Any:
+        if fn == self._ops.finish:
+            self.finishes += 1
+            self.hold.wait(60)
+            if self.busy_once:
+                self.busy_once = False
+                raise DatabaseBusy("the database stayed locked (injected)")
+        return super()._write_batched(fn, *args)
+
+
+async def test_cancelled_runs_hand_their_ends_over_and_return_without_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """200 runs cancelled at once on SQLite while the store holds their batch: 199 return
+    before anything is written (another store on the file still sees their leases), the one
+    writing the batch once it is. All the ends and releases go out in one or a few
+    transactions, not one per run. A session whose run returned early can be taken at once by
+    a new run: this store waits for the finish handed over to it (it reads its own writes)
+    instead of answering that the session is leased. (Every run used to wait for the batch.)"""
+    monkeypatch.setattr(SessionScope, "release_timeout", 60.0, raising=False)  # not the subject
+    runs = 200
+    path = tmp_path / "s.db"
+    returned: list[str] = []
+    early = anyio.Event()
+    all_waiting = anyio.Event()
+    waiting = 0
+
+    async def reply(request: ModelRequest) -> str:
+        nonlocal waiting
+        waiting += 1
+        if waiting == runs:
+            all_waiting.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with _HeldSQLiteStore(path) as store, SQLiteStore(path) as other:
+        agent = Agent(FunctionModel(reply), store=store)
+        again = Agent(FunctionModel(lambda request: "again"), store=store)
+        cancelled = anyio.CancelScope()
+        taken: list[str] = []
+
+        async def one(i: int) -> None:
+            try:
+                await agent.run("go", session=f"s{i}")
+            finally:
+                returned.append(f"s{i}")
+                if len(returned) == runs - 1:
+                    early.set()
+
+        async def every_run() -> None:
+            with cancelled:
+                async with anyio.create_task_group() as tg:
+                    for i in range(runs):
+                        tg.start_soon(one, i)
+
+        async def take_again(session: str) -> None:
+            taken.append((await again.run("again", session=session)).text or "")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(every_run)
+            try:
+                with anyio.fail_after(60):  # a guard against a hang, not a measure
+                    await all_waiting.wait()
+                store.hold.clear()
+                cancelled.cancel()
+                with anyio.fail_after(20):  # well within the bound: the runs do not wait
+                    await early.wait()
+                assert store.finishes <= 1 and len(returned) == runs - 1
+                first = returned[0]
+                leased = await other.get(first)
+                assert leased is not None and leased.lease is not None  # not yet written
+                tg.start_soon(take_again, first)
+                await anyio.sleep(0.05)
+                assert taken == []  # waiting for the finish handed over, not refused as leased
+            finally:
+                store.hold.set()
+        assert len(returned) == runs and taken == ["again"]
+        assert store.finishes <= 10, store.finishes
+        for i in range(runs):
+            session = await other.get(f"s{i}")
+            assert session is not None and session.lease is None
+            ends = ["cancelled", "finished"] if f"s{i}" == first else ["cancelled"]
+            assert await _ends(other, f"s{i}") == ends
+    assert "was not recorded" not in caplog.text
+
+
+async def test_a_batch_of_handed_over_ends_that_fails_as_busy_is_written_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """50 runs cancelled at once; the transaction of their ends finds the database locked:
+    the store tries the batch again for the runs that handed their ends over, and every end
+    is recorded, every lease released, in two transactions."""
+    runs = 50
+    async with _HeldSQLiteStore(tmp_path / "s.db") as store:
+        store.busy_once = True
+        assert await _cancel_waiting_runs(store, runs) == runs
+        assert not store.busy_once and 2 <= store.finishes <= 10, store.finishes
+        for i in range(runs):
+            assert await _ends(store, f"s{i}") == ["cancelled"]
+            session = await store.get(f"s{i}")
+            assert session is not None and session.lease is None
+    assert "was not recorded" not in caplog.text
+
+
+class _CountingObjectsStore(SQLiteStore):
+    """A SQLite store that counts, as its first batch of run finishes goes to the database,
+    the objects the collector tracks that are not frozen (``gc.freeze``)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.alive: int | None = None
+
+    async def _do_finish(self, batch: list[Finish], now: float) -> None:
+        if self.alive is None:
+            self.alive = len(gc.get_objects())
+        await super()._do_finish(batch, now)
+
+
+async def test_cancelled_runs_hold_little_while_their_ends_are_written(tmp_path: Path) -> None:
+    """200 session runs cancelled at once, the collector off: while their ends go to the
+    store, the cancellation has left fewer than 30 new objects per run for the collector to
+    walk. A cancellation's traceback and the exceptions chained to it (the run's task group's)
+    held the frames of the whole call chain it unwound, and every run waited for the batch
+    holding them: about 100 objects per run on trio (whose task group keeps a task's exception
+    until it exits), 45 on asyncio, enough for full collections of the whole heap while
+    thousands of runs were cancelled."""
+    runs = 200
+    store = _CountingObjectsStore(tmp_path / "s.db")
+
+    def before_cancel() -> None:
+        gc.collect()
+        gc.disable()
+        gc.freeze()  # what is older than the cancel is not counted
+
+    enabled = gc.isenabled()
+    try:
+        async with store:
+            assert await _cancel_waiting_runs(store, runs, before_cancel=before_cancel) == runs
+            assert await _ends(store, "s0") == ["cancelled"]
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+    assert store.alive is not None
+    assert store.alive < 30 * runs, store.alive / runs
+
+
 class _LateSQLiteStore(SQLiteStore):
     """A SQLite store whose batches of finishes reach their worker thread late: ``_do_finish``
     waits, on the event loop, until ``go`` is set (as a loop busy unwinding thousands of runs
@@ -321,43 +483,116 @@ def _slow_agent(store: Any, ttl: float) -> Agent:
     return Agent(FunctionModel(reply), store=store, lease_ttl=ttl)
 
 
+@pytest.fixture(params=["own renewal", "store's keeper"])
+def kept(request: pytest.FixtureRequest) -> bool:
+    """Whether the store is entered (``async with``): then its lease keeper renews the run's
+    lease; otherwise the run renews its own. The rules are the same."""
+    return bool(request.param == "store's keeper")
+
+
+@contextlib.asynccontextmanager
+async def _maybe_entered(store: FaultyStore, entered: bool) -> AsyncIterator[None]:
+    if entered:
+        async with store:
+            yield
+    else:
+        yield
+
+
 @pytest.mark.fake_clock
-async def test_a_renewal_that_fails_once_is_retried(timescale: float) -> None:
+async def test_a_renewal_that_fails_once_is_retried(timescale: float, kept: bool) -> None:
     """One transient store error at a renewal, with two thirds of the TTL left, no longer kills
     a healthy run: the renewal is retried with backoff and the run finishes."""
     store = FaultyStore()
     store.renew_errors = [_blip(), _blip()]
-    result = await _slow_agent(store, 30 * timescale).run("go", session="s")
-    assert result.text == "done"
-    assert store.events[:3] == ["renew failed", "renew failed", "renewed"]
-    assert await _ends(store, "s") == ["finished"]
+    async with _maybe_entered(store, kept):
+        result = await _slow_agent(store, 30 * timescale).run("go", session="s")
+        assert result.text == "done"
+        assert store.events[:3] == ["renew failed", "renew failed", "renewed"]
+        assert await _ends(store, "s") == ["finished"]
 
 
 @pytest.mark.fake_clock
 async def test_a_renewal_still_failing_ends_the_run_before_the_lease_expires(
-    timescale: float, fake_time: bool
+    timescale: float, fake_time: bool, kept: bool
 ) -> None:
     """A store that stays down: the run ends with the store's error while its lease is still
     valid, never running on without one."""
     store = FaultyStore()
     store.renew_errors = [_blip() for _ in range(1000)]
     ttl = 30 * timescale
-    start = anyio.current_time()
-    with pytest.raises(SessionStoreError):
-        await _slow_agent(store, ttl).run("go", session="s")
-    if fake_time:
-        assert ttl / 3 < anyio.current_time() - start < ttl
-    assert store.events.count("renew failed") > 1
+    async with _maybe_entered(store, kept):
+        start = anyio.current_time()
+        with pytest.raises(SessionStoreError):
+            await _slow_agent(store, ttl).run("go", session="s")
+        if fake_time:
+            assert ttl / 3 < anyio.current_time() - start < ttl
+        assert store.events.count("renew failed") > 1
 
 
 @pytest.mark.fake_clock
-async def test_a_lost_lease_still_ends_the_run_at_once(timescale: float) -> None:
+async def test_a_lost_lease_still_ends_the_run_at_once(timescale: float, kept: bool) -> None:
     """``SessionBusy`` (the lease was taken over) is not retried."""
     store = FaultyStore()
     store.renew_errors = [SessionBusy("lease lost"), _blip()]
-    with pytest.raises(SessionBusy):
-        await _slow_agent(store, 30 * timescale).run("go", session="s")
-    assert store.events.count("renew failed") == 1
+    async with _maybe_entered(store, kept):
+        with pytest.raises(SessionBusy):
+            await _slow_agent(store, 30 * timescale).run("go", session="s")
+        assert store.events.count("renew failed") == 1
+
+
+class _RenewCountingSQLiteStore(SQLiteStore):
+    """A SQLite store that counts the transactions that renew leases."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.renewals = 0
+
+    def _write_batched(self, fn: Any, *args: Any) -> Any:
+        if getattr(fn, "__name__", "") in ("renew", "renew_many"):
+            self.renewals += 1
+        return super()._write_batched(fn, *args)
+
+
+async def test_an_entered_store_renews_its_runs_leases_together(tmp_path: Path) -> None:
+    """100 session runs on a SQLite store entered with ``async with``, each waiting 2.5 s with
+    a lease of 1.5 s: the store's keeper renews their leases together, a few transactions per
+    renewal period, where a renewal task per run wrote one each (about 500 here). Halfway,
+    another store on the file sees every lease renewed past its first expiry; every run
+    finishes and releases its lease."""
+    runs, ttl = 100, 1.5
+    path = tmp_path / "s.db"
+    halfway = anyio.Event()
+    seen: list[float] = []
+
+    async def reply(request: ModelRequest) -> str:
+        await halfway.wait()
+        await anyio.sleep(0.5)
+        return "done"
+
+    async with _RenewCountingSQLiteStore(path) as store, SQLiteStore(path) as other:
+        agent = Agent(FunctionModel(reply), store=store, lease_ttl=ttl)
+        answers: list[str] = []
+
+        async def one(i: int) -> None:
+            answers.append((await agent.run("go", session=f"s{i}")).text or "")
+
+        async with anyio.create_task_group() as tg:
+            for i in range(runs):
+                tg.start_soon(one, i)
+            await anyio.sleep(2.0)  # past the first leases' expiry
+            now = time.time()
+            for i in range(runs):
+                session = await other.get(f"s{i}")
+                assert session is not None and session.lease is not None
+                seen.append(session.lease.expires_at - now)
+            halfway.set()
+        assert answers == ["done"] * runs
+        assert min(seen) > 0, min(seen)  # renewed: still valid past the first expiry
+        assert 0 < store.renewals < runs, store.renewals
+        for i in range(runs):
+            session = await other.get(f"s{i}")
+            assert session is not None and session.lease is None
 
 
 # -- 14: end records are never dropped silently ---------------------------------------------------

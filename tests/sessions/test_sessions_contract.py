@@ -19,6 +19,7 @@ from agentloop.sessions import (
     StateChangeRecord,
     StepRecord,
 )
+from agentloop.sessions._base import BaseStore
 
 from ._session_helpers import ManualClock, StoreSpec, run_records
 
@@ -352,6 +353,29 @@ async def test_renew_and_release(store: SessionStore, clock: ManualClock) -> Non
         await store.commit("s", expected_version=0, lease=renewed)
     other = await store.acquire_lease("s", owner="b", ttl=5)
     assert other.fence == lease.fence + 1
+
+
+async def test_renew_leases_renews_many_at_once(store: SessionStore, clock: ManualClock) -> None:
+    """``renew_leases`` renews many leases in one call, each with its own TTL and each as
+    ``renew_lease`` would: a lease taken over or a missing session is that lease's answer, and
+    the others are renewed all the same."""
+    assert isinstance(store, BaseStore)
+    for sid in ("a", "b", "c"):
+        await store.create(sid)
+    a = await store.acquire_lease("a", owner="x", ttl=5)
+    b = await store.acquire_lease("b", owner="x", ttl=5)
+    c = await store.acquire_lease("c", owner="x", ttl=5)
+    clock.advance(6)
+    await store.acquire_lease("b", owner="y", ttl=30)  # b's lease expired and is taken over
+    ghost = Lease(session_id="ghost", owner="x", fence=1, expires_at=0.0)
+    answers = await store.renew_leases([(a, 10), (b, 10), (ghost, 10), (c, 20)])
+    assert answers[0] == Lease(session_id="a", owner="x", fence=a.fence, expires_at=clock.now + 10)
+    assert isinstance(answers[1], SessionBusy) and isinstance(answers[2], SessionNotFound)
+    assert answers[3] == Lease(session_id="c", owner="x", fence=c.fence, expires_at=clock.now + 20)
+    assert (await store.get("a")).lease == answers[0]  # type: ignore[union-attr]
+    assert (await store.get("c")).lease == answers[3]  # type: ignore[union-attr]
+    assert (await store.get("b")).lease.owner == "y"  # type: ignore[union-attr]
+    assert await store.renew_leases([]) == []
 
 
 async def test_same_owner_reacquires_with_new_fence(store: SessionStore) -> None:
