@@ -60,6 +60,10 @@ _ROW = "version, last_seq, lease_owner, lease_fence, lease_expires_at"
 _INFO = "id, app, user_id, version, created_at, updated_at"
 _CHUNK = 500
 """Session ids per ``IN (...)`` of a batch's row read (SQLite allows 32,766 parameters)."""
+_RECORDS_PER_INSERT = 100
+"""Records per ``INSERT`` of a batch (600 parameters: under even an old SQLite's 999): one
+statement for many rows, where ``executemany`` steps the database once per row (and gives the
+interpreter lock back and takes it again each time, slow while the event loop is busy)."""
 
 
 class SQLOps:
@@ -113,6 +117,11 @@ class SQLOps:
             "UPDATE agentloop_sessions SET lease_owner = NULL, lease_expires_at = NULL"
             " WHERE id = ? AND lease_fence = ? AND lease_owner IS NOT NULL"
         )
+        self.end_and_release = q(
+            "UPDATE agentloop_sessions SET version = ?, last_seq = ?, updated_at = ?,"
+            " lease_owner = NULL, lease_expires_at = NULL WHERE id = ? AND lease_fence = ?"
+        )
+        self.insert_records: dict[int, str] = {}
         self.deletes = [
             q("DELETE FROM agentloop_records WHERE session_id = ?"),
             q("DELETE FROM agentloop_state WHERE session_id = ?"),
@@ -353,22 +362,47 @@ class SQLOps:
                 outcome[i] = (version, None)
             except (SessionConflict, SessionNotFound, SessionBusy) as exc:
                 outcome[i] = (None, exc)
-        if records:
-            cur.executemany(self.insert_record, records)
+        self._insert_records(cur, records)
         if upserts:
             cur.executemany(self.upsert_state, upserts)
         if deletes:
             cur.executemany(self.delete_state, deletes)
-        if committed:
-            cur.executemany(
-                self.update_version,
-                [(r.version, r.last_seq, now, sid) for sid, r in sorted(committed.items())],
-            )
-        if released:
-            cur.executemany(
-                self.release, [(sid, r.lease_fence) for sid, r in sorted(released.items())]
-            )
+        # A session whose end was committed and lease released: one statement for both.
+        ended = [
+            (r.version, r.last_seq, now, sid, r.lease_fence)
+            for sid, r in sorted(committed.items())
+            if sid in released
+        ]
+        if ended:
+            cur.executemany(self.end_and_release, ended)
+        versions = [
+            (r.version, r.last_seq, now, sid)
+            for sid, r in sorted(committed.items())
+            if sid not in released
+        ]
+        if versions:
+            cur.executemany(self.update_version, versions)
+        releases = [
+            (sid, r.lease_fence) for sid, r in sorted(released.items()) if sid not in committed
+        ]
+        if releases:
+            cur.executemany(self.release, releases)
         return outcome
+
+    def _insert_records(
+        self, cur: Cursor, rows: Sequence[tuple[str, int, str, str | None, float, str]]
+    ) -> None:
+        for at in range(0, len(rows), _RECORDS_PER_INSERT):
+            chunk = rows[at : at + _RECORDS_PER_INSERT]
+            statement = self.insert_records.get(len(chunk))
+            if statement is None:
+                values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(chunk))
+                statement = self.q(
+                    "INSERT INTO agentloop_records (session_id, seq, type, run_id, at, body)"
+                    f" VALUES {values}"
+                )
+                self.insert_records[len(chunk)] = statement
+            cur.execute(statement, [value for row in chunk for value in row])
 
 
 def check_schema_version(found: int | None, where: str) -> int:

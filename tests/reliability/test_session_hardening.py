@@ -178,6 +178,33 @@ async def test_cancelling_many_runs_batches_their_ends_and_releases(tmp_path: Pa
     assert writes <= 10, writes
 
 
+@pytest.mark.postgres
+async def test_cancelling_many_runs_on_postgresql_batches_their_ends_and_releases(
+    pg_schema_dsn: str,
+) -> None:
+    """The same on PostgreSQL: 100 runs cancelled at once each raise the cancellation, and
+    their ends and releases are written in a few transactions, not one per run; the store,
+    entered, renews the runs' leases together meanwhile."""
+    from agentloop.sessions import PostgresStore
+
+    class Counting(PostgresStore):
+        finishes = 0
+
+        def _write_batched(self, fn: Any, *args: Any) -> Any:
+            if getattr(fn, "__name__", "") == "finish":
+                self.finishes += 1
+            return super()._write_batched(fn, *args)
+
+    runs = 100
+    async with Counting(pg_schema_dsn) as store:
+        assert await _cancel_waiting_runs(store, runs) == runs
+        for i in range(runs):
+            assert await _ends(store, f"s{i}") == ["cancelled"]
+            session = await store.get(f"s{i}")
+            assert session is not None and session.lease is None
+        assert 1 <= store.finishes <= 10, store.finishes
+
+
 class _HeldSQLiteStore(_CountingSQLiteStore):
     """A SQLite store whose transactions of run finishes (``finishes`` counts them) wait in
     their worker thread until ``hold`` is set, or fail once as busy (``busy_once``)."""
