@@ -11,7 +11,9 @@ twice (invocations counted by idempotency key and by call); no task was left run
 Then the time to cancel: 5,000 session runs (``--cancel``; 200 with ``--smoke``) on a fresh store
 of the same kind, each waiting in its model call, are cancelled at once; the figure is the time
 from the cancel until every run has returned, and each run must have raised the cancellation,
-recorded its end as ``cancelled`` and released its lease (``run_cancel_load``).
+recorded its end as ``cancelled`` and released its lease (``run_cancel_load``). A cancelled run
+hands its end to the store and returns; the one that writes the batch returns once it is
+written, so the figure includes the writes.
 
 Run: ``python -m benchmarks.bench_load [--smoke] [--sessions 10000] [--cancel 5000]
 [--store sqlite|memory] [--backend asyncio|trio] [--seed 1]`` (``--smoke``: 200 sessions). The
