@@ -193,6 +193,23 @@ def finish_one(commit: Callable[[], int] | None, release: Callable[[], None]) ->
     return version
 
 
+def _finish_parts(
+    lease: Lease,
+    expected_version: int | None,
+    records: Sequence[Record],
+    set_state: Mapping[str, JSON] | None,
+    delete_state: Iterable[str],
+) -> tuple[list[EncodedRecord], StateDelta]:
+    """A finish's arguments checked, and its records and state change encoded: the same for a
+    finish waited for (``finish_run``) and one handed over (``hand_over_finish``)."""
+    _check_lease(lease)
+    encoded = encode_records(records)
+    delta = encode_delta(set_state, delete_state)
+    if expected_version is not None:
+        check_int(expected_version, "expected_version")
+    return encoded, delta
+
+
 async def finish_one_async(store: BaseStore, item: Finish, now: float) -> None:
     """``finish_one`` over a back end's separate ``_do_commit`` and ``_do_release`` (no
     transaction spans both): the version is set as soon as the commit is, and a release that
@@ -648,11 +665,7 @@ class BaseStore(ABC):
             delete_state: State keys to delete.
             within: Seconds of the store's time to wait at most (see above).
         """
-        _check_lease(lease)
-        encoded = encode_records(records)
-        delta = encode_delta(set_state, delete_state)
-        if expected_version is not None:
-            check_int(expected_version, "expected_version")
+        encoded, delta = _finish_parts(lease, expected_version, records, set_state, delete_state)
         await self._ready()
         item = Finish(lease=lease, expected_version=expected_version, records=encoded, delta=delta)
         bound = math.inf if within is None else max(float(within), 0.0)
@@ -792,11 +805,7 @@ class BaseStore(ABC):
             retry_first: The first wait before a transient error is retried, in seconds.
             retry_max: The longest wait between retries, in seconds.
         """
-        _check_lease(lease)
-        encoded = encode_records(records)
-        delta = encode_delta(set_state, delete_state)
-        if expected_version is not None:
-            check_int(expected_version, "expected_version")
+        encoded, delta = _finish_parts(lease, expected_version, records, set_state, delete_state)
         await self._ready()
         bound = max(float(within), 0.0)
         now = anyio.current_time()
