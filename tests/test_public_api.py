@@ -211,6 +211,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "Toolkit",
         "Toolset",
         "activity",
+        "checked_args_model",
         "default_thread_limiter",
         "default_tool_limiter",
         "tool",

@@ -12,13 +12,10 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
 from .. import ToolError, UserError
-from ..tools import Activity, Tool
-
-if TYPE_CHECKING:
-    from pydantic import BaseModel
+from ..tools import Activity, Tool, checked_args_model
 
 logger = logging.getLogger("agentloop.mcp")
 
@@ -124,7 +121,7 @@ def build_tools(
             path=None,
             description=description,
             fn=functools.partial(call, original),
-            args=args_model(name, check),
+            args=checked_args_model(name, check),
             parameters=parameters(listing.input_schema),
             context_param=None,
             is_async=True,
@@ -193,49 +190,6 @@ def schema_checker(schema: Mapping[str, Any]) -> Callable[[Any], list[tuple[tupl
 
 def _clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-def args_model(name: str, check: Callable[[Any], list[tuple[tuple[Any, ...], str]]]) -> type[Any]:
-    """The argument model of one MCP tool, for the executor.
-
-    The executor validates ``action.input`` with ``args.model_validate`` and calls the tool
-    with the model's fields as keyword arguments. This model checks the input against the
-    server's JSON schema (each problem with its location) and keeps it whole, unchanged, as
-    its one field ``arguments``: nothing the server accepts is refused or dropped.
-    """
-    model_name = "".join(part.title() for part in re.split(r"[_\-]", name)) + "MCPArgs"
-    return type(model_name, (_args_base(),), {"schema_check": staticmethod(check)})
-
-
-@functools.cache
-def _args_base() -> type[BaseModel]:
-    from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
-    from pydantic_core import InitErrorDetails, PydanticCustomError
-
-    class MCPArgs(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        schema_check: ClassVar[Callable[[Any], list[tuple[tuple[Any, ...], str]]]]
-        arguments: dict[str, Any]
-
-        @model_validator(mode="before")
-        @classmethod
-        def _check(cls, data: Any) -> Any:
-            problems = cls.schema_check(data)
-            if problems:
-                raise ValidationError.from_exception_data(
-                    cls.__name__,
-                    [
-                        InitErrorDetails(
-                            type=PydanticCustomError("json_schema", "{message}", {"message": msg}),
-                            loc=loc,
-                            input=data,
-                        )
-                        for loc, msg in problems
-                    ],
-                )
-            return {"arguments": data}
-
-    return MCPArgs
 
 
 def output(server: str, tool: str, result: Any) -> Any:

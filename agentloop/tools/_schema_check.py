@@ -23,7 +23,7 @@ import json
 import math
 import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeGuard
 
 from .._errors import UserError
@@ -393,13 +393,22 @@ def _is_multiple(value: float, step: float) -> bool:
     return math.isfinite(quotient) and abs(quotient - round(quotient)) < 1e-9
 
 
-def checked_args_model(name: str, check: SchemaCheck) -> type[BaseModel]:
-    """The argument model of a schema tool, for the executor.
+def checked_args_model(
+    name: str, check: Callable[[Any], Sequence[tuple[Sequence[str | int], str]]]
+) -> type[BaseModel]:
+    """The argument model of an ``Activity`` whose arguments are one JSON object checked by a
+    function, not by a signature (a JSON-schema tool, an MCP server's tool).
 
     The executor validates the arguments with ``args.model_validate`` and calls the tool with
-    the model's fields: this model runs ``check`` (each problem becomes a pydantic error at its
-    location, so ``invalid_arguments`` results and ``on_invalid`` see the usual
-    ``ValidationError``) and keeps the arguments whole, unchanged, as its one field.
+    the model's fields: this model runs ``check``, which lists ``(location, message)`` for each
+    problem (empty when the arguments fit), each problem becoming a pydantic error at its
+    location (so ``invalid_arguments`` results and ``on_invalid`` see the usual
+    ``ValidationError``), and keeps the arguments whole, unchanged, as its one field
+    ``arguments``.
+
+    Args:
+        name: The tool's name (names the model).
+        check: Lists where arguments break the tool's schema.
     """
     model_name = "".join(part.title() for part in re.split(r"[_\-]", name)) + "SchemaArgs"
     return type(model_name, (_schema_args_base(),), {"schema_check": staticmethod(check)})
@@ -412,7 +421,7 @@ def _schema_args_base() -> type[BaseModel]:
 
     class SchemaArgs(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        schema_check: ClassVar[SchemaCheck]
+        schema_check: ClassVar[Callable[[Any], Sequence[tuple[Sequence[str | int], str]]]]
         arguments: dict[str, Any]
 
         @model_validator(mode="before")
@@ -425,7 +434,7 @@ def _schema_args_base() -> type[BaseModel]:
                     [
                         InitErrorDetails(
                             type=PydanticCustomError("json_schema", "{message}", {"message": m}),
-                            loc=loc,
+                            loc=tuple(loc),
                             input=data,
                         )
                         for loc, m in problems
