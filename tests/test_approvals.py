@@ -158,7 +158,7 @@ async def test_a_predicate_decides_which_calls_need_approval(rule: Any) -> None:
 
 def test_requires_approval_must_be_a_bool_or_a_predicate() -> None:
     with pytest.raises(UserError, match="requires_approval"):
-        tool(requires_approval="yes")(lookup.activities[None].fn)  # type: ignore[arg-type]
+        tool(requires_approval="yes")(lookup.activities[None].fn)  # type: ignore[call-overload]
 
 
 # -- decisions ------------------------------------------------------------------------------

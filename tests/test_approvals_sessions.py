@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from agentloop import (
     UserError,
     tool,
 )
+from agentloop._session_run import step_from_json
 from agentloop.sessions import (
     InMemoryStore,
     PostgresStore,
@@ -90,7 +91,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreMaker:
     return lambda: PostgresStore(dsn)
 
 
-def _agent(store: SessionStore, script: list[Reply | str]) -> Agent:
+def _agent(store: SessionStore, script: Sequence[Reply | str]) -> Agent:
     return Agent(ScriptedModel(script), tools=[lookup, transfer], store=store)
 
 
@@ -114,7 +115,7 @@ async def test_a_waiting_run_survives_a_restart_and_resumes_once(make_store: Sto
         session = await store.get("s")
         assert session is not None
         replies = [r for r in session.history if isinstance(r, ReplyRecord)]
-        assert replies[-1].step["pending"][0]["id"] == "a"
+        assert step_from_json(replies[-1].step).pending[0].id == "a"
         assert not any(isinstance(r, RunEndRecord) for r in session.history)
         versions = session.version
     assert ran == Counter({"lookup:bob": 1})
