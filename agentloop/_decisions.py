@@ -9,7 +9,7 @@ call as pending and ends this invocation waiting (``RunWaiting``). The decisions
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 if TYPE_CHECKING:
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Approve:
-    """Run the call as the model made it."""
+    """Run the call as the model made it. (Every decision's ``kind`` names its class.)"""
 
-    kind: Literal["approve"] = "approve"
+    kind: Literal["approve"] = field(default="approve", init=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ class Deny:
     """
 
     reason: str = "the call was denied"
-    kind: Literal["deny"] = "deny"
+    kind: Literal["deny"] = field(default="deny", init=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ class Edit:
     """
 
     arguments: Mapping[str, Any]
-    kind: Literal["edit"] = "edit"
+    kind: Literal["edit"] = field(default="edit", init=False)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,7 +62,7 @@ class ExternalResult:
 
     output: Any = None
     error: str | None = None
-    kind: Literal["result"] = "result"
+    kind: Literal["result"] = field(default="result", init=False)
 
 
 Decision: TypeAlias = Approve | Deny | Edit | ExternalResult
