@@ -185,6 +185,10 @@ def refusal(
     return None
 
 
+SUBAGENT = "__agentloop_subagent__"
+"""The attribute of a sub-agent tool's function (``Agent.as_tool``) that holds its agent."""
+
+
 @dataclass(frozen=True, slots=True)
 class SubrunOutput:
     """What a sub-agent tool (``Agent.as_tool``) returns: the action's output is the sub-run's,

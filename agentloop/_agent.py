@@ -18,7 +18,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from typing_extensions import TypeVar
 
 from . import _events as ev
-from ._actions import SubrunOutput
+from ._actions import SUBAGENT, SubrunOutput
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
 from ._generic import subscript_callable
@@ -736,7 +736,7 @@ class Agent(Generic[DepsT, OutputT]):
 
 
 _SETTINGS = frozenset(f.name for f in dataclasses.fields(Agent) if f.init)
-_SUBAGENT = "__agentloop_subagent__"
+_SUBAGENT = SUBAGENT
 
 
 def _in_event_loop() -> bool:

@@ -280,10 +280,9 @@ async def _loop(
     session = run.session
     if run.resumed:
         run.replayed = [replay_step(step, plan.tool_mode) for step in run.steps]
-        waiting = run.committed_reply
-        check_decisions(waiting.pending if waiting is not None else (), run.decisions, toolbox)
+        check_decisions(run.committed_reply, run.decisions, toolbox, prefix=run.call_prefix)
     elif run.decisions:
-        check_decisions((), run.decisions, toolbox)
+        check_decisions(None, run.decisions, toolbox, prefix=run.call_prefix)
     elif session is not None:
         await session.start(agent=plan.name, branch=run.branch, user_input=run.user_input)
     while True:

@@ -93,10 +93,12 @@ def pending_call(
 
 
 def check_decisions(
-    pending: Sequence[PendingCall], decisions: Mapping[str, Decision], toolbox: Toolbox
+    waiting: Step | None, decisions: Mapping[str, Decision], toolbox: Toolbox, *, prefix: str
 ) -> None:
-    """Every pending call has a decision of its kind, no decision is for another call, and
-    every edit passes its tool's schema; else ``DecisionError``, before anything runs."""
+    """Every pending call of the ``waiting`` step has a decision of its kind, no decision is
+    for another call, and every edit passes its tool's schema (a sub-agent's tool's too); else
+    ``DecisionError``, before anything runs. ``prefix``: the run's pending call ids'."""
+    pending = waiting.pending if waiting is not None else ()
     wanted = {p.id: p for p in pending}
     unknown = [k for k in decisions if k not in wanted]
     if unknown:
@@ -128,10 +130,34 @@ def check_decisions(
                 f"{key!r} is a call that needs approval: Approve(), Deny(reason) or "
                 "Edit(arguments), not a result"
             )
-        if isinstance(decision, Edit) and call.id == call.tag:  # a sub-run checks its own
-            problem = toolbox.check_arguments(call.name, call.path, decision.arguments)
+        if isinstance(decision, Edit) and waiting is not None:
+            tools = _toolbox_of(key.removeprefix(prefix), waiting, toolbox)
+            if tools is None or isinstance(tools.find(call.name, call.path), str):
+                continue  # a tool found when the sub-run starts (a toolset's): it checks it
+            problem = tools.check_arguments(call.name, call.path, decision.arguments)
             if problem is not None:
                 raise DecisionError(f"the edit of {key!r} is not valid: {problem}")
+
+
+def _toolbox_of(path: str, step: Step, toolbox: Toolbox) -> Toolbox | None:
+    """The tools of the run that made the call ``path`` names: this run's, or a waiting
+    sub-run's (``tag/tag/...``), through the sub-agent tools' agents; ``None`` if unknown."""
+    from ._actions import SUBAGENT, Toolbox
+
+    while "/" in path:
+        tag, path = path.split("/", 1)
+        result = next((r for r in step.actions if r.tag == tag), None)
+        subrun = result.subrun if result is not None else None
+        if result is None or subrun is None or subrun.resume_state is None:
+            return None
+        found = toolbox.find(result.name, result.path)
+        child = getattr(found[1].fn, SUBAGENT, None) if isinstance(found, tuple) else None
+        tools = getattr(child, "static_tools", None)
+        if tools is None:
+            return None
+        toolbox = Toolbox(tools)
+        step = step_from_json(subrun.resume_state["reply"])
+    return toolbox
 
 
 async def ask(

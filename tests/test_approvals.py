@@ -393,6 +393,9 @@ async def test_approval_inside_a_sub_agent_makes_the_parent_wait_and_resumes_thr
     state = json.loads(json.dumps(waiting.resume_state))
     with pytest.raises(UserError, match="'d/t'"):
         await parent.resume(resume_state=state, decisions={})
+    with pytest.raises(UserError, match="edit of 'd/t' is not valid: invalid arguments: to"):
+        await parent.resume(resume_state=state, decisions={"d/t": Edit({"amount": 5})})
+    assert ran == Counter({"lookup:bob": 1})  # nothing ran, nothing lost
     result = await parent.resume(resume_state=state, decisions={"d/t": Approve()})
     assert result.output == "all done"
     delegated, looked = result.steps[0].actions
