@@ -14,7 +14,7 @@ import inspect
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 
@@ -115,7 +115,8 @@ def check_decisions(
         )
     for key, decision in decisions.items():
         call = wanted[key]
-        if not isinstance(decision, Approve | Deny | Edit | ExternalResult):
+        given: object = decision  # from the caller: any value, whatever the annotation says
+        if not isinstance(given, Approve | Deny | Edit | ExternalResult):
             raise DecisionError(
                 f"the decision for {key!r} must be Approve(), Deny(reason), Edit(arguments) or "
                 f"ExternalResult(...), not {decision!r}"
@@ -260,7 +261,9 @@ def decode_state(data: object, *, agent: str, state: StateView | None = None) ->
 
     from ._context import StateView
 
-    if not isinstance(data, Mapping) or data.get("version") != STATE_VERSION:
+    if not isinstance(data, Mapping) or cast("Mapping[str, Any]", data).get("version") != (
+        STATE_VERSION
+    ):
         raise UserError(
             "resume_state must be the resume_state of a waiting RunResult (a JSON object of "
             f"version {STATE_VERSION})"

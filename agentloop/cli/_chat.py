@@ -15,6 +15,7 @@ import sys
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from .. import (
     AgentLoopError,
@@ -167,7 +168,7 @@ class _TerminalApprover:
         if not isinstance(value, dict):
             self.say("  the arguments must be a JSON object; asking again")
             return None
-        return value
+        return cast("dict[str, object]", value)
 
     async def _read(self, prompt: str) -> str | None:
         line = await read_line(prompt if self.interactive else "")
