@@ -165,6 +165,34 @@ async def test_a_session_run_that_waits_again_is_resumed_by_the_new_calls_only(
     assert ran["transfer:1"] == 1 and ran["transfer:2"] == 1
 
 
+async def test_a_sub_agent_that_waits_is_kept_by_the_parents_session(
+    make_store: StoreMaker,
+) -> None:
+    """The parent's session commits the waiting sub-run with the parent's step; another
+    process resumes the parent, and through it the sub-run."""
+
+    def parent(store: SessionStore, child_says: Reply | str, parent_says: Reply | str) -> Agent:
+        child = Agent(ScriptedModel([child_says]), name="payer", tools=[transfer])
+        return Agent(
+            ScriptedModel([parent_says]), name="lead", tools=[child.as_tool()], store=store
+        )
+
+    async with make_store() as store:
+        first = parent(
+            store,
+            Reply(calls=[call("transfer", {"amount": 8}, id="t")]),
+            Reply(calls=[call("payer", {"task": "pay 8"}, id="d")]),
+        )
+        waiting = await first.run("go", session="s")
+        assert [p.id for p in waiting.pending] == ["d/t"]
+    async with make_store() as store:  # each model is asked only what is left
+        later = parent(store, "child paid", "parent done")
+        result = await later.resume(session="s", decisions={"d/t": Approve()})
+    assert result.output == "parent done"
+    assert result.steps[0].actions[0].output == "child paid"
+    assert ran["transfer:8"] == 1
+
+
 async def test_a_live_approver_decides_in_a_session_run_without_waiting() -> None:
     async def approver(pending: PendingCall, ctx: RunContext) -> Approve:
         return Approve()
