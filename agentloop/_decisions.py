@@ -40,7 +40,8 @@ class Deny:
 @dataclass(frozen=True, slots=True)
 class Edit:
     """Run the call with other arguments, validated like the model's own: arguments that fail
-    the tool's schema are a ``UserError`` on resume, and nothing is lost.
+    the tool's schema are a ``UserError`` on resume, and nothing is lost (from a live approver,
+    the model gets the ``invalid_arguments`` error result, as for its own arguments).
 
     Args:
         arguments: The arguments the tool runs with instead.
