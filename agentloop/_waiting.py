@@ -287,8 +287,3 @@ def decode_state(data: object, *, agent: str, state: StateView | None = None) ->
         steps=steps,
         reply=reply,
     )
-
-
-def state_branch(data: Mapping[str, Any]) -> str | None:
-    branch = data.get("branch")
-    return branch if isinstance(branch, str) else None
