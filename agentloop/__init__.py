@@ -13,11 +13,13 @@ and those below, and no modules import each other in a cycle.
 2. ``models``: the values that cross the model seam (``models._types``, with the ``RunContext``
    protocol that a ``ModelRequest`` carries) and the drivers.
 3. ``sessions``: the stores.
-4. The values of a run: ``_steps``, ``_events``, ``_final``, ``_cost``, ``_retry``,
+4. The values of a run: ``_steps``, ``_decisions`` (approvals and external results),
+   ``_events``, ``_final``, ``_cost``, ``_retry``,
    ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``).
 5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
 6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_threads``,
    ``_actions`` (the action executor), ``_session_run`` (the session lifecycle, ``SessionScope``),
+   ``_waiting`` (calls that wait for a decision, and a waiting run's resume state),
    ``_plan`` (what a run reads of its agent, ``RunnableAgent``, and its frozen ``Plan``),
    ``_run``, ``_tracing``, ``_turn``, ``_loop``, ``_agent``.
 7. This module, the public facade.
