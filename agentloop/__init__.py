@@ -13,11 +13,13 @@ and those below, and no modules import each other in a cycle.
 2. ``models``: the values that cross the model seam (``models._types``, with the ``RunContext``
    protocol that a ``ModelRequest`` carries) and the drivers.
 3. ``sessions``: the stores.
-4. The values of a run: ``_steps``, ``_events``, ``_final``, ``_cost``, ``_retry``,
+4. The values of a run: ``_steps``, ``_decisions`` (approvals and external results),
+   ``_events``, ``_final``, ``_cost``, ``_retry``,
    ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``).
 5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
 6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_threads``,
    ``_actions`` (the action executor), ``_session_run`` (the session lifecycle, ``SessionScope``),
+   ``_waiting`` (calls that wait for a decision, and a waiting run's resume state),
    ``_plan`` (what a run reads of its agent, ``RunnableAgent``, and its frozen ``Plan``),
    ``_run``, ``_tracing``, ``_turn``, ``_loop``, ``_agent``.
 7. This module, the public facade.
@@ -42,9 +44,16 @@ from ._context import StateView as StateView
 from ._cost import Cost as Cost
 from ._cost import ModelPrice as ModelPrice
 from ._cost import PriceTable as PriceTable
+from ._decisions import Approve as Approve
+from ._decisions import Approver as Approver
+from ._decisions import Decision as Decision
+from ._decisions import Deny as Deny
+from ._decisions import Edit as Edit
+from ._decisions import ExternalResult as ExternalResult
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import AgentLoopWarning as AgentLoopWarning
 from ._errors import ContentFiltered as ContentFiltered
+from ._errors import DecisionsPending as DecisionsPending
 from ._errors import MaxStepsExceeded as MaxStepsExceeded
 from ._errors import ModelAuthError as ModelAuthError
 from ._errors import ModelBadRequest as ModelBadRequest
@@ -73,6 +82,8 @@ from ._errors import SessionStoreError as SessionStoreError
 from ._errors import ToolError as ToolError
 from ._errors import UserError as UserError
 from ._events import ActionArgsDelta as ActionArgsDelta
+from ._events import ActionAwaiting as ActionAwaiting
+from ._events import ActionDecided as ActionDecided
 from ._events import ActionFinished as ActionFinished
 from ._events import ActionStarted as ActionStarted
 from ._events import AnswerDelta as AnswerDelta
@@ -84,6 +95,7 @@ from ._events import ProviderEvent as ProviderEvent
 from ._events import RunFailed as RunFailed
 from ._events import RunFinished as RunFinished
 from ._events import RunStarted as RunStarted
+from ._events import RunWaiting as RunWaiting
 from ._events import StepFinished as StepFinished
 from ._events import TextDelta as TextDelta
 from ._events import ThoughtDelta as ThoughtDelta
@@ -100,6 +112,7 @@ from ._retry import RetryPolicy as RetryPolicy
 from ._session_run import Memory as Memory
 from ._steps import Action as Action
 from ._steps import ActionResult as ActionResult
+from ._steps import PendingCall as PendingCall
 from ._steps import RunErrorInfo as RunErrorInfo
 from ._steps import RunResult as RunResult
 from ._steps import Step as Step
@@ -126,6 +139,8 @@ logging.getLogger("agentloop").addHandler(logging.NullHandler())
 __all__ = [
     "Action",
     "ActionArgsDelta",
+    "ActionAwaiting",
+    "ActionDecided",
     "ActionFinished",
     "ActionResult",
     "ActionStarted",
@@ -133,10 +148,17 @@ __all__ = [
     "AgentLoopError",
     "AgentLoopWarning",
     "AnswerDelta",
+    "Approve",
+    "Approver",
     "AttemptDiscarded",
     "ContentFiltered",
     "Cost",
+    "Decision",
+    "DecisionsPending",
+    "Deny",
+    "Edit",
     "Event",
+    "ExternalResult",
     "Instrumentation",
     "MaxStepsExceeded",
     "Memory",
@@ -164,6 +186,7 @@ __all__ = [
     "ModelTimeout",
     "NothingToResume",
     "OutputInvalid",
+    "PendingCall",
     "Plain",
     "PriceTable",
     "ProviderEvent",
@@ -181,6 +204,7 @@ __all__ = [
     "RunResult",
     "RunStarted",
     "RunStream",
+    "RunWaiting",
     "SessionBusy",
     "SessionConflict",
     "SessionError",

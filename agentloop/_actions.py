@@ -85,7 +85,30 @@ class Toolbox:
         if not isinstance(found, tuple):
             return True
         activity = found[1]
-        return activity.eager and not (committing and activity.side_effects)
+        # A call that may wait for a decision never starts before the reply is settled.
+        return (
+            activity.eager and not activity.may_wait and not (committing and activity.side_effects)
+        )
+
+    def check_arguments(self, name: str, path: str | None, arguments: object) -> str | None:
+        """Why ``arguments`` fail the tool's schema (an edited call's), or ``None``."""
+        from pydantic import ValidationError
+
+        found = self.find(name, path)
+        if isinstance(found, str):
+            return found
+        activity = found[1]
+        if not isinstance(arguments, Mapping):
+            return f"arguments must be a JSON object, got: {_clip(str(arguments))}"
+        if nesting_exceeds(arguments, MAX_ARGUMENT_DEPTH):
+            return _TOO_DEEP
+        try:
+            activity.args.model_validate(strip_nones(dict(arguments), activity.parameters))
+        except ValidationError as exc:
+            return _validation_message(exc)
+        except RecursionError:
+            return _TOO_DEEP
+        return None
 
     def has_side_effects(self, name: str, path: str | None) -> bool:
         found = self.find(name, path)
@@ -160,6 +183,10 @@ def refusal(
             action, "too_many_actions", f"more than {limit} actions in one reply; not run"
         )
     return None
+
+
+SUBAGENT = "__agentloop_subagent__"
+"""The attribute of a sub-agent tool's function (``Agent.as_tool``) that holds its agent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,6 +533,11 @@ async def _in_thread(
 
 class _WaitedForThread(TimeoutError):
     """The tool's timeout passed while it waited for a worker thread."""
+
+
+def success_result(action: Action, value: Any, max_chars: int) -> ActionResult:
+    """A result with ``value`` as its output (made JSON, truncated like a tool's)."""
+    return _success(action, value, max_chars)
 
 
 def _success(action: Action, value: Any, max_chars: int) -> ActionResult:

@@ -18,7 +18,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from typing_extensions import TypeVar
 
 from . import _events as ev
-from ._actions import SubrunOutput
+from ._actions import SUBAGENT, SubrunOutput
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
 from ._generic import subscript_callable
@@ -32,6 +32,7 @@ from ._retry import RetryPolicy
 from ._run import Emitter, Launch, run_of
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
+from ._waiting import decode_state
 from .models._base import Model
 from .models._registry import resolve_model, split_model_string
 from .models._types import Message, ModelSettings, OutputSchema, ToolMode
@@ -43,6 +44,7 @@ from .tools._toolset import Toolset
 if TYPE_CHECKING:
     import jinja2
 
+    from ._decisions import Approver, Decision
     from .sessions import RunRecord, SessionStore
 
 # An agent without ``deps_type`` takes any deps; without ``output_type`` it answers in text.
@@ -104,6 +106,11 @@ class Agent(Generic[DepsT, OutputT]):
         lease_ttl: Seconds a run's session lease lasts; it is renewed every third of that.
         instrument: OpenTelemetry tracing: ``True`` or an ``Instrumentation``; ``None``
             inherits a parent run's; ``False`` opts out.
+        approver: ``async (call, run_context) -> Approve() | Deny(reason) | Edit(arguments)
+            | None``: decides calls that need approval while the run goes on (``None`` leaves
+            the call pending: the run waits). A sub-agent without one asks its parent's.
+        approval_timeout: Seconds the approver may take; then the call is denied, the
+            reason recorded (``None``: no limit).
     """
 
     model: Model | str
@@ -131,6 +138,8 @@ class Agent(Generic[DepsT, OutputT]):
     memory: Memory = field(default_factory=Memory)
     lease_ttl: float = 30.0
     instrument: Instrumentation | bool | None = None
+    approver: Approver | None = None
+    approval_timeout: float | None = 300.0
     _derived: _Derived = field(init=False)
 
     def __post_init__(self) -> None:
@@ -169,6 +178,10 @@ class Agent(Generic[DepsT, OutputT]):
             )
         if self.lease_ttl <= 0:
             raise UserError("lease_ttl must be positive")
+        if self.approval_timeout is not None and self.approval_timeout <= 0:
+            raise UserError("approval_timeout must be positive (or None: no limit)")
+        if self.approver is not None and not callable(self.approver):
+            raise UserError(f"approver must be an async function, not {self.approver!r}")
         # The one write to a frozen field: what the agent derives from its settings.
         object.__setattr__(self, "_derived", _Derived(self))
 
@@ -351,6 +364,8 @@ class Agent(Generic[DepsT, OutputT]):
         wait_for_session: float | None = None,
         resume: bool = False,
         run_key: str | None = None,
+        decisions: Mapping[str, Decision] | None = None,
+        resume_state: Mapping[str, Any] | None = None,
     ) -> Launch:
         if not isinstance(user_input, str):
             raise UserError(f"input must be a string, not {type(user_input).__name__}")
@@ -372,9 +387,20 @@ class Agent(Generic[DepsT, OutputT]):
                 resume=resume,
                 run_key=run_key,
             )
-        elif resume:
-            raise UserError("resume needs session=... (and a store)")
-        elif run_key is not None:
+        if decisions is not None and not isinstance(decisions, Mapping):
+            raise UserError("decisions must be a mapping of pending call ids to decisions")
+        loaded = None
+        if resume_state is not None:
+            if session is not None:
+                raise UserError(
+                    "resume_state is for a run without a session; a session keeps its own"
+                )
+            loaded = decode_state(resume_state, agent=self.name)
+        elif session is None and resume:
+            raise UserError(
+                "resume needs session=... (and a store), or the resume_state of a waiting run"
+            )
+        elif session is None and run_key is not None:
             raise UserError("run_key needs session=... (and a store): runs are keyed per session")
         return Launch(
             agent=self,
@@ -387,6 +413,8 @@ class Agent(Generic[DepsT, OutputT]):
             variables=variables,
             memory=memory,
             session_spec=spec,
+            loaded=loaded,
+            decisions=decisions,
         )
 
     async def run(
@@ -504,11 +532,13 @@ class Agent(Generic[DepsT, OutputT]):
     async def resume(
         self,
         *,
-        session: str,
+        session: str | None = None,
         store: SessionStore | None = None,
         wait_for_session: float | None = None,
         deps: DepsT | None = None,
         raise_on_error: bool = False,
+        decisions: Mapping[str, Decision] | None = None,
+        resume_state: Mapping[str, Any] | None = None,
     ) -> RunResult[OutputT]:
         """Finish the session's last unfinished run (its process died, it was cancelled or hit
         its deadline) from its last committed step. Committed actions do not run again; the
@@ -517,6 +547,14 @@ class Agent(Generic[DepsT, OutputT]):
         live one is ``SessionBusy`` unless ``wait_for_session`` gives it time to expire. With
         no unfinished run it raises ``NothingToResume``.
 
+        A run that waits on decisions (``result.pending``) goes on with ``decisions``, one per
+        pending call by its ``id``: approved and edited calls run, denied ones become error
+        results carrying the reason, external tools' results are taken as given, and the model
+        is called again. The step's actions that ran before it waited never run again. A
+        decision for an unknown call, a missing one, or an edit that fails the tool's schema is
+        a ``UserError`` raised before anything runs, and the run still waits. A run without a
+        session resumes from its ``result.resume_state`` instead of ``session=``.
+
         Args:
             session: The session whose last unfinished run to finish.
             store: The session store, instead of the agent's ``store``.
@@ -524,6 +562,8 @@ class Agent(Generic[DepsT, OutputT]):
             deps: Anything the tools and middleware need (``ToolContext.deps``).
             raise_on_error: Raise the matching ``RunError`` instead of setting
                 ``result.error``.
+            decisions: The decisions on a waiting run's pending calls, by ``PendingCall.id``.
+            resume_state: A waiting run's ``result.resume_state``, for a run without a session.
         """
         launch = self._launch(
             "",
@@ -533,6 +573,8 @@ class Agent(Generic[DepsT, OutputT]):
             wait_for_session=wait_for_session,
             deps=deps,
             resume=True,
+            decisions=decisions,
+            resume_state=resume_state,
         )
         try:
             return await _to_end(launch, raise_on_error)
@@ -562,11 +604,13 @@ class Agent(Generic[DepsT, OutputT]):
     def stream_resume(
         self,
         *,
-        session: str,
+        session: str | None = None,
         store: SessionStore | None = None,
         wait_for_session: float | None = None,
         deps: DepsT | None = None,
         raise_on_error: bool = False,
+        decisions: Mapping[str, Decision] | None = None,
+        resume_state: Mapping[str, Any] | None = None,
     ) -> RunStream[OutputT]:
         """``resume``, streamed.
 
@@ -577,6 +621,8 @@ class Agent(Generic[DepsT, OutputT]):
             deps: Anything the tools and middleware need (``ToolContext.deps``).
             raise_on_error: Raise the matching ``RunError`` instead of setting
                 ``result.error``.
+            decisions: The decisions on a waiting run's pending calls, by ``PendingCall.id``.
+            resume_state: A waiting run's ``result.resume_state``, for a run without a session.
         """
         return RunStream[OutputT](
             lambda emitter: self._launch(
@@ -587,6 +633,8 @@ class Agent(Generic[DepsT, OutputT]):
                 wait_for_session=wait_for_session,
                 deps=deps,
                 resume=True,
+                decisions=decisions,
+                resume_state=resume_state,
             ),
             buffer=self.event_buffer,
             raise_on_error=raise_on_error,
@@ -615,6 +663,8 @@ class Agent(Generic[DepsT, OutputT]):
             if busy["running"]:
                 branch = f"{branch}#{ctx.action.tag}"
             busy["running"] += 1
+            # A sub-run that waited on decisions resumes from where it stopped, with them.
+            waited = parent.subrun_resumes.pop(ctx.action.tag, None)
             sub = Launch(
                 agent=child,
                 run_id=uuid.uuid4().hex,
@@ -625,13 +675,22 @@ class Agent(Generic[DepsT, OutputT]):
                 parent=parent,
                 session_id=parent.session_id,
                 deps=parent.deps,
+                call_prefix=f"{parent.call_prefix}{ctx.action.tag}/",
             )
+            if waited is not None:
+                earlier, sub.decisions = waited
+                sub.branch = earlier.branch
+                sub.loaded = decode_state(
+                    earlier.resume_state, agent=child.name, state=parent.state
+                )
             try:
                 result = await execute(sub)
             finally:
                 busy["running"] -= 1
                 if sub.run is not None:
                     parent.absorb(sub.run)
+            if result.pending:  # waits on decisions: so does the parent's run
+                return SubrunOutput(result)
             if result.error is not None:
                 raise ToolError(f"the {tool_name} agent failed: {result.error.message}")
             return SubrunOutput(result)
@@ -677,7 +736,7 @@ class Agent(Generic[DepsT, OutputT]):
 
 
 _SETTINGS = frozenset(f.name for f in dataclasses.fields(Agent) if f.init)
-_SUBAGENT = "__agentloop_subagent__"
+_SUBAGENT = SUBAGENT
 
 
 def _in_event_loop() -> bool:

@@ -225,6 +225,13 @@ class ContentFiltered(RunError):
     kind = "content_filtered"
 
 
+class DecisionsPending(RunError):
+    """``RunResult.unwrap()`` of a run that waits on decisions (``result.pending``): it has no
+    output yet. Pass the decisions to ``Agent.resume``."""
+
+    kind = "decisions_pending"
+
+
 RUN_ERRORS: dict[str, type[RunError]] = {
     cls.kind: cls
     for cls in (

@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from ._steps import ActionResult, RunErrorInfo, RunResult, Step
+from ._steps import ActionResult, PendingCall, RunErrorInfo, RunResult, Step
 from .models._types import FinishReason, ProviderPart, Usage
 
 if TYPE_CHECKING:
@@ -213,6 +213,40 @@ class ActionFinished(_Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ActionAwaiting(_Event):
+    """A call awaits a decision: a tool that needs approval (asked of the agent's approver, or
+    left pending for ``resume``), or an external tool's call (its result comes from the caller).
+
+    Args:
+        call: The call, with the ``id`` its decision is keyed by.
+    """
+
+    call: PendingCall
+    type: Literal["action_awaiting"] = "action_awaiting"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActionDecided(_Event):
+    """A pending call was decided (``ActionStarted`` follows for a call that runs).
+
+    Args:
+        call: The call decided.
+        decision: ``approve``, ``deny``, ``edit`` or ``result`` (an external tool's result).
+        by: Who decided: ``approver`` (the agent's, live), ``timeout`` (the approver did not
+            answer in time: a denial) or ``resume`` (the caller's decisions).
+        reason: A denial's reason.
+        arguments: An edit's arguments.
+    """
+
+    call: PendingCall
+    decision: Literal["approve", "deny", "edit", "result"]
+    by: Literal["approver", "timeout", "resume"]
+    reason: str | None = None
+    arguments: Any = None
+    type: Literal["action_decided"] = "action_decided"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StepFinished(_Event):
     """A turn is complete: thought, actions with their results, answer.
 
@@ -256,6 +290,20 @@ class RunFinished(_Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RunWaiting(_Event):
+    """The run waits on decisions (``result.pending``): this invocation ends here, holding no
+    task and no lease. ``Agent.resume`` with the decisions continues it; a run ends with
+    exactly one of ``RunFinished``, ``RunFailed`` or ``RunWaiting``.
+
+    Args:
+        result: The run's result so far: ``status == "waiting"``, with ``pending``.
+    """
+
+    result: RunResult
+    type: Literal["run_waiting"] = "run_waiting"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RunFailed(_Event):
     """The run failed: a model error after retries, its deadline, or a runtime fault.
 
@@ -278,9 +326,12 @@ Event: TypeAlias = (
     | ProviderEvent
     | ActionStarted
     | ActionFinished
+    | ActionAwaiting
+    | ActionDecided
     | StepFinished
     | AttemptDiscarded
     | RunFinished
+    | RunWaiting
     | RunFailed
 )
 """Any event a run streams. Every event has ``run_id``, ``parent_run_id`` (a sub-agent's
@@ -298,9 +349,12 @@ EVENT_TYPES: tuple[type[_Event], ...] = (
     ProviderEvent,
     ActionStarted,
     ActionFinished,
+    ActionAwaiting,
+    ActionDecided,
     StepFinished,
     AttemptDiscarded,
     RunFinished,
+    RunWaiting,
     RunFailed,
 )
 

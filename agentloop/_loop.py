@@ -8,11 +8,12 @@ neither is asked again.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.lowlevel
@@ -24,9 +25,12 @@ from ._actions import (
     PendingAction,
     Toolbox,
     action_of,
+    error_result,
     make_terminal,
     refusal,
+    success_result,
 )
+from ._decisions import Decision, Deny, Edit, ExternalResult
 from ._errors import (
     MaxStepsExceeded,
     OutputInvalid,
@@ -39,9 +43,20 @@ from ._plan import plan_run
 from ._prompt import build_prompt, replay_step
 from ._run import Launch, _Run
 from ._session_run import SessionScope
-from ._steps import ActionResult, RunErrorInfo, RunResult, Step
+from ._steps import Action, ActionResult, RunErrorInfo, RunResult, Step
 from ._tracing import tool_span, traced_model_call, traced_run
 from ._turn import call_model
+from ._waiting import (
+    DecidedBy,
+    DecisionError,
+    ask,
+    check_decisions,
+    decision_needed,
+    encode_state,
+    pending_call,
+    step_pending,
+    subrun_waits,
+)
 from .models import _types as mt
 from .tools._tool import Tool
 from .tools._toolset import run_scope
@@ -94,8 +109,8 @@ async def _execute(launch: Launch) -> RunResult:
         else:
             result = await _with_deadline(run)
     except Exception as exc:
-        if session is not None:
-            await session.end("failed", error=exc)
+        if session is not None and not isinstance(exc, DecisionError):
+            await session.end("failed", error=exc)  # bad decisions lose nothing: it still waits
         await _failed(run, exc)
         raise
     except BaseException as exc:
@@ -117,7 +132,10 @@ async def _execute(launch: Launch) -> RunResult:
         result.usage.requests,
         result.error.kind if result.error is not None else "ok",
     )
-    await run.emit(ev.RunFinished, result=result)
+    if result.pending:
+        await run.emit(ev.RunWaiting, result=result)
+    else:
+        await run.emit(ev.RunFinished, result=result)
     return result
 
 
@@ -262,6 +280,9 @@ async def _loop(
     session = run.session
     if run.resumed:
         run.replayed = [replay_step(step, plan.tool_mode) for step in run.steps]
+        check_decisions(run.committed_reply, run.decisions, toolbox, prefix=run.call_prefix)
+    elif run.decisions:
+        check_decisions(None, run.decisions, toolbox, prefix=run.call_prefix)
     elif session is not None:
         await session.start(agent=plan.name, branch=run.branch, user_input=run.user_input)
     while True:
@@ -290,6 +311,10 @@ async def _loop(
             except RunError as exc:
                 return await _ended(run, _result(run, error=exc))
         step, done = await _settle(run, executor, response)
+        if done is not None and done.pending:  # waits on decisions: the step stays in flight
+            if session is not None:
+                await session.commit_waiting(step)
+            return done
         run.steps.append(step)
         run.replayed.append(replay_step(step, plan.tool_mode))
         if session is not None:
@@ -297,6 +322,130 @@ async def _loop(
         await run.emit(ev.StepFinished, step=step)
         if done is not None:
             return done
+
+
+async def _admit(
+    run: _Run,
+    executor: Executor,
+    pending: PendingAction,
+    step: int,
+    earlier: ActionResult | None,
+) -> Literal["run", "approval", "external"] | None:
+    """How an admitted action of the reply goes on: ``run``; it waits for a decision
+    (``approval``, ``external``); or ``None``, settled here: a result from before the run
+    waited, or the decision a resume brought."""
+    if earlier is not None and not subrun_waits(earlier):
+        _settled(pending, earlier)  # it ran before the run waited: never again
+        return None
+    key = f"{run.call_prefix}{pending.action.tag}"
+    decision = run.decisions.pop(key, None)
+    if decision is not None:
+        await _apply(run, executor, pending, step, decision, "resume")
+        return None
+    if earlier is not None and earlier.subrun is not None:
+        # A sub-agent's run that waits: run the action again, and it resumes the sub-run with
+        # the decisions on its calls.
+        prefix = f"{key}/"
+        decisions = {k: run.decisions.pop(k) for k in list(run.decisions) if k.startswith(prefix)}
+        run.subrun_resumes[pending.action.tag] = (earlier.subrun, decisions)
+        return "run"
+    kind = await decision_needed(executor.toolbox, pending.action, run.context)
+    return "run" if kind is None else kind
+
+
+async def _decide(
+    run: _Run,
+    executor: Executor,
+    deciding: list[tuple[PendingAction, Literal["approval", "external"]]],
+    step: int,
+) -> list[tuple[PendingAction, Literal["approval", "external"]]]:
+    """Announce each call that waits for a decision; ask the live approver, if the run has
+    one, about those that need approval (one at a time: a person answers them in turn, while
+    the step's other actions run). Returns the calls left undecided: the run waits on them."""
+    undecided: list[tuple[PendingAction, Literal["approval", "external"]]] = []
+    for pending, kind in deciding:
+        call = pending_call(pending.action, kind, prefix=run.call_prefix, branch=run.branch)
+        await run.emit(ev.ActionAwaiting, call=call)
+        if kind == "approval" and run.approver is not None:
+            decision, by = await ask(run.approver, call, run.context, run.approval_timeout)
+            if decision is not None:
+                await _apply(run, executor, pending, step, decision, by)
+                continue
+        undecided.append((pending, kind))
+    return undecided
+
+
+async def _apply(
+    run: _Run,
+    executor: Executor,
+    pending: PendingAction,
+    step: int,
+    decision: Decision,
+    by: DecidedBy,
+) -> None:
+    """Carry out a decision: the call runs (approved, or with the edited arguments), or it is
+    settled without running (denied: an error result with the reason; an external result)."""
+    action = pending.action
+    kind: Literal["approval", "external"] = "external" if decision.kind == "result" else "approval"
+    call = pending_call(action, kind, prefix=run.call_prefix, branch=run.branch)
+    reason = decision.reason if isinstance(decision, Deny) else None
+    arguments = dict(decision.arguments) if isinstance(decision, Edit) else None
+    await run.emit(
+        ev.ActionDecided,
+        call=call,
+        decision=decision.kind,
+        by=by,
+        reason=reason,
+        arguments=arguments,
+    )
+    result: ActionResult | None = None
+    if isinstance(decision, Deny):
+        result = error_result(action, "denied", f"denied: {decision.reason}")
+    elif isinstance(decision, Edit):
+        pending.action = dataclasses.replace(action, input=arguments)
+    elif isinstance(decision, ExternalResult):
+        if decision.error is not None:
+            result = error_result(action, "tool_error", decision.error)
+        else:
+            limit = run.plan.tool_limits.max_output_chars
+            result = success_result(action, decision.output, limit)
+    await executor.start(pending, step=step, error=result)
+
+
+def _settled(pending: PendingAction, result: ActionResult) -> PendingAction:
+    """The action, finished with a result it had before the run waited."""
+    pending.started = True
+    pending.result = result
+    pending.set_finished()
+    return pending
+
+
+def _action(result: ActionResult) -> Action:
+    return Action(
+        tag=result.tag,
+        name=result.name,
+        path=result.path,
+        input=result.input,
+        attempt=result.attempt,
+    )
+
+
+def _waiting_result(run: _Run, held: Step) -> RunResult:
+    """The result of a run that waits on ``held``'s pending calls: with the state to resume
+    it from, when it has no session to keep it."""
+    resume_state = None
+    if run.session is None:
+        resume_state = encode_state(
+            run_id=run.run_id,
+            agent=run.agent.name,
+            branch=run.branch,
+            user_input=run.user_input,
+            steps=run.steps,
+            waiting=held,
+            state=run.state.snapshot(),
+            memory=run.memory,
+        )
+    return dataclasses.replace(_result(run), pending=held.pending, resume_state=resume_state)
 
 
 async def _ended(run: _Run, result: RunResult) -> RunResult:
@@ -353,7 +502,12 @@ async def _settle(
     out_of_steps = run.last_step and plan.reflect_on_tool_use
     if not out_of_steps and run.session is not None and _commits_reply(run, executor, response):
         await run.session.commit_reply(step_index, response)
+    waiting = run.waiting_step if response.attempt == run.committed_attempt else None
+    earlier = {r.tag: r for r in waiting.actions} if waiting is not None else {}
+    if waiting is not None:
+        carried.extend(_settled(PendingAction(r.as_call(), _action(r)), r) for r in waiting.carried)
     pendings: list[PendingAction] = []
+    deciding: list[tuple[PendingAction, Literal["approval", "external"]]] = []
     seen: set[str] = set()
     limit = plan.tool_limits.max_actions_per_step
     for part in response.tool_calls:
@@ -372,13 +526,40 @@ async def _settle(
             out_of_steps=out_of_steps,
         )
         seen.add(part.id)
+        if refused is None and not pending.started:
+            kind = await _admit(run, executor, pending, step_index, earlier.get(part.id))
+            if kind is None:
+                continue
+            if kind != "run":
+                deciding.append((pending, kind))
+                continue
         await executor.start(pending, step=step_index, error=refused)
+    undecided = await _decide(run, executor, deciding, step_index)
     carried.extend(p for rest in sealed.values() for p in rest if p.started)
     run.attempts.clear()
     await run.flush_discards()
 
-    results = await _results_of(pendings)
+    waits = {id(p) for p, _ in undecided}
+    results = await _results_of([p for p in pendings if id(p) not in waits])
     carried_results = tuple(await _results_of(carried))
+    if undecided or any(subrun_waits(r) for r in results):
+        asked = [
+            pending_call(p.action, kind, prefix=run.call_prefix, branch=run.branch)
+            for p, kind in undecided
+        ]
+        calls = tuple(step_pending(results, asked))
+        held = Step(
+            index=step_index,
+            attempt=attempt,
+            parts=response.parts,
+            finish_reason=response.finish_reason,
+            usage=response.usage,
+            carried=carried_results,
+            thought=_thought(response, with_text=True),
+            actions=tuple(results),
+            pending=calls,
+        )
+        return held, _waiting_result(run, held)
 
     def step(**fields: Any) -> Step:
         return Step(

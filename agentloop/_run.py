@@ -29,8 +29,10 @@ from .models._types import (
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+    from ._decisions import Approver, Decision
     from ._plan import Plan, RunnableAgent
-    from ._session_run import SessionScope, SessionSpec
+    from ._session_run import Loaded, SessionScope, SessionSpec
+    from ._steps import RunResult
 
 
 class _Done:
@@ -152,6 +154,11 @@ class Launch:
     variables: Mapping[str, Any] | None = None
     memory: Sequence[Message] = ()
     session_spec: SessionSpec | None = None
+    # Resuming a waiting run without a session (its resume_state, or a sub-run's): what it
+    # continues from; and the decisions a resume brings, by pending call id.
+    loaded: Loaded | None = None
+    decisions: Mapping[str, Decision] | None = None
+    call_prefix: str = ""  # a sub-run's pending call ids start with its parent's tag and "/"
     instrument: Instrumentation | None = field(init=False)
     span: Span | None = None  # the run's span, when it is traced
     run: _Run | None = None  # the run, once started
@@ -191,6 +198,18 @@ class _Run:
         self.resumed = False
         self.committed_reply: Step | None = None  # resuming: the step in flight's reply
         self.committed_attempt: int | None = None  # that reply's attempt, once taken
+        # Resuming a waiting run: its step in flight (results so far, pending calls), and the
+        # decisions on those calls, by id (each taken once).
+        self.waiting_step: Step | None = None
+        self.decisions: dict[str, Decision] = dict(launch.decisions or {})
+        self.call_prefix = launch.call_prefix
+        self.approver: Approver | None = agent.approver
+        self.approval_timeout: float | None = agent.approval_timeout
+        if self.approver is None and parent is not None:  # a sub-run asks its parent's
+            self.approver = parent.approver
+            self.approval_timeout = parent.approval_timeout
+        # A waiting sub-run to resume, by the tag of the parent's action that runs it.
+        self.subrun_resumes: dict[str, tuple[RunResult, dict[str, Decision]]] = {}
         self.plan: Plan  # set by the loop once the tools are known
         self.steps: list[Step] = []
         self.replayed: list[tuple[Message, ...]] = []
@@ -202,12 +221,15 @@ class _Run:
         self._attempt_count = 0
         self.attempts: dict[int, AttemptRecord] = {}
         self._pending_discards: list[dict[str, Any]] | None = None  # made on need
-        if session is not None:  # state and memory from the session (resuming, the run so far)
-            loaded = session.loaded
+        loaded = session.loaded if session is not None else launch.loaded
+        if session is not None:
             self.session_id = session.session_id
+        if loaded is not None:  # state and memory from the session (resuming, the run so far)
+            if launch.loaded is not None:
+                self.run_id = loaded.run_id or self.run_id
             self.state = loaded.state
             self.memory = (*loaded.memory, *self.memory)
-            if session.resumed:
+            if loaded.run_id is not None:
                 self.resumed = True
                 self.user_input = loaded.user_input or ""
                 self.steps = list(loaded.steps)
@@ -278,6 +300,8 @@ class _Run:
         reply, self.committed_reply = self.committed_reply, None
         if reply is None or reply.index != len(self.steps):
             return None
+        if reply.pending:
+            self.waiting_step = reply
         self.attempts[reply.attempt] = AttemptRecord(reply.attempt)
         self.committed_attempt = reply.attempt
         return ModelResponse(

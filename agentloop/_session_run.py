@@ -229,6 +229,15 @@ class SessionScope:
         )
         await self._commit([ReplyRecord(run_id=self.run_id, index=index, step=step_to_json(reply))])
 
+    async def commit_waiting(self, step: Step) -> None:
+        """Commit the step in flight of a run that waits on decisions: its reply, the results
+        of its actions that ran and its pending calls. The run stays unfinished in the
+        history; ``Agent.resume`` with the decisions continues it from this step."""
+        from .sessions import ReplyRecord
+
+        record = ReplyRecord(run_id=self.run_id, index=step.index, step=step_to_json(step))
+        await self._commit([record])
+
     async def commit_step(self, step: Step | None, done: RunResult | None = None) -> None:
         """Commit a completed step, and the end of the run (``done``) with its last step."""
         from .sessions import StepRecord

@@ -9,7 +9,7 @@ from typing import Any, Generic, Literal, TypeAlias, cast
 
 from typing_extensions import TypeVar
 
-from ._errors import RUN_ERRORS, RunError
+from ._errors import RUN_ERRORS, DecisionsPending, RunError
 from ._generic import subscript_callable
 from .models._types import Part, ThoughtPart, ToolCallPart, Usage
 
@@ -24,6 +24,7 @@ ActionErrorKind: TypeAlias = Literal[
     "too_many_actions",  # the step asked for more actions than the limit allows
     "duplicate_tag",  # another action of the step has the same tag
     "not_run",  # the reply came on the run's last allowed step (max_steps): nothing ran
+    "denied",  # a call that needed approval was denied (Deny, or an approver's timeout)
 ]
 
 
@@ -59,7 +60,8 @@ class ActionResult:
         output: What the tool returned (``None`` on error).
         error: The error message the model is shown, or ``None``.
         error_kind: Why it failed: ``invalid_action``, ``unknown_tool``, ``invalid_arguments``,
-            ``tool_error``, ``timeout``, ``too_many_actions``, ``duplicate_tag`` or ``not_run``.
+            ``tool_error``, ``timeout``, ``too_many_actions``, ``duplicate_tag``, ``not_run``
+            or ``denied``.
         attempt: The model-call attempt whose reply held the action.
         subrun: A sub-agent's run (``Agent.as_tool``), with its steps.
     """
@@ -97,6 +99,33 @@ class ActionResult:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class PendingCall:
+    """A call the run waits on: a tool that needs approval, or an external tool's call.
+
+    ``id`` keys its decision in ``Agent.resume(decisions=...)``: the call's tag, or, for a call
+    of a sub-agent's run (``Agent.as_tool``), the parent's tag and the sub-run's id joined by
+    ``/``.
+
+    Args:
+        id: The key of its decision.
+        tag: The call's tag in its own run's step.
+        name: The tool's name.
+        path: The toolkit activity, if any.
+        input: The arguments the model gave.
+        kind: ``approval`` (approve, deny or edit it) or ``external`` (supply its result).
+        branch: The branch of the run that made the call.
+    """
+
+    id: str
+    tag: str
+    name: str
+    path: str | None = None
+    input: Any = None
+    kind: Literal["approval", "external"] = "approval"
+    branch: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Step:
     """One model turn and what came of it.
 
@@ -118,6 +147,8 @@ class Step:
         parts: The reply as the provider sent it.
         finish_reason: Why the reply ended (``stop``, ``tool_calls``, ``length``, …).
         usage: The tokens of this step's model call.
+        pending: The calls it waits on (only the step in flight of a waiting run: ``actions``
+            then holds the results so far).
     """
 
     index: int
@@ -130,6 +161,7 @@ class Step:
     parts: tuple[Part, ...] = ()
     finish_reason: str = "stop"
     usage: Usage | None = None
+    pending: tuple[PendingCall, ...] = ()
 
     @property
     def reasoning(self) -> str:
@@ -163,7 +195,11 @@ class RunResult(Generic[OutputT]):
     set when the run ended without a usable answer (step limit, invalid output, refusal, …), and
     then ``output`` is ``None``: an answer that never validated is not a value of the output type
     (the model's last text stays in ``text``). ``unwrap()`` returns the output or raises the
-    matching ``RunError``. ``usage`` counts every model call of the run and its sub-runs,
+    matching ``RunError``. A run that waits on decisions (``pending``: approvals, external
+    tools) has neither output nor error: ``status`` is ``"waiting"``, ``unwrap()`` raises
+    ``DecisionsPending`` and ``raise_for_error()`` does not raise (waiting is no error); pass
+    the decisions to ``Agent.resume``, with ``resume_state`` for a run without a session.
+    ``usage`` counts every model call of the run and its sub-runs,
     discarded attempts included; ``usage_by_model`` splits it by ``"provider:model"`` (what
     ``PriceTable.cost`` prices).
 
@@ -179,6 +215,9 @@ class RunResult(Generic[OutputT]):
         error: Why the run ended without a usable answer, or ``None``.
         state: The run's state at its end (a session's persistent keys, or ``state=``'s).
         usage_by_model: ``usage`` split by ``"provider:model"``.
+        pending: The calls a waiting run waits on, each decided by its ``id``.
+        resume_state: A waiting run without a session: what ``Agent.resume(resume_state=...)``
+            continues it from (JSON-compatible; its size grows with the run's steps).
     """
 
     run_id: str
@@ -191,6 +230,8 @@ class RunResult(Generic[OutputT]):
     error: RunErrorInfo | None = None
     state: Mapping[str, Any] | None = None
     usage_by_model: Mapping[str, Usage] = field(default_factory=dict)
+    pending: tuple[PendingCall, ...] = ()
+    resume_state: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.error is not None and self.output is not None:
@@ -201,7 +242,15 @@ class RunResult(Generic[OutputT]):
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        """An answer: no error, and no call waiting on a decision."""
+        return self.error is None and not self.pending
+
+    @property
+    def status(self) -> Literal["finished", "failed", "waiting"]:
+        """``waiting`` (calls await decisions), ``failed`` (``error`` is set) or ``finished``."""
+        if self.pending:
+            return "waiting"
+        return "failed" if self.error is not None else "finished"
 
     def raise_for_error(self) -> None:
         """``raise_on_error=True``: a result with an error raises the matching ``RunError``."""
@@ -210,8 +259,14 @@ class RunResult(Generic[OutputT]):
             raise cls(self.error.message, result=self)
 
     def unwrap(self) -> OutputT:
-        """The output, or the matching ``RunError`` raised when the run ended without one."""
+        """The output, or the matching ``RunError`` raised when the run ended without one
+        (``DecisionsPending`` when it waits on decisions)."""
         self.raise_for_error()
+        if self.pending:
+            ids = ", ".join(repr(p.id) for p in self.pending)
+            raise DecisionsPending(
+                f"the run waits on decisions for {ids}: pass them to Agent.resume", result=self
+            )
         # Without an error the output is the run's answer: of the output type (or the text,
         # or the actions' results with reflect_on_tool_use=False).
         return cast("OutputT", self.output)

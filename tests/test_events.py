@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from agentloop import Agent, Event, RunFinished, event_from_json, tool
 from agentloop._events import EVENT_TYPES
-from agentloop._steps import ActionResult, RunErrorInfo, RunResult, Step
+from agentloop._steps import ActionResult, PendingCall, RunErrorInfo, RunResult, Step
 from agentloop.models import ProviderPart, TextPart, ThoughtPart, ToolCallPart, Usage
 from agentloop.testing import Reply, ScriptedModel, call
 
@@ -58,12 +58,26 @@ def _sample(cls: type[Any]) -> Any:
         "reason": "goal",
         "error": RunErrorInfo(kind="ModelError", message="boom"),
         "retry_in": 0.5,
+        "call": PendingCall(id="a", tag="a", name="double", input={"x": 1}, branch="agent"),
+        "decision": "edit",
+        "by": "resume",
+        "arguments": {"x": 3},
     }
     fields = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.name != "type"}
     if cls.__name__ == "ActionFinished":
         fields["result"] = step.actions[0]
     if cls.__name__ == "ModelCallStarted":
         fields["step"] = 3
+    if cls.__name__ == "RunWaiting":
+        waiting = dataclasses.replace(step, pending=(values["call"],))
+        fields["result"] = RunResult(
+            run_id="r1",
+            agent="agent",
+            branch="agent",
+            steps=(step,),
+            pending=(values["call"],),
+            resume_state={"version": 1, "reply": {"index": 1, "pending": [waiting.index]}},
+        )
     return cls(**fields)
 
 

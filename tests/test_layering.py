@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentloop.sessions",),
     (  # the values of a run
         "agentloop._steps",
+        "agentloop._decisions",
         "agentloop._events",
         "agentloop._final",
         "agentloop._cost",
@@ -45,6 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentloop._threads",),
     ("agentloop._actions",),
     ("agentloop._session_run",),
+    ("agentloop._waiting",),
     ("agentloop._plan",),
     ("agentloop._run",),
     ("agentloop._tracing",),

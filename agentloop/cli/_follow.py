@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import AbstractContextManager
 from typing import Literal, Protocol, TextIO
 
 import anyio
@@ -22,6 +23,8 @@ class View(Protocol):
     def handle(self, event: Event) -> None: ...
 
     def tick(self) -> None: ...
+
+    def hold(self) -> AbstractContextManager[None]: ...
 
     def close(self) -> None: ...
 

@@ -10,6 +10,8 @@ thread (no rich refresh thread reads our state while we change it).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import (
+    ActionAwaiting,
+    ActionDecided,
     ActionFinished,
     ActionStarted,
     AnswerDelta,
@@ -30,11 +34,21 @@ from .. import (
     RunFailed,
     RunFinished,
     RunStarted,
+    RunWaiting,
     StepFinished,
     TextDelta,
     ThoughtDelta,
 )
-from ._track import Tracker, answer_text, call_text, discard_reason, result_text
+from ._track import (
+    Tracker,
+    answer_text,
+    awaiting_text,
+    call_text,
+    decided_text,
+    discard_reason,
+    result_text,
+    waiting_text,
+)
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _FRAME = 1 / 30  # at most this often a redraw between ticks
@@ -97,6 +111,7 @@ class LiveView:
         self._blocks: list[_Block] = []
         self._texts: dict[tuple[str, int], list[_TextBlock]] = {}  # an attempt's text blocks
         self._last_draw = -1.0
+        self._held = False  # the terminal asks a person something: draw nothing meanwhile
         self._live = Live(
             _Tail(self),
             console=console,
@@ -146,6 +161,15 @@ class LiveView:
                 if not blocks:
                     text = Text(f"attempt {event.attempt} discarded: {reason}", style="yellow")
                     self._note(now, "retry", text, branch)
+            case ActionAwaiting():
+                self._note(now, "await", Text(awaiting_text(event), style="bold yellow"), branch)
+            case ActionDecided():
+                style = "bold red" if event.decision == "deny" else "green"
+                self._note(now, "decide", Text(decided_text(event), style=style), branch)
+            case RunWaiting():
+                self._settle(event.run_id)
+                text = Text(waiting_text(event.result), style="bold yellow")
+                self._note(now, "wait", text, branch)
             case RunFinished():
                 self._run_finished(event, now, branch)
             case RunFailed():
@@ -255,12 +279,26 @@ class LiveView:
         return True
 
     def _draw(self, now: float) -> None:
-        if now - self._last_draw >= _FRAME:
+        if not self._held and now - self._last_draw >= _FRAME:
             self._last_draw = now
             self._live.refresh()
 
     def tick(self) -> None:
-        self._draw(self.tracker.now())
+        if not self._held:
+            self._draw(self.tracker.now())
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Stand aside while the terminal asks a person something (an approval): what is
+        settled is printed, the live area stops, and starts again after."""
+        self._flush()
+        self._live.stop()
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
+            self._live.start()
 
     def close(self) -> None:
         self._settle_all()

@@ -8,9 +8,13 @@ itself failed is left to the command's one error line on stderr (said once, not 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TextIO
 
 from .. import (
+    ActionAwaiting,
+    ActionDecided,
     ActionFinished,
     ActionStarted,
     AnswerDelta,
@@ -20,6 +24,7 @@ from .. import (
     RunFailed,
     RunFinished,
     RunStarted,
+    RunWaiting,
     TextDelta,
     ThoughtDelta,
 )
@@ -27,12 +32,15 @@ from ._track import (
     Timing,
     Tracker,
     answer_text,
+    awaiting_text,
     call_text,
+    decided_text,
     discard_reason,
     goal_text,
     result_text,
     short,
     tool_label,
+    waiting_text,
 )
 
 _LABELS = {"text_delta": "model", "thought_delta": "think", "answer_delta": "answer"}
@@ -83,6 +91,14 @@ class PlainView:
                 self._discarded(event)
             case ProviderEvent():
                 self._line(f"· provider {event.part.type}", event)
+            case ActionAwaiting():
+                self._line(f"⏸ {awaiting_text(event)}", event)
+            case ActionDecided():
+                self._line(
+                    f"{'✗' if event.decision == 'deny' else '✔'} {decided_text(event)}", event
+                )
+            case RunWaiting():
+                self._line(f"■ {waiting_text(event.result)}", event)
             case RunFinished():
                 self._run_finished(event)
             case RunFailed():
@@ -154,6 +170,14 @@ class PlainView:
         self.out.write(answer_text(result).rstrip() + "\n")
         self.out.flush()
 
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Stand aside while the terminal asks a person something (an approval)."""
+        if isinstance(self, PlainView):
+            self._break()
+        self.out.flush()
+        yield
+
     def tick(self) -> None:
         pass
 
@@ -173,6 +197,14 @@ class JsonView:
     def handle(self, event: Event) -> None:
         self.out.write(event.to_json() + "\n")
         self.out.flush()
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Stand aside while the terminal asks a person something (an approval)."""
+        if isinstance(self, PlainView):
+            self._break()
+        self.out.flush()
+        yield
 
     def tick(self) -> None:
         pass
@@ -194,6 +226,14 @@ class AnswerView:
             if event.result.error is None:
                 self.out.write(answer_text(event.result).rstrip() + "\n")
                 self.out.flush()
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Stand aside while the terminal asks a person something (an approval)."""
+        if isinstance(self, PlainView):
+            self._break()
+        self.out.flush()
+        yield
 
     def tick(self) -> None:
         pass

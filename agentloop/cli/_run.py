@@ -103,7 +103,7 @@ async def run_command(options: RunOptions) -> int:
             await follow(run, view, tracker)
         result = run.result  # raises what the run raised (a model error after retries, …)
     try:
-        result.raise_for_error()
+        result.unwrap()  # a run that waits on decisions has no answer either
     except RunError as exc:
         print(f"agentloop: error: the run ended without an answer: {exc}", file=sys.stderr)
         return 1

@@ -14,6 +14,8 @@ from typing import Any
 import anyio
 
 from .. import (
+    ActionAwaiting,
+    ActionDecided,
     ActionFinished,
     ActionResult,
     ActionStarted,
@@ -25,6 +27,7 @@ from .. import (
     RunFinished,
     RunResult,
     RunStarted,
+    RunWaiting,
 )
 from ..goals import GoalRecord, get_goal_record
 
@@ -118,7 +121,7 @@ class Tracker:
                     action.finished = now
                     action.result = event.result
                 self._goal_from(event.result)
-            case RunFinished() if event.parent_run_id is None:
+            case RunFinished() | RunWaiting() if event.parent_run_id is None:
                 self.result = event.result
                 self.ended = now
             case RunFailed() if event.parent_run_id is None:
@@ -209,6 +212,34 @@ def answer_text(result: RunResult) -> str:
     if hasattr(output, "model_dump_json"):
         return str(output.model_dump_json(indent=2))
     return result.text if result.text is not None else str(output)
+
+
+def awaiting_text(event: ActionAwaiting) -> str:
+    """``awaits approval: transfer(amount=5) · id 'call_1'``."""
+    call = event.call
+    what = "awaits approval" if call.kind == "approval" else "awaits its result (external)"
+    return f"{what}: {call_text(call.name, call.path, call.input)} · id {call.id!r}"
+
+
+def decided_text(event: ActionDecided) -> str:
+    """``approved transfer (by the approver)``, ``denied transfer: too much (timed out)``."""
+    label = tool_label(event.call.name, event.call.path)
+    by = {"approver": "by the approver", "timeout": "timed out", "resume": "on resume"}[event.by]
+    match event.decision:
+        case "approve":
+            return f"approved {label} ({by})"
+        case "deny":
+            return f"denied {label}: {short(event.reason or '', 60)} ({by})"
+        case "edit":
+            return f"edited {call_text(event.call.name, event.call.path, event.arguments)} ({by})"
+        case _:
+            return f"result of {label} supplied ({by})"
+
+
+def waiting_text(result: RunResult) -> str:
+    """``waiting on decisions for 'a', 'b': resume with them``."""
+    ids = ", ".join(repr(p.id) for p in result.pending)
+    return f"waiting on decisions for {ids}: resume the run with them"
 
 
 def goal_text(goal: GoalRecord) -> str:

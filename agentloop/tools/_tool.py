@@ -20,6 +20,7 @@ from ._schema_check import SchemaCheck, checked_args_model, tool_parameters
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
+    from .._decisions import ApprovalRule
     from ..models._types import RunContext
 
 P = ParamSpec("P")
@@ -70,6 +71,9 @@ class Activity:
         serial_key: Calls with equal keys run one at a time, in the model's order.
         side_effects: In a session, start only once the reply is committed.
         on_invalid: Answers arguments that break the schema (see ``tool``).
+        requires_approval: A call waits for a decision before it runs (``True``, or a
+            predicate on the call and the run's context).
+        external: The caller runs it (``Tool.external``): a call waits for its result.
     """
 
     path: str | None
@@ -84,6 +88,13 @@ class Activity:
     serial_key: Callable[[RunContext], str] | None = None
     side_effects: bool = False
     on_invalid: Callable[[ValidationError], Any] | None = None
+    requires_approval: bool | ApprovalRule = False
+    external: bool = False
+
+    @property
+    def may_wait(self) -> bool:
+        """Whether a call may wait for a decision: it never starts as soon as it is sealed."""
+        return self.external or self.requires_approval is not False
 
     def spec(self, tool_name: str) -> ToolSpec:
         """The activity as the model is sent it.
@@ -144,6 +155,7 @@ class Tool(Generic[ToolP, ToolR]):
         side_effects: bool = False,
         serial_key: Callable[[RunContext], str] | None = None,
         on_invalid: Callable[[ValidationError], Any] | None = None,
+        requires_approval: bool | ApprovalRule = False,
     ) -> Tool:
         """A tool declared by a name and a JSON schema instead of a Python signature: for tools
         that come from data (a config file, an OpenAPI operation, another framework).
@@ -169,6 +181,8 @@ class Tool(Generic[ToolP, ToolR]):
             serial_key: Calls whose ``serial_key(run_context)`` is equal run one at a time.
             on_invalid: Makes the action's output from a ``pydantic.ValidationError`` of its
                 arguments.
+            requires_approval: A call waits for a decision first (``True``, or a predicate
+                ``(action, run_context) -> bool``, maybe async).
         """
         return _schema_tool(
             name,
@@ -180,6 +194,32 @@ class Tool(Generic[ToolP, ToolR]):
             side_effects=side_effects,
             serial_key=serial_key,
             on_invalid=on_invalid,
+            requires_approval=requires_approval,
+        )
+
+    @classmethod
+    def external(cls, name: str, description: str, schema: Mapping[str, Any]) -> Tool:
+        """A tool the caller runs (a browser, a phone): declared by a name, a description and
+        the arguments' JSON object schema, with no Python function. A run that calls it waits
+        (``RunWaiting``) with the call in ``result.pending``; the caller supplies its result on
+        resume: ``decisions={call.id: ExternalResult(output=...)}``.
+
+        Args:
+            name: The tool's name (1-64 of ``[A-Za-z0-9_-]``, no ``__``).
+            description: What it does, for the model.
+            schema: The arguments' JSON object schema.
+        """
+        return _schema_tool(
+            name,
+            description,
+            schema,
+            _runs_elsewhere,
+            eager=False,
+            timeout=None,
+            side_effects=False,
+            serial_key=None,
+            on_invalid=None,
+            external=True,
         )
 
     def activity(self, path: str | None) -> Activity | None:
@@ -267,6 +307,19 @@ def _context_param_of(name: str, fn: Callable[..., Any]) -> str | None:
     return context[0].name if context else None
 
 
+def _runs_elsewhere(arguments: Mapping[str, Any]) -> Any:
+    """An external tool's function: never called, as its calls wait for the caller's result."""
+    raise RuntimeError("an external tool runs on the caller's side, never in the run")
+
+
+def _check_rule(name: str, requires_approval: object) -> None:
+    if not isinstance(requires_approval, bool) and not callable(requires_approval):
+        raise UserError(
+            f"tool {name!r}: requires_approval must be True, False or a predicate "
+            f"(action, run_context) -> bool, not {requires_approval!r}"
+        )
+
+
 def _schema_tool(
     name: str,
     description: str,
@@ -278,10 +331,13 @@ def _schema_tool(
     side_effects: bool,
     serial_key: Callable[[RunContext], str] | None,
     on_invalid: Callable[[ValidationError], Any] | None,
+    requires_approval: bool | ApprovalRule = False,
+    external: bool = False,
 ) -> Tool:
     name = check_name("tool", name)
     if timeout is not None and timeout <= 0:
         raise UserError(f"tool {name!r}: timeout must be positive, not {timeout}")
+    _check_rule(name, requires_approval)
     parameters = tool_parameters(name, schema)
     context_param = _context_param_of(name, fn)
     activity = Activity(
@@ -297,6 +353,8 @@ def _schema_tool(
         serial_key=serial_key,
         side_effects=side_effects,
         on_invalid=on_invalid,
+        requires_approval=requires_approval,
+        external=external,
     )
     return Tool(name=name, description=activity.description, activities={None: activity})
 
@@ -312,6 +370,7 @@ def make_activity(
     serial_key: Callable[[RunContext], str] | None = None,
     side_effects: bool = False,
     on_invalid: Callable[[ValidationError], Any] | None = None,
+    requires_approval: bool | ApprovalRule = False,
 ) -> Activity:
     """The activity running ``fn``, with its argument model and schema from the signature.
 
@@ -322,6 +381,7 @@ def make_activity(
     """
     if timeout is not None and timeout <= 0:
         raise UserError(f"tool {tool_name!r}: timeout must be positive, not {timeout}")
+    _check_rule(tool_name, requires_approval)
     summary, param_docs = parse_docstring(inspect.getdoc(fn))
     context_params: list[str] = []
 
@@ -357,6 +417,7 @@ def make_activity(
         serial_key=serial_key,
         side_effects=side_effects,
         on_invalid=on_invalid,
+        requires_approval=requires_approval,
     )
 
 
@@ -394,6 +455,7 @@ def tool(
     side_effects: bool = False,
     serial_key: Callable[[RunContext], str] | None = None,
     on_invalid: Callable[[ValidationError], Any] | None = None,
+    requires_approval: bool | ApprovalRule = False,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -409,6 +471,7 @@ def tool(
     side_effects: bool = False,
     serial_key: Callable[[RunContext], str] | None = None,
     on_invalid: Callable[[ValidationError], Any] | None = None,
+    requires_approval: bool | ApprovalRule = False,
 ) -> Tool[..., Any] | Callable[[Callable[..., Any]], Tool[..., Any]]:
     """Make a tool of an ``async def`` or plain ``def`` function.
 
@@ -421,7 +484,10 @@ def tool(
     Calls whose ``serial_key(run_context)`` is equal run one at a time, in the order the model
     gave them. ``on_invalid(validation_error)`` answers arguments that break the schema itself
     (its value is the action's output; the function is not called), instead of the runtime's
-    ``invalid_arguments`` error result.
+    ``invalid_arguments`` error result. ``requires_approval`` (``True``, or a predicate
+    ``(action, run_context) -> bool``, maybe async) makes a call wait for a decision before
+    it runs, never starting eagerly: the agent's ``approver`` decides it at once, else the run
+    waits (``RunWaiting``) for ``Agent.resume(decisions=...)``.
 
     ``schema=`` (a JSON object schema) declares the arguments instead of the signature: the
     function then takes them as one dict, as with ``Tool.from_schema``.
@@ -438,6 +504,8 @@ def tool(
         serial_key: Calls whose ``serial_key(run_context)`` is equal run one at a time.
         on_invalid: Makes the action's output from a ``pydantic.ValidationError`` of its
             arguments.
+        requires_approval: A call waits for a decision first (``True``, or a predicate on the
+            call and the run's context).
     """
 
     def wrap(f: Callable[..., Any]) -> Tool[..., Any]:
@@ -454,6 +522,7 @@ def tool(
                 side_effects=side_effects,
                 serial_key=serial_key,
                 on_invalid=on_invalid,
+                requires_approval=requires_approval,
             )
         activity = make_activity(
             f,
@@ -465,6 +534,7 @@ def tool(
             side_effects=side_effects,
             serial_key=serial_key,
             on_invalid=on_invalid,
+            requires_approval=requires_approval,
         )
         return Tool(name=tool_name, description=activity.description, activities={None: activity})
 
@@ -478,6 +548,7 @@ class _ActivityOptions:
     eager: bool
     timeout: float | None
     side_effects: bool
+    requires_approval: bool | ApprovalRule = False
 
 
 _MARK = "__agentloop_activity__"
@@ -495,6 +566,7 @@ def activity(
     eager: bool = True,
     timeout: float | None = None,
     side_effects: bool = False,
+    requires_approval: bool | ApprovalRule = False,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
@@ -507,6 +579,7 @@ def activity(
     eager: bool = True,
     timeout: float | None = None,
     side_effects: bool = False,
+    requires_approval: bool | ApprovalRule = False,
 ) -> Any:
     """Mark a ``Toolkit`` method as an activity (the action's ``path`` is its name); options
     as for ``tool``.
@@ -518,6 +591,7 @@ def activity(
         eager: Start as soon as its call is sealed in the stream.
         timeout: Seconds a call may take.
         side_effects: In a session run, start only once the reply is committed.
+        requires_approval: A call waits for a decision first (as for ``tool``).
     """
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -530,6 +604,7 @@ def activity(
                 eager=eager,
                 timeout=timeout,
                 side_effects=side_effects,
+                requires_approval=requires_approval,
             ),
         )
         return f
@@ -565,6 +640,7 @@ class Toolkit:
                 eager=options.eager,
                 timeout=options.timeout,
                 side_effects=options.side_effects,
+                requires_approval=options.requires_approval,
             )
         if not activities:
             raise UserError(f"toolkit {tool_name!r} has no @activity methods")

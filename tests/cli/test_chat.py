@@ -170,3 +170,58 @@ def test_more_ctrl_c_while_leaving_exit_cleanly(backend: str, turn: str, tmp_pat
     assert done.code == 130, done
     assert done.err_lines == ["agentloop: error: interrupted"], done.err
     assert "Traceback" not in done.out + done.err
+
+
+APPROVAL_TOOLS = '''
+from agentloop import tool
+
+@tool(requires_approval=True)
+def transfer(amount: int, to: str) -> str:
+    """Move money."""
+    return f"sent {amount} to {to}"
+'''
+
+
+def test_a_tool_that_needs_approval_is_asked_about_in_the_terminal(tmp_path: Path) -> None:
+    """y runs the call, e runs it with edited arguments, n with a reason denies it; the
+    timeline shows each call awaiting and how it was decided."""
+    from ._wire import tool_call_stream
+
+    (tmp_path / "paytools.py").write_text(APPROVAL_TOOLS)
+    with ProviderServer() as server:
+        for i, amount in enumerate((5, 6, 7)):
+            server.enqueue(
+                tool_call_stream("transfer", {"amount": amount, "to": "bob"}, call_id=f"c{i}"),
+                text_stream(f"turn {i} over"),
+            )
+        lines = [
+            "pay bob 5",
+            "y",
+            "pay bob 6",
+            "maybe",
+            "e",
+            "not json",
+            "e",
+            '{"amount": 60, "to": "bob"}',
+            "pay bob 7",
+            "n bob has enough",
+            "/exit",
+        ]
+        args = chat_args(server, f"sqlite:///{tmp_path / 'c.db'}", "--plain")
+        args += ["--tools", str(tmp_path / "paytools.py")]
+        done = run(args, input="\n".join(lines) + "\n", cwd=tmp_path)
+        assert done.code == 0, done.err
+        results = [
+            m["content"]
+            for r in server.requests
+            for m in r.json["messages"][-1:]
+            if m["role"] == "tool"
+        ]
+    out = done.out
+    assert results == ["sent 5 to bob", "sent 60 to bob", "denied: bob has enough"]
+    assert out.count("⏸ awaits approval: transfer(amount=") == 3
+    assert 'approve transfer(amount=5, to="bob")?' in out
+    assert "✔ approved transfer (by the approver)" in out
+    assert "answer y, n [reason] or e" in out and "not JSON" in out
+    assert '✔ edited transfer(amount=60, to="bob") (by the approver)' in out
+    assert "✗ denied transfer: bob has enough (by the approver)" in out

@@ -359,3 +359,23 @@ def test_a_busy_session_is_one_line_with_a_readable_time(tmp_path: Path) -> None
     assert "session 'busy' is leased by 'another-run' until" in line
     assert re.search(r"until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(in (9|10) min", line), line
     assert "is leased by" not in done.out
+
+
+def test_a_run_that_waits_on_an_approval_says_so_and_fails(
+    server: ProviderServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No one to ask on the command line: the call waits, the timeline says so, exit 1."""
+    (tmp_path / "paytools.py").write_text(
+        "from agentloop import tool\n\n"
+        "@tool(requires_approval=True)\n"
+        "def transfer(amount: int) -> str:\n"
+        '    """Move money."""\n'
+        "    return 'sent'\n"
+    )
+    server.enqueue(tool_call_stream("transfer", {"amount": 5}, call_id="t1"))
+    tools = str(tmp_path / "paytools.py")
+    assert main(["run", "pay", *openai_args(server), "--tools", tools]) == 1
+    captured = capsys.readouterr()
+    assert "⏸ awaits approval: transfer(amount=5) · id 't1'" in captured.out
+    assert "■ waiting on decisions for 't1'" in captured.out
+    assert "the run waits on decisions for 't1'" in captured.err

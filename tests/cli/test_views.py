@@ -210,3 +210,39 @@ async def test_plain_view_starts_a_new_line_for_each_answer_section() -> None:
     assert any(line.endswith("first try") for line in lines), out.getvalue()
     assert any(line.endswith("second") for line in lines), out.getvalue()
     assert tracker.result is not None and tracker.result.output == "second"
+
+
+async def test_the_live_view_shows_calls_awaiting_and_decided_and_stands_aside_to_ask() -> None:
+    """An approver that asks while the live view runs: the view holds (nothing drawn while the
+    person answers), then shows how the call was decided, and the run waiting on the other."""
+    from agentloop import Agent, Approve, PendingCall, RunContext, tool
+    from agentloop.testing import Reply, ScriptedModel, call
+
+    @tool(requires_approval=True)
+    async def transfer(amount: int) -> str:
+        """Move money."""
+        return f"sent {amount}"
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120, height=40)
+    tracker = Tracker()
+    view = LiveView(console, tracker)
+    drawn_while_asking: list[int] = []
+
+    async def approver(pending: PendingCall, ctx: RunContext) -> Approve | None:
+        with view.hold():
+            before = len(out.getvalue())
+            view.tick()
+            drawn_while_asking.append(len(out.getvalue()) - before)
+        return Approve() if pending.id == "a" else None
+
+    calls = [call("transfer", {"amount": 1}, id="a"), call("transfer", {"amount": 2}, id="b")]
+    agent = Agent(ScriptedModel([Reply(calls=calls)]), tools=[transfer], approver=approver)
+    async with agent.stream("pay") as run:
+        await follow(run, view, tracker)
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    assert drawn_while_asking == [0, 0]
+    assert "awaits approval: transfer(amount=1) · id 'a'" in plain
+    assert "approved transfer (by the approver)" in plain
+    assert "waiting on decisions for 'b'" in plain
+    assert tracker.result is not None and tracker.result.status == "waiting"

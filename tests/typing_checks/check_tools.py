@@ -7,13 +7,21 @@ from dataclasses import dataclass
 from typing import Any, assert_type
 
 from agentloop import (
+    Action,
     ActionResult,
     Agent,
+    Approve,
+    Decision,
+    Deny,
+    Edit,
+    ExternalResult,
     ModelCall,
     ModelMiddleware,
     ModelRequest,
     ModelResponse,
+    PendingCall,
     RunContext,
+    RunResult,
     Tool,
     ToolCall,
     ToolCallNext,
@@ -93,3 +101,49 @@ def middleware_fits_the_agent() -> None:
     )
     checker: Callable[[ToolCall[Deps], ToolCallNext], Awaitable[ActionResult]] = tool_middleware
     del checker
+
+
+def over_100(action: Action, ctx: RunContext) -> bool:
+    return bool(action.input["amount"] > 100)
+
+
+async def needs_a_manager(action: Action, ctx: RunContext) -> bool:
+    return True
+
+
+@tool(requires_approval=over_100)
+async def refund(order: str, amount: int) -> str:
+    """Refund an order."""
+    return order
+
+
+@tool(requires_approval=needs_a_manager)
+def wipe(disk: str) -> None:
+    """Wipe a disk."""
+
+
+@tool(requires_approval=True)
+async def pay(amount: int) -> str:
+    """Pay."""
+    return str(amount)
+
+
+async def approval_tools_keep_their_signature() -> None:
+    assert_type(await refund("A-1", 5), str)
+    assert_type(wipe("sda"), None)
+    assert_type(await pay(5), str)
+    await refund("A-1", "5")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+
+
+async def approver(call: PendingCall, ctx: RunContext) -> Approve | Deny | Edit | None:
+    return Approve() if call.kind == "approval" else None
+
+
+async def agents_take_an_approver_and_decisions() -> None:
+    agent = Agent("openai:gpt-4o-mini", tools=[refund], approver=approver, approval_timeout=60)
+    decisions: dict[str, Decision] = {"a": Approve(), "b": Deny("no"), "c": Edit({"x": 1})}
+    decisions["d"] = ExternalResult(output={"title": "x"})
+    result = await agent.resume(resume_state={}, decisions=decisions)
+    assert_type(result, RunResult[str])
+    assert_type(result.pending, tuple[PendingCall, ...])
+    assert_type(result.resume_state, dict[str, Any] | None)
