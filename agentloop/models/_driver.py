@@ -225,11 +225,14 @@ class SDKModel(Model):
                     client, kind = None, "aiohttp-sdk"
             if client is None:
                 options = self._http_options()
-                http_client = (
-                    self._httpx_client(options)
-                    if kind == "httpx"
-                    else self._aiohttp_client(options)
-                )
+                if kind == "httpx":
+                    http_client = self._httpx_client(options)
+                    if sniffio.current_async_library() == "asyncio":
+                        from ._read_ahead import read_ahead_on_writes
+
+                        read_ahead_on_writes(http_client)
+                else:
+                    http_client = self._aiohttp_client(options)
                 client = self._make_client(http_client)
             self._client = client
             if kind == "aiohttp":

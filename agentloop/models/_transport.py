@@ -55,6 +55,7 @@ logger = logging.getLogger("agentloop")
 # Widen a range only after tests/models/test_transport_internals.py passes on the new version.
 CHECKED: Final = {
     "httpx2": ((2, 16), (2, 17)),
+    "httpcore2": ((2, 16), (2, 17)),
     "openai": ((3, 57), (3, 58)),
     "anthropic": ((2, 14), (2, 15)),
 }
