@@ -1,0 +1,219 @@
+"""Reading ahead while a large request body is written (``models/_read_ahead``): where the
+driver installs it, that what it reads ahead is bounded and reaches the response in order, and
+that cancellation and write timeouts stay what they are.
+
+The reply that must survive a failed write (a 413 before the body was read) is tested end to
+end in ``tests/reliability/test_provider_responses.py``.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anthropic
+import anyio
+import anyio.lowlevel
+import httpcore2
+import httpx2
+import pytest
+import sniffio
+
+from agentloop.models import Message, ModelRequest
+from agentloop.models._read_ahead import (
+    READ_AHEAD_LIMIT,
+    ReadAheadBackend,
+    read_ahead_on_writes,
+)
+from agentloop.testing import ProviderServer, ScriptedResponse
+
+from ._provider_helpers import direct_paths_only, load, make_model
+
+REQUEST = ModelRequest(messages=(Message.user("hi"),))
+REPLY = "anthropic/stream_text_ping"
+
+
+def _backend_of(http_client: Any) -> Any:
+    return http_client._transport._pool._network_backend  # internal, as _read_ahead patches it
+
+
+@direct_paths_only
+async def test_the_driver_reads_ahead_on_its_httpx_client_on_asyncio_only(
+    server: ProviderServer,
+) -> None:
+    """The httpx2 client a driver makes reads ahead on asyncio (where anyio's socket needs it);
+    on trio it is left as it is, and so is a client passed in (its transport is the user's)."""
+    server.enqueue(ScriptedResponse.sse(load(REPLY).body))
+    async with make_model("anthropic", server.url, transport="httpx") as model:
+        async with model.stream(REQUEST) as stream:
+            assert [d async for d in stream]
+        backend = _backend_of(model._client._client)
+        asyncio = sniffio.current_async_library() == "asyncio"
+        assert isinstance(backend, ReadAheadBackend) is asyncio
+
+    own = anthropic.DefaultAsyncHttpxClient()
+    client = anthropic.AsyncAnthropic(api_key="k", base_url=server.url, http_client=own)
+    server.enqueue(ScriptedResponse.sse(load(REPLY).body))
+    async with make_model("anthropic", server.url, client=client) as model:
+        async with model.stream(REQUEST) as stream:
+            assert [d async for d in stream]
+    assert not isinstance(_backend_of(own), ReadAheadBackend)
+    await client.close()
+
+
+class _RawServer:
+    """A loopback server that runs ``handle(conn)`` for each connection, in a thread."""
+
+    def __init__(self, handle: Any) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/"
+        self._handle = handle
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    self._handle(conn)
+                except OSError:
+                    pass
+
+    def __enter__(self) -> _RawServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self._thread.join(10)
+        assert not self._thread.is_alive()
+
+
+def _read_head(conn: socket.socket) -> tuple[bytes, bytes]:
+    """The request's head and the bytes of its body read with it."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def _content_length(head: bytes) -> int:
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0
+
+
+@contextmanager
+def _reading_ahead_client(**options: Any) -> Iterator[tuple[httpx2.AsyncClient, list[Any]]]:
+    """An httpx2 client whose pool reads ahead, and the list of connections it opened."""
+    client = httpx2.AsyncClient(**options)
+    assert read_ahead_on_writes(client) == 1
+    opened: list[Any] = []
+    backend: ReadAheadBackend = _backend_of(client)
+    connect = backend.connect_tcp
+
+    async def recording_connect(*args: Any, **kwargs: Any) -> httpcore2.AsyncNetworkStream:
+        stream = await connect(*args, **kwargs)
+        opened.append(stream)
+        return stream
+
+    backend.connect_tcp = recording_connect  # type: ignore[method-assign]
+    yield client, opened
+
+
+async def test_what_is_read_ahead_is_bounded_and_arrives_in_order() -> None:
+    """A server that streams a large reply while the request body is still being written: the
+    connection reads ahead at most ``READ_AHEAD_LIMIT`` bytes (then flow control holds the
+    server), the body arrives whole, and the reply arrives whole and in order."""
+    reply = bytes(range(256)) * (32 << 12)  # 8 MiB that show any reordering
+    body = b"b" * (4 << 20)
+    received: list[int] = []
+
+    def handle(conn: socket.socket) -> None:
+        head, rest = _read_head(conn)
+        length = _content_length(head)
+        answer = threading.Thread(
+            target=conn.sendall,
+            args=(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%b" % (len(reply), reply),),
+        )
+        answer.start()  # the reply goes out while the body is still coming in
+        got = len(rest)
+        while got < length:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                break
+            got += len(chunk)
+        received.append(got)
+        answer.join(10)
+
+    most = 0
+    with _RawServer(handle) as server, _reading_ahead_client() as (client, opened):
+        async with client:
+
+            async def watch() -> None:
+                nonlocal most
+                while True:
+                    for stream in opened:
+                        most = max(most, stream._early_bytes)
+                    await anyio.lowlevel.checkpoint()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                with anyio.fail_after(30):
+                    response = await client.post(server.url, content=body)
+                tg.cancel_scope.cancel()
+    assert received == [len(body)]
+    assert response.content == reply
+    assert 0 < most <= READ_AHEAD_LIMIT
+
+
+@contextmanager
+def _never_reading_server() -> Iterator[_RawServer]:
+    """A server that reads the request's head and then nothing, until the client gives up."""
+
+    done = threading.Event()
+
+    def handle(conn: socket.socket) -> None:
+        _read_head(conn)
+        done.wait(20)
+
+    with _RawServer(handle) as server:
+        try:
+            yield server
+        finally:
+            done.set()
+
+
+async def test_cancelling_a_write_that_reads_ahead_is_a_cancellation() -> None:
+    """A large write the server never takes, cancelled: the cancellation arrives as itself
+    (the reading task ends with the write), and no task is left behind."""
+    before = len(anyio.get_running_tasks())
+    with _never_reading_server() as server, _reading_ahead_client() as (client, _):
+        async with client:
+            with anyio.move_on_after(0.5) as scope:
+                await client.post(server.url, content=b"c" * (32 << 20))
+    assert scope.cancelled_caught
+    assert len(anyio.get_running_tasks()) == before
+
+
+async def test_a_write_that_reads_ahead_times_out_as_a_write_timeout() -> None:
+    """httpx2's write timeout on a large write that reads ahead is ``WriteTimeout``, as itself
+    (not wrapped in an exception group by the reading task's group)."""
+    timeout = httpx2.Timeout(10.0, write=0.3)
+    with _never_reading_server() as server, _reading_ahead_client(timeout=timeout) as (client, _):
+        async with client:
+            with anyio.fail_after(10), pytest.raises(httpx2.WriteTimeout):
+                await client.post(server.url, content=b"t" * (32 << 20))
