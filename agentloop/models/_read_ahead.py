@@ -33,7 +33,7 @@ import anyio
 import anyio.lowlevel
 import httpcore2
 
-from ._transport import internals_checked
+from . import _transport
 
 __all__ = ["READ_AHEAD_FROM", "READ_AHEAD_LIMIT", "ReadAheadBackend", "read_ahead_on_writes"]
 
@@ -165,7 +165,7 @@ def read_ahead_on_writes(client: Any) -> int:
     """Wrap the network backend of each of an httpx2 client's connection pools (the default
     transport's and any proxy's) in ``ReadAheadBackend``; how many were wrapped (none on an
     unchecked version). For clients the driver made, on asyncio."""
-    if not internals_checked():
+    if not _transport.internals_checked():
         return 0
     transports: list[Any] = [getattr(client, "_transport", None)]  # internal
     mounts: dict[Any, Any] = getattr(client, "_mounts", None) or {}  # internal: proxies

@@ -23,6 +23,7 @@ import pytest
 import sniffio
 
 from agentloop.models import Message, ModelRequest
+from agentloop.models import _transport as transport
 from agentloop.models._read_ahead import (
     READ_AHEAD_LIMIT,
     ReadAheadBackend,
@@ -62,6 +63,14 @@ async def test_the_driver_reads_ahead_on_its_httpx_client_on_asyncio_only(
             assert [d async for d in stream]
     assert not isinstance(_backend_of(own), ReadAheadBackend)
     await client.close()
+
+
+def test_unchecked_versions_are_left_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a version outside ``CHECKED`` the private attributes are not touched."""
+    monkeypatch.setattr(transport, "internals_checked", lambda: False)
+    client = httpx2.AsyncClient()
+    assert read_ahead_on_writes(client) == 0
+    assert not isinstance(_backend_of(client), ReadAheadBackend)
 
 
 class _RawServer:
