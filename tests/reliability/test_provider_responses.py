@@ -217,8 +217,8 @@ async def test_a_413_before_the_body_was_read_is_a_bad_request(size: int) -> Non
     response is read all the same, on every transport. On asyncio the httpx path reads ahead
     while a write waits (``models/_read_ahead``): anyio's socket there reads from the kernel
     only inside ``receive()``, and a failed send closes the socket with the reply unread. A
-    small body goes to the kernel at once, never waits, and needs no reading ahead; from about
-    a megabyte (the size a loopback socket's send buffer starts at), the write waits."""
+    small body goes to the kernel at once and never waits; on loopback a body of a megabyte
+    waits (a socket's send buffer there starts near that size; over a WAN it is far smaller)."""
     wrong: dict[str, Any] = {}
     with EarlyRejecting() as server:
         for transport in _transports():
