@@ -37,8 +37,12 @@ REQUEST = ModelRequest(messages=(Message.user("hi"),))
 REPLY = "anthropic/stream_text_ping"
 
 
+def _pool_backend(transport: Any) -> Any:
+    return transport._pool._network_backend  # internal, as _read_ahead patches it
+
+
 def _backend_of(http_client: Any) -> Any:
-    return http_client._transport._pool._network_backend  # internal, as _read_ahead patches it
+    return _pool_backend(http_client._transport)
 
 
 @direct_paths_only
@@ -63,6 +67,17 @@ async def test_the_driver_reads_ahead_on_its_httpx_client_on_asyncio_only(
             assert [d async for d in stream]
     assert not isinstance(_backend_of(own), ReadAheadBackend)
     await client.close()
+
+
+@direct_paths_only
+def test_a_proxys_pool_reads_ahead_too() -> None:
+    """A client with a proxy (given, or from the environment) sends through its proxy's pool:
+    that pool reads ahead as well; a pattern mounted without a transport is skipped."""
+    client = httpx2.AsyncClient(proxy="http://127.0.0.1:1", mounts={"http://direct.example": None})
+    assert read_ahead_on_writes(client) == 2
+    proxies = [t for t in client._mounts.values() if t is not None]
+    assert [type(_pool_backend(t)) for t in proxies] == [ReadAheadBackend]
+    assert read_ahead_on_writes(client) == 0  # wrapped once only
 
 
 def test_unchecked_versions_are_left_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
