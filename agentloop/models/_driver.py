@@ -7,9 +7,9 @@ headers, see ``_transport``), ``"aiohttp-sdk"`` (the SDK's own aiohttp-based cli
 context per process (``tls_context``). ``"auto"`` picks ``"aiohttp"`` under asyncio
 when aiohttp is installed, else ``"httpx"``; ``"aiohttp"`` falls back to ``"aiohttp-sdk"`` when the
 client's credentials change per request. A client passed in is used as it is (through its own
-``post``) and never closed by the driver. On asyncio the httpx2 clients the driver makes read
-the connection while they write a large body (``_read_ahead``), so a reply sent before the body
-was read (a proxy's 413) is that reply, not a retried broken pipe.
+``post``) and never closed by the driver. The httpx2 clients the driver makes read the
+connection while they write a large body (``_read_ahead``), so a reply sent before the body was
+read (a proxy's 413) is that reply, not a retried broken pipe.
 """
 
 from __future__ import annotations
@@ -89,11 +89,11 @@ class SDKModel(Model):
     (seconds, or an ``httpx2.Timeout``) replaces our default there: connect within
     ``CONNECT_TIMEOUT`` (10 s), then at most ``STREAM_IDLE_TIMEOUT`` (120 s) without a byte of a
     streamed reply (``DOCUMENT_TIMEOUT``, 600 s, for ``stream=False``). A client passed in keeps
-    its own timeouts, and its own transport: on asyncio with the SDK's httpx2 client, a reply
-    sent before a large body was read (a proxy's 413 that closes the connection) can be lost
-    with the failed write, and the call ends, after its retries, in ``ModelConnectionError``.
-    The httpx2 clients the driver makes read the connection while they write a large body
-    (``_read_ahead``); the aiohttp transports and trio keep such a reply.
+    its own timeouts, and its own transport: with the SDK's httpx2 client, a reply sent before
+    a large body was read (a proxy's 413 that closes the connection) can be lost with the failed
+    write (on asyncio; on trio over TLS), and the call ends, after its retries, in
+    ``ModelConnectionError``. The httpx2 clients the driver makes read the connection while
+    they write a large body (``_read_ahead``).
     ``RetryPolicy.attempt_timeout`` caps each attempt as a whole.
     """
 
@@ -233,11 +233,10 @@ class SDKModel(Model):
             if client is None:
                 options = self._http_options()
                 if kind == "httpx":
-                    http_client = self._httpx_client(options)
-                    if sniffio.current_async_library() == "asyncio":
-                        from ._read_ahead import read_ahead_on_writes
+                    from ._read_ahead import read_ahead_on_writes
 
-                        read_ahead_on_writes(http_client)
+                    http_client = self._httpx_client(options)
+                    read_ahead_on_writes(http_client)
                 else:
                     http_client = self._aiohttp_client(options)
                 client = self._make_client(http_client)

@@ -1,19 +1,24 @@
-"""A reply sent before the request's body was read survives the failed write, on asyncio.
+"""A reply sent before the request's body was read survives the failed write.
 
 A server (often a proxy with a body limit) may answer ``413`` after the request's headers and
 close the connection with the body unread. httpcore2 then fails to write the body, suppresses
-that error and reads the reply, as it should. But anyio's asyncio socket reads from the kernel
-only while a task waits in ``receive()`` (between receives the transport is paused), so during
-the write the reply stays in the kernel; when the write fails, asyncio closes the socket and the
-reply is gone: the caller sees a retried ``BrokenPipeError`` instead of the ``413``. trio's
-socket keeps the bytes for the read that follows.
+that error and reads the reply, as it should, but the reply is gone by then:
 
-``read_ahead_on_writes`` wraps the network backend of an httpx2 client the driver made (asyncio
-only). While a write of ``READ_AHEAD_FROM`` bytes or more is in progress, a task reads the
-connection into a buffer of at most ``READ_AHEAD_LIMIT`` bytes, which later reads serve first;
-the task is cancelled when the write ends. Past the limit the task stops reading and TCP's flow
-control holds the server back: a server that streams while we write grows no buffer. The bytes
-read ahead reach the response like any others, so every bound on a reply counts them.
+- on asyncio, anyio's socket reads from the kernel only while a task waits in ``receive()``
+  (between receives the transport is paused), so during the write the reply stays in the
+  kernel, and when the write fails asyncio closes the socket with it;
+- on trio over TLS, the TLS stream is broken once a write failed, and refuses to read (trio's
+  plain socket keeps the bytes for the read that follows).
+
+The caller saw a retried broken pipe (or reset) instead of the ``413``.
+
+``read_ahead_on_writes`` wraps the network backend of an httpx2 client the driver made. While
+a write of ``READ_AHEAD_FROM`` bytes or more is in progress, a task reads the connection into a
+buffer of at most ``READ_AHEAD_LIMIT`` bytes, which later reads serve first; the task is
+cancelled when the write ends. Past the limit the task stops reading and TCP's flow control
+holds the server back: a server that streams while we write grows no buffer. The bytes read
+ahead reach the response like any others, so every bound on a reply counts them. (HTTP/1.1
+only: the driver's clients do not enable HTTP/2, whose connections read while they write.)
 
 The task costs some tens of microseconds per write (a task group, a task, a checkpoint and a
 cancellation; measured: 190-230 µs on a loaded 2-core machine where a bare checkpoint takes 7 µs),

@@ -8,7 +8,10 @@ end in ``tests/reliability/test_provider_responses.py``.
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +23,6 @@ import anyio.lowlevel
 import httpcore2
 import httpx2
 import pytest
-import sniffio
 
 from agentloop.models import Message, ModelRequest
 from agentloop.models import _transport as transport
@@ -46,18 +48,14 @@ def _backend_of(http_client: Any) -> Any:
 
 
 @direct_paths_only
-async def test_the_driver_reads_ahead_on_its_httpx_client_on_asyncio_only(
-    server: ProviderServer,
-) -> None:
-    """The httpx2 client a driver makes reads ahead on asyncio (where anyio's socket needs it);
-    on trio it is left as it is, and so is a client passed in (its transport is the user's)."""
+async def test_the_driver_reads_ahead_on_its_httpx_client(server: ProviderServer) -> None:
+    """The httpx2 client a driver makes reads ahead (asyncio's sockets and trio's TLS streams
+    need it); a client passed in is left as it is (its transport is the user's)."""
     server.enqueue(ScriptedResponse.sse(load(REPLY).body))
     async with make_model("anthropic", server.url, transport="httpx") as model:
         async with model.stream(REQUEST) as stream:
             assert [d async for d in stream]
-        backend = _backend_of(model._client._client)
-        asyncio = sniffio.current_async_library() == "asyncio"
-        assert isinstance(backend, ReadAheadBackend) is asyncio
+        assert isinstance(_backend_of(model._client._client), ReadAheadBackend)
 
     own = anthropic.DefaultAsyncHttpxClient()
     client = anthropic.AsyncAnthropic(api_key="k", base_url=server.url, http_client=own)
@@ -91,10 +89,12 @@ def test_unchecked_versions_are_left_as_they_are(monkeypatch: pytest.MonkeyPatch
 class _RawServer:
     """A loopback server that runs ``handle(conn)`` for each connection, in a thread."""
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Any, tls: ssl.SSLContext | None = None) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/"
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.sock.getsockname()[1]}/"
         self._handle = handle
+        self._tls = tls
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
     def _serve(self) -> None:
@@ -105,8 +105,12 @@ class _RawServer:
                 return
             with conn:
                 try:
-                    self._handle(conn)
-                except OSError:
+                    if self._tls is None:
+                        self._handle(conn)
+                    else:
+                        with self._tls.wrap_socket(conn, server_side=True) as tls_conn:
+                            self._handle(tls_conn)
+                except OSError:  # ssl.SSLError included
                     pass
 
     def __enter__(self) -> _RawServer:
@@ -241,3 +245,86 @@ async def test_a_write_that_reads_ahead_times_out_as_a_write_timeout() -> None:
         async with client:
             with anyio.fail_after(10), pytest.raises(httpx2.WriteTimeout):
                 await client.post(server.url, content=b"t" * (32 << 20))
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context with a self-signed certificate for 127.0.0.1, and a client context
+    that trusts it."""
+    pytest.importorskip("cryptography")
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+    directory = tmp_path_factory.mktemp("tls")
+    (directory / "cert.pem").write_bytes(cert_pem)
+    (directory / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(directory / "cert.pem", directory / "key.pem")
+    client = ssl.create_default_context(cadata=cert_pem.decode())
+    return server, client
+
+
+async def test_over_tls_an_early_reply_survives_and_a_large_body_arrives(
+    tls: tuple[ssl.SSLContext, ssl.SSLContext],
+) -> None:
+    """Over TLS the read ahead reads (and decrypts) while another task writes on the same TLS
+    stream: a 413 sent before the body was read is read, and a body the server reads whole
+    arrives whole."""
+    server_tls, client_tls = tls
+    body = b"s" * (4 << 20)
+
+    def reject(conn: socket.socket) -> None:
+        _read_head(conn)
+        reply = b'{"error": {"message": "request entity too large"}}'
+        conn.sendall(
+            b"HTTP/1.1 413 Payload Too Large\r\nconnection: close\r\n"
+            b"content-length: %d\r\n\r\n%b" % (len(reply), reply)
+        )
+
+    def count(conn: socket.socket) -> None:
+        head, rest = _read_head(conn)
+        got, length = len(rest), _content_length(head)
+        while got < length:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                break
+            got += len(chunk)
+        answer = str(got).encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%b" % (len(answer), answer))
+
+    with _reading_ahead_client(verify=client_tls) as (client, _):
+        async with client:
+            with _RawServer(reject, server_tls) as rejecting, anyio.fail_after(30):
+                for _ in range(3):
+                    response = await client.post(rejecting.url, content=body)
+                    assert response.status_code == 413, response.text
+            with _RawServer(count, server_tls) as counting, anyio.fail_after(30):
+                response = await client.post(counting.url, content=body)
+                assert (response.status_code, response.text) == (200, str(len(body)))

@@ -214,11 +214,12 @@ LARGE_BODY_WARNING = pytest.mark.filterwarnings(
 @pytest.mark.parametrize("size", [2 << 10, 1 << 20, 32 << 20], ids=["2KiB", "1MiB", "32MiB"])
 async def test_a_413_before_the_body_was_read_is_a_bad_request(size: int) -> None:
     """The client's write of the body fails (EPIPE or ECONNRESET) after the 413 arrived: the
-    response is read all the same, on every transport. On asyncio the httpx path reads ahead
-    while a write waits (``models/_read_ahead``): anyio's socket there reads from the kernel
+    response is read all the same, on every transport. The httpx path reads ahead while a
+    large write waits (``models/_read_ahead``): on asyncio anyio's socket reads from the kernel
     only inside ``receive()``, and a failed send closes the socket with the reply unread. A
     small body goes to the kernel at once and never waits; on loopback a body of a megabyte
-    waits (a socket's send buffer there starts near that size; over a WAN it is far smaller)."""
+    waits (a socket's send buffer there starts near that size; over a WAN it is far smaller).
+    Over TLS: ``tests/models/test_read_ahead.py``."""
     wrong: dict[str, Any] = {}
     with EarlyRejecting() as server:
         for transport in _transports():
