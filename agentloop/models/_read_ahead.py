@@ -176,7 +176,7 @@ class ReadAheadBackend(httpcore2.AsyncNetworkBackend):
 def read_ahead_on_writes(client: Any) -> int:
     """Wrap the network backend of each of an httpx2 client's connection pools (the default
     transport's and any proxy's) in ``ReadAheadBackend``; how many were wrapped (none on an
-    unchecked version). For clients the driver made, on asyncio."""
+    unchecked version). For clients the driver made, not for one passed in."""
     if not _transport.internals_checked():
         return 0
     transports: list[Any] = [getattr(client, "_transport", None)]  # internal
