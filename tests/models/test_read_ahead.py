@@ -162,6 +162,7 @@ def _reading_ahead_client(**options: Any) -> Iterator[tuple[httpx2.AsyncClient, 
     yield client, opened
 
 
+@direct_paths_only
 async def test_what_is_read_ahead_is_bounded_and_arrives_in_order() -> None:
     """A server that streams a large reply while the request body is still being written: the
     connection reads ahead at most ``READ_AHEAD_LIMIT`` bytes (then flow control holds the
@@ -225,6 +226,7 @@ def _never_reading_server() -> Iterator[_RawServer]:
             done.set()
 
 
+@direct_paths_only
 async def test_cancelling_a_write_that_reads_ahead_is_a_cancellation() -> None:
     """A large write the server never takes, cancelled: the cancellation arrives as itself
     (the reading task ends with the write), and no task is left behind."""
@@ -237,6 +239,7 @@ async def test_cancelling_a_write_that_reads_ahead_is_a_cancellation() -> None:
     assert len(anyio.get_running_tasks()) == before
 
 
+@direct_paths_only
 async def test_a_write_that_reads_ahead_times_out_as_a_write_timeout() -> None:
     """httpx2's write timeout on a large write that reads ahead is ``WriteTimeout``, as itself
     (not wrapped in an exception group by the reading task's group)."""
@@ -291,6 +294,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, ssl.S
     return server, client
 
 
+@direct_paths_only
 async def test_over_tls_an_early_reply_survives_and_a_large_body_arrives(
     tls: tuple[ssl.SSLContext, ssl.SSLContext],
 ) -> None:
