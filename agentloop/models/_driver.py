@@ -7,7 +7,9 @@ headers, see ``_transport``), ``"aiohttp-sdk"`` (the SDK's own aiohttp-based cli
 context per process (``tls_context``). ``"auto"`` picks ``"aiohttp"`` under asyncio
 when aiohttp is installed, else ``"httpx"``; ``"aiohttp"`` falls back to ``"aiohttp-sdk"`` when the
 client's credentials change per request. A client passed in is used as it is (through its own
-``post``) and never closed by the driver.
+``post``) and never closed by the driver. The httpx2 clients the driver makes read the
+connection while they write a large body (``_read_ahead``), so a reply sent before the body was
+read (a proxy's 413) is that reply, not a retried broken pipe.
 """
 
 from __future__ import annotations
@@ -87,7 +89,12 @@ class SDKModel(Model):
     (seconds, or an ``httpx2.Timeout``) replaces our default there: connect within
     ``CONNECT_TIMEOUT`` (10 s), then at most ``STREAM_IDLE_TIMEOUT`` (120 s) without a byte of a
     streamed reply (``DOCUMENT_TIMEOUT``, 600 s, for ``stream=False``). A client passed in keeps
-    its own timeouts. ``RetryPolicy.attempt_timeout`` caps each attempt as a whole.
+    its own timeouts, and its own transport: with the SDK's httpx2 client, a reply sent before
+    a large body was read (a proxy's 413 that closes the connection) can be lost with the failed
+    write (on asyncio; on trio over TLS), and the call ends, after its retries, in
+    ``ModelConnectionError``. The httpx2 clients the driver makes read the connection while
+    they write a large body (``_read_ahead``).
+    ``RetryPolicy.attempt_timeout`` caps each attempt as a whole.
     """
 
     _endpoint: ClassVar[str]
@@ -225,11 +232,13 @@ class SDKModel(Model):
                     client, kind = None, "aiohttp-sdk"
             if client is None:
                 options = self._http_options()
-                http_client = (
-                    self._httpx_client(options)
-                    if kind == "httpx"
-                    else self._aiohttp_client(options)
-                )
+                if kind == "httpx":
+                    from ._read_ahead import read_ahead_on_writes
+
+                    http_client = self._httpx_client(options)
+                    read_ahead_on_writes(http_client)
+                else:
+                    http_client = self._aiohttp_client(options)
                 client = self._make_client(http_client)
             self._client = client
             if kind == "aiohttp":

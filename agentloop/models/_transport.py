@@ -22,7 +22,9 @@ The direct sender, the direct read and the bounded error body read private attri
 and of the SDK clients. They run only on the versions those were checked on (``CHECKED``);
 with any other version the SDK's own path runs: CI's lowest-versions stage runs the suite on the
 dependency floors, which are outside ``CHECKED``. ``tests/models/test_transport_internals.py``
-fails when CI's pinned versions leave ``CHECKED`` or an attribute read here changes.
+fails when CI's pinned versions leave ``CHECKED`` or an attribute read here changes. The read
+ahead of the httpx2 clients the driver makes on asyncio (``_read_ahead``) patches private
+attributes of httpx2 and httpcore2 under the same check.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ logger = logging.getLogger("agentloop")
 # Widen a range only after tests/models/test_transport_internals.py passes on the new version.
 CHECKED: Final = {
     "httpx2": ((2, 16), (2, 17)),
+    "httpcore2": ((2, 16), (2, 17)),
     "openai": ((3, 57), (3, 58)),
     "anthropic": ((2, 14), (2, 15)),
 }
