@@ -22,6 +22,7 @@ from ._actions import SUBAGENT, SubrunOutput
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
 from ._generic import subscript_callable
+from ._guardrails import Guardrail, OutputValidator, check_guardrails
 from ._instrument import Instrumentation
 from ._instrument import coerce as coerce_instrument
 from ._loop import execute, shed
@@ -32,6 +33,7 @@ from ._retry import RetryPolicy
 from ._run import Emitter, Launch, run_of
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
+from ._usage_limits import UsageLimits
 from ._waiting import decode_state
 from .models._base import Model
 from .models._registry import resolve_model, split_model_string
@@ -111,6 +113,14 @@ class Agent(Generic[DepsT, OutputT]):
             the call pending: the run waits). A sub-agent without one asks its parent's.
         approval_timeout: Seconds the approver may take; then the call is denied, the
             reason recorded (``None``: no limit).
+        usage_limits: Limits on a run's tokens, requests, tool calls and cost
+            (``usage_limit_exceeded``).
+        guardrails: ``InputGuardrail``, ``OutputGuardrail`` and ``ToolGuardrail`` checks; a
+            trip ends the run with ``guardrail_tripped``.
+        output_validators: ``async (run_context, output) -> output`` checks of the answer, in
+            order; ``ModelRetry(reason)`` asks the model again with the reason.
+        output_retries: How often the output validators may ask again in one run; one more
+            ends the run with ``output_invalid``.
     """
 
     model: Model | str
@@ -140,6 +150,10 @@ class Agent(Generic[DepsT, OutputT]):
     instrument: Instrumentation | bool | None = None
     approver: Approver | None = None
     approval_timeout: float | None = 300.0
+    usage_limits: UsageLimits | None = None
+    guardrails: Sequence[Guardrail] = ()
+    output_validators: Sequence[OutputValidator] = ()
+    output_retries: int = 1
     _derived: _Derived = field(init=False)
 
     def __post_init__(self) -> None:
@@ -180,6 +194,14 @@ class Agent(Generic[DepsT, OutputT]):
             raise UserError("lease_ttl must be positive")
         if self.approval_timeout is not None and self.approval_timeout <= 0:
             raise UserError("approval_timeout must be positive (or None: no limit)")
+        if self.usage_limits is not None and not isinstance(self.usage_limits, UsageLimits):
+            raise UserError(f"usage_limits must be a UsageLimits, not {self.usage_limits!r}")
+        object.__setattr__(self, "guardrails", check_guardrails(self.guardrails))
+        object.__setattr__(self, "output_validators", tuple(self.output_validators))
+        if not all(callable(v) for v in self.output_validators):
+            raise UserError("output_validators must be async functions (run_context, output)")
+        if self.output_retries < 0:
+            raise UserError("output_retries must not be negative")
         if self.approver is not None and not callable(self.approver):
             raise UserError(f"approver must be an async function, not {self.approver!r}")
         # The one write to a frozen field: what the agent derives from its settings.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from ._steps import ActionResult, PendingCall, RunErrorInfo, RunResult, Step
-from .models._types import FinishReason, ProviderPart, Usage
+from .models._types import DiscardReason, FinishReason, ProviderPart, Usage
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -264,14 +264,16 @@ class AttemptDiscarded(_Event):
 
     Args:
         attempt: The attempt withdrawn.
-        reason: ``retry`` (the stream failed and is asked again), ``goal`` (goal enforcement)
-            or ``middleware`` (a model middleware discarded it).
-        error: For a ``retry``, why the attempt failed.
-        retry_in: For a ``retry``, the seconds before the next attempt.
+        reason: ``retry`` (the stream failed and is asked again), ``goal`` (goal enforcement),
+            ``middleware`` (a model middleware discarded it), ``fallback`` (the model failed
+            and the next fallback model is asked), ``guardrail`` (a guardrail tripped on it)
+            or ``limit`` (a usage limit was reached while it streamed).
+        error: For a ``retry`` or a ``fallback``, why the attempt failed.
+        retry_in: For a ``retry`` or a ``fallback``, the seconds before the next attempt.
     """
 
     attempt: int
-    reason: Literal["retry", "goal", "middleware"]
+    reason: DiscardReason
     error: RunErrorInfo | None = None
     retry_in: float | None = None
     type: Literal["attempt_discarded"] = "attempt_discarded"

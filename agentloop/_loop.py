@@ -19,6 +19,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 
+from . import _controls as controls
 from . import _events as ev
 from ._actions import (
     Executor,
@@ -32,10 +33,12 @@ from ._actions import (
 )
 from ._decisions import Decision, Deny, Edit, ExternalResult
 from ._errors import (
+    GuardrailTripped,
     MaxStepsExceeded,
     OutputInvalid,
     RunDeadlineExceeded,
     RunError,
+    UsageLimitExceeded,
 )
 from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visible_thought
 from ._middleware import ModelCall, compose
@@ -58,6 +61,7 @@ from ._waiting import (
     subrun_waits,
 )
 from .models import _types as mt
+from .models._types import DiscardReason
 from .tools._tool import Tool
 from .tools._toolset import run_scope
 
@@ -254,6 +258,9 @@ async def _loop(
 ) -> RunResult:
     plan = run.plan = plan_run(run.agent, toolbox, run.variables)
     tool_middleware = plan.tool_middleware
+    control_tool = controls.tool_middleware(plan)
+    if control_tool is not None:
+        tool_middleware = (*tool_middleware, control_tool)
     if run.instrument is not None:
         tool_middleware = (tool_span(run), *tool_middleware)
     executor = Executor(
@@ -273,7 +280,11 @@ async def _loop(
     model_terminal: ModelCall = untraced
     if run.instrument is not None:
         model_terminal = traced_model_call(run, untraced)
-    model_call = compose(plan.model_middleware, model_terminal)
+    model_middleware = plan.model_middleware
+    check_input = controls.input_middleware(plan.input_guardrails)
+    if check_input is not None:
+        model_middleware = (*model_middleware, check_input)
+    model_call = compose(model_middleware, model_terminal)
     # One user message for the whole run: the same object in every step's prompt lets the
     # driver reuse its encoded JSON instead of encoding it again on every step.
     user = mt.Message.user(run.user_input)
@@ -309,8 +320,11 @@ async def _loop(
             try:
                 response = await model_call(request)
             except RunError as exc:
+                await _withdraw(run, exc)
                 return await _ended(run, _result(run, error=exc))
         step, done = await _settle(run, executor, response)
+        if run.stopped is not None and (done is None or done.error is None) and not step.pending:
+            done = _result(run, step=step, error=run.stopped)  # a control stopped the run
         if done is not None and done.pending:  # waits on decisions: the step stays in flight
             if session is not None:
                 await session.commit_waiting(step)
@@ -322,6 +336,21 @@ async def _loop(
         await run.emit(ev.StepFinished, step=step)
         if done is not None:
             return done
+
+
+async def _withdraw(run: _Run, error: RunError) -> None:
+    """A control ended the run during a model call: what its attempts streamed is withdrawn
+    (a usage limit's cut, a tripped guardrail's cancelled call); their actions still run."""
+    reason: DiscardReason = "middleware"
+    if isinstance(error, UsageLimitExceeded):
+        reason = "limit"
+    elif isinstance(error, GuardrailTripped):
+        reason = "guardrail"
+    for record in run.attempts.values():
+        if record.streamed:
+            run.discard(record.n, reason)
+    run.attempts.clear()
+    await run.flush_discards()
 
 
 async def _admit(
@@ -604,6 +633,18 @@ async def _settle(
         if not isinstance(exc, ValidationError):
             raise
         return step(thought=thought, answer=text, feedback=_output_feedback(exc)), None
+    if controls.has_answer_checks(plan):
+        output, rejection, error = await controls.check_answer(run, output)
+        if rejection is not None:
+            return step(thought=thought, answer=text, feedback=rejection), None
+        if error is not None:
+            if isinstance(error, GuardrailTripped) and own is not None and own.streamed:
+                run.attempts[attempt] = own  # withdrawn: the answer it streamed is not the run's
+                run.discard(attempt, "guardrail")
+                run.attempts.clear()
+                await run.flush_discards()
+            done = step(thought=thought, answer=text)
+            return done, _result(run, step=done, error=error)
     done = step(thought=thought, answer=text)
     return done, _result(run, step=done, text=text, output=output)
 
@@ -684,6 +725,10 @@ def _result(
         steps=steps,
         usage=run.usage,
         usage_by_model=dict(run.usage_by_model),
-        error=RunErrorInfo(kind=error.kind, message=str(error)) if error is not None else None,
+        error=_error_info(error) if error is not None else None,
         state=run.state.snapshot(),
     )
+
+
+def _error_info(error: RunError) -> RunErrorInfo:
+    return RunErrorInfo(kind=error.kind, message=str(error), details=dict(error.details) or None)
