@@ -16,13 +16,15 @@ and those below, and no modules import each other in a cycle.
 4. The values of a run: ``_steps``, ``_decisions`` (approvals and external results),
    ``_events``, ``_final``, ``_cost``, ``_retry``,
    ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``),
-   ``_usage_limits`` and ``_guardrails`` (the controls an agent is configured with).
+   ``_usage_limits``, ``_guardrails`` and ``_handoff`` (the controls an agent is configured
+   with).
 5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
 6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_threads``,
    ``_actions`` (the action executor), ``_session_run`` (the session lifecycle, ``SessionScope``),
    ``_waiting`` (calls that wait for a decision, and a waiting run's resume state),
    ``_plan`` (what a run reads of its agent, ``RunnableAgent``, and its frozen ``Plan``),
-   ``_run``, ``_controls`` (usage limits, guardrails and validators on the engine's seams),
+   ``_run``, ``_controls`` (usage limits, guardrails, validators and handoffs on the
+   engine's seams),
    ``_tracing``, ``_turn``, ``_loop``, ``_agent``.
 7. This module, the public facade.
 8. Seam users: ``goals``, ``mcp``, ``testing``, ``cli``. They import public seams only: the
@@ -111,6 +113,7 @@ from ._guardrails import OutputGuardrail as OutputGuardrail
 from ._guardrails import OutputValidator as OutputValidator
 from ._guardrails import ToolGuardrail as ToolGuardrail
 from ._guardrails import Tripwire as Tripwire
+from ._handoff import Handoff as Handoff
 from ._instrument import Instrumentation as Instrumentation
 from ._middleware import ModelCall as ModelCall
 from ._middleware import ModelMiddleware as ModelMiddleware
@@ -174,6 +177,7 @@ __all__ = [
     "ExternalResult",
     "FallbackModel",
     "GuardrailTripped",
+    "Handoff",
     "InputGuardrail",
     "Instrumentation",
     "MaxStepsExceeded",

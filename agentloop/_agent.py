@@ -23,6 +23,7 @@ from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
 from ._generic import subscript_callable
 from ._guardrails import Guardrail, OutputValidator, check_guardrails
+from ._handoff import Handoff, handoff_of, transferred
 from ._instrument import Instrumentation
 from ._instrument import coerce as coerce_instrument
 from ._loop import execute, shed
@@ -121,6 +122,10 @@ class Agent(Generic[DepsT, OutputT]):
             order; ``ModelRetry(reason)`` asks the model again with the reason.
         output_retries: How often the output validators may ask again in one run; one more
             ends the run with ``output_invalid``.
+        handoffs: Agents this one may hand the conversation over to (``Agent``, ``Handoff``,
+            or the name of an agent the run reaches through handoffs); the model sees each as
+            a ``transfer_to_<agent>`` tool. The run goes on under the other agent, and a
+            session remembers it for its next run.
     """
 
     model: Model | str
@@ -154,6 +159,7 @@ class Agent(Generic[DepsT, OutputT]):
     guardrails: Sequence[Guardrail] = ()
     output_validators: Sequence[OutputValidator] = ()
     output_retries: int = 1
+    handoffs: Sequence[Agent[Any, Any] | Handoff | str] = ()
     _derived: _Derived = field(init=False)
 
     def __post_init__(self) -> None:
@@ -247,6 +253,11 @@ class Agent(Generic[DepsT, OutputT]):
         """The tools among ``tools`` as ``Tool`` objects (functions and toolkits made tools);
         a toolset's tools are listed when a run starts."""
         return self._derived.tools
+
+    @property
+    def handoff_targets(self) -> tuple[Handoff, ...]:
+        """``handoffs`` as ``Handoff`` values (an agent or a name is one with the defaults)."""
+        return self._derived.handoffs
 
     @property
     def toolsets(self) -> tuple[Toolset, ...]:
@@ -784,6 +795,7 @@ class _Derived:
     system messages, rendered for each distinct set of inputs."""
 
     __slots__ = (
+        "handoffs",
         "instructions",
         "instrumentation",
         "model",
@@ -796,7 +808,10 @@ class _Derived:
     )
 
     def __init__(self, agent: Agent[Any, Any]) -> None:
-        self.tools, self.toolsets = _tools_and_toolsets(agent.tools)
+        self.handoffs = _handoffs(agent.handoffs)
+        self.tools, self.toolsets = _tools_and_toolsets(
+            [*agent.tools, *(_transfer_tool(h) for h in self.handoffs)]
+        )
         self.subagents = tuple(
             child
             for t in self.tools
@@ -832,6 +847,32 @@ def _instructions(source: str | None) -> jinja2.Template | str | None:
         return compile_template(source)
     except UserError as exc:
         raise UserError(f"instructions: {exc}; {_PLAIN_HINT}") from None
+
+
+def _handoffs(entries: Sequence[Agent[Any, Any] | Handoff | str]) -> tuple[Handoff, ...]:
+    """``Agent(handoffs=...)`` as ``Handoff`` values, checked."""
+    handoffs = tuple(handoff_of(entry) for entry in entries)
+    names = [h.target_name for h in handoffs]
+    if len(set(names)) != len(names):
+        raise UserError(f"handoffs name an agent twice: {names}")
+    for handoff in handoffs:
+        target = handoff.agent
+        if not isinstance(target, Agent | str):
+            raise UserError(f"a handoff is to an Agent or an agent's name, not {target!r}")
+    return handoffs
+
+
+def _transfer_tool(handoff: Handoff) -> Tool:
+    """The tool the model calls to hand over (the loop sees its call and switches agents)."""
+    name = handoff.target_name
+    description = f"Hand the conversation over to the agent {name!r}." + (
+        f" {handoff.description}" if handoff.description else ""
+    )
+
+    async def transfer() -> str:
+        return transferred(name)
+
+    return tool(name=handoff.tool_name, description=description)(transfer)
 
 
 def _tools_and_toolsets(

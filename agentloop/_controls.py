@@ -13,15 +13,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ._actions import error_result
-from ._errors import GuardrailTripped, ModelRetry, OutputInvalid, RunError
+from ._errors import GuardrailTripped, ModelRetry, OutputInvalid, RunError, UserError
 from ._guardrails import InputGuardrail, ToolGuardrail, Tripwire, tripped
+from ._handoff import ACTIVE_AGENT_KEY, Handoff
 from ._run import run_of
 
 if TYPE_CHECKING:
     from ._middleware import ModelCall, ModelMiddleware, ToolCall, ToolCallNext, ToolMiddleware
-    from ._plan import Plan
+    from ._plan import Plan, RunnableAgent
     from ._run import _Run
-    from ._steps import ActionResult
+    from ._steps import ActionResult, Step
     from .models._types import ModelRequest, ModelResponse
 
 _INPUT_CHECKED = "input_checked"
@@ -147,3 +148,80 @@ async def check_answer(run: _Run, output: Any) -> tuple[Any, str | None, RunErro
 
 def has_answer_checks(plan: Plan) -> bool:
     return bool(plan.output_validators or plan.output_guardrails)
+
+
+# -- handoffs ------------------------------------------------------------------------------------
+
+_MAX_AGENTS = 256  # agents one run may reach through handoffs (a bound on the walk)
+
+
+def handoff_called(step: Step, plan: Plan) -> Handoff | None:
+    """The handoff whose transfer tool the step called (the first, in model order)."""
+    if not plan.handoffs:
+        return None
+    for action in step.actions:
+        if not action.is_error:
+            handoff = plan.handoffs.get(action.name)
+            if handoff is not None:
+                return handoff
+    return None
+
+
+def hand_over(run: _Run, handoff: Handoff) -> RunnableAgent:
+    """Switch the run to the agent ``handoff`` names; a session remembers it for its next run."""
+    target = handoff.agent
+    if isinstance(target, str):
+        found = reachable(run.entry_agent).get(target)
+        if found is None:
+            raise UserError(
+                f"handoff to {target!r}: no agent of that name is reachable through handoffs "
+                f"from {run.entry_agent.name!r}"
+            )
+        target = found
+    switch_agent(run, target)
+    if run.session is not None:
+        run.state[ACTIVE_AGENT_KEY + run.entry_branch] = target.name
+    return target  # type: ignore[no-any-return]
+
+
+def restore_agent(run: _Run) -> None:
+    """A session run starts under the agent an earlier run handed over to, when the agent it
+    is started with still reaches it."""
+    if not run.agent.handoff_targets:
+        return
+    name = run.state.get(ACTIVE_AGENT_KEY + run.branch)
+    if not isinstance(name, str) or name == run.agent.name:
+        return
+    agent = reachable(run.agent).get(name)
+    if agent is not None:
+        switch_agent(run, agent)
+
+
+def hands_over_to_toolsets(run: _Run) -> bool:
+    """Whether the run may hand over to an agent with toolsets (their scopes need a stack)."""
+    entry = run.entry_agent
+    if not entry.handoff_targets and run.agent is entry:
+        return False
+    return any(agent.toolsets for agent in reachable(entry).values())
+
+
+def switch_agent(run: _Run, agent: RunnableAgent) -> None:
+    """The run goes on under ``agent``, on the branch named for it (its goal, its budget)."""
+    run.agent = agent
+    head, _, _ = run.branch.rpartition(".")
+    run.branch = f"{head}.{agent.name}" if head else agent.name
+    if agent.approver is not None:
+        run.approver, run.approval_timeout = agent.approver, agent.approval_timeout
+
+
+def reachable(entry: RunnableAgent) -> dict[str, RunnableAgent]:
+    """Every agent ``entry`` reaches through handoffs to agents (not names), by name."""
+    found: dict[str, RunnableAgent] = {entry.name: entry}
+    todo = [entry]
+    while todo and len(found) < _MAX_AGENTS:
+        for handoff in todo.pop().handoff_targets:
+            agent = handoff.agent
+            if not isinstance(agent, str) and agent.name not in found:
+                found[agent.name] = agent
+                todo.append(agent)
+    return found

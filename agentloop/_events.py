@@ -27,8 +27,11 @@ class _Event:
     Args:
         run_id: The id of the run that emitted it.
         parent_run_id: The parent run's id, for a sub-agent's run; else ``None``.
-        branch: The run's branch (the agent's name; ``parent.child`` for a sub-agent's run).
+        branch: The run's branch (the agent's name; ``parent.child`` for a sub-agent's run;
+            after a handoff, the agent handed over to takes the branch's last part).
         seq: The event's number, counted per root run (shared by its sub-runs).
+        agent: The name of the agent the run is under when it emits it (it changes with a
+            handoff).
         type: The event's kind (its JSON discriminator), fixed per class.
     """
 
@@ -36,6 +39,7 @@ class _Event:
     parent_run_id: str | None = None
     branch: str
     seq: int
+    agent: str = ""
 
     def to_json(self) -> str:
         """The event as JSON (``event_from_json`` reads it back)."""
@@ -54,14 +58,13 @@ class _Event:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunStarted(_Event):
-    """A run began.
+    """A run began (``agent`` is the agent it starts under: a session's active agent, after
+    a handoff in an earlier run).
 
     Args:
-        agent: The agent's name.
         input: The run's input (empty for a resumed run).
     """
 
-    agent: str
     input: str
     type: Literal["run_started"] = "run_started"
 

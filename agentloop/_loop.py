@@ -42,7 +42,7 @@ from ._errors import (
 )
 from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visible_thought
 from ._middleware import ModelCall, compose
-from ._plan import plan_run
+from ._plan import Plan, plan_run
 from ._prompt import build_prompt, replay_step
 from ._run import Launch, _Run
 from ._session_run import SessionScope
@@ -101,13 +101,15 @@ async def _execute(launch: Launch) -> RunResult:
             )
         except Exception as exc:
             refused = launch.start()  # a run that never held its session: it starts, and fails
-            await refused.emit(ev.RunStarted, agent=refused.agent.name, input=refused.user_input)
+            await refused.emit(ev.RunStarted, input=refused.user_input)
             await _failed(refused, exc)
             raise
     run = launch.start(session)
+    if session is not None and not run.resumed:
+        controls.restore_agent(run)  # the agent an earlier run of the session handed over to
     cancelled = False
     try:
-        await run.emit(ev.RunStarted, agent=run.agent.name, input=run.user_input)
+        await run.emit(ev.RunStarted, input=run.user_input)
         if session is not None and session.earlier_result is not None:
             result = session.earlier_result  # its run_key names a finished run: never run twice
         else:
@@ -256,35 +258,20 @@ def _raise_exit(group: BaseExceptionGroup[BaseException]) -> None:
 async def _loop(
     run: _Run, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
 ) -> RunResult:
-    plan = run.plan = plan_run(run.agent, toolbox, run.variables)
-    tool_middleware = plan.tool_middleware
-    control_tool = controls.tool_middleware(plan)
-    if control_tool is not None:
-        tool_middleware = (*tool_middleware, control_tool)
-    if run.instrument is not None:
-        tool_middleware = (tool_span(run), *tool_middleware)
-    executor = Executor(
-        run=run.context,
-        task_group=tg,
-        toolbox=toolbox,
-        call=compose(tool_middleware, make_terminal(toolbox, plan.tool_limits)),
-        limits=plan.tool_limits,
-        on_start=lambda pending: _action_started(run, pending),
-        on_finish=run.action_finished,
-        exits=exits,
-    )
+    if not controls.hands_over_to_toolsets(run):
+        return await _steps(run, tg, toolbox, exits, None)
+    async with AsyncExitStack() as stack:  # the scopes of toolsets of agents handed over to
+        return await _steps(run, tg, toolbox, exits, stack)
 
-    def untraced(request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
-        return call_model(run, executor, request)
 
-    model_terminal: ModelCall = untraced
-    if run.instrument is not None:
-        model_terminal = traced_model_call(run, untraced)
-    model_middleware = plan.model_middleware
-    check_input = controls.input_middleware(plan.input_guardrails)
-    if check_input is not None:
-        model_middleware = (*model_middleware, check_input)
-    model_call = compose(model_middleware, model_terminal)
+async def _steps(
+    run: _Run,
+    tg: TaskGroup,
+    toolbox: Toolbox,
+    exits: list[BaseException],
+    stack: AsyncExitStack | None,
+) -> RunResult:
+    plan, executor, model_call = _engine(run, tg, toolbox, exits)
     # One user message for the whole run: the same object in every step's prompt lets the
     # driver reuse its encoded JSON instead of encoding it again on every step.
     user = mt.Message.user(run.user_input)
@@ -336,6 +323,55 @@ async def _loop(
         await run.emit(ev.StepFinished, step=step)
         if done is not None:
             return done
+        handoff = controls.handoff_called(step, plan)
+        if handoff is not None:  # the run goes on under the other agent
+            target = controls.hand_over(run, handoff)
+            tools: Sequence[Tool] = target.static_tools
+            if stack is not None and target.toolsets:
+                tools = await _resolve_tools(run, stack)
+            toolbox = Toolbox(tools)
+            plan, executor, model_call = _engine(run, tg, toolbox, exits)
+            run.replayed = (
+                [replay_step(s, plan.tool_mode) for s in run.steps]
+                if handoff.history == "full"
+                else []
+            )
+
+
+def _engine(
+    run: _Run, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
+) -> tuple[Plan, Executor, ModelCall]:
+    """The run's plan under its agent, its action executor and its model call chain (made
+    again when a handoff changes the agent)."""
+    plan = run.plan = plan_run(run.agent, toolbox, run.variables)
+    tool_middleware = plan.tool_middleware
+    control_tool = controls.tool_middleware(plan)
+    if control_tool is not None:
+        tool_middleware = (*tool_middleware, control_tool)
+    if run.instrument is not None:
+        tool_middleware = (tool_span(run), *tool_middleware)
+    executor = Executor(
+        run=run.context,
+        task_group=tg,
+        toolbox=toolbox,
+        call=compose(tool_middleware, make_terminal(toolbox, plan.tool_limits)),
+        limits=plan.tool_limits,
+        on_start=lambda pending: _action_started(run, pending),
+        on_finish=run.action_finished,
+        exits=exits,
+    )
+
+    def untraced(request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
+        return call_model(run, executor, request)
+
+    model_terminal: ModelCall = untraced
+    if run.instrument is not None:
+        model_terminal = traced_model_call(run, untraced)
+    model_middleware = plan.model_middleware
+    check_input = controls.input_middleware(plan.input_guardrails)
+    if check_input is not None:
+        model_middleware = (*model_middleware, check_input)
+    return plan, executor, compose(model_middleware, model_terminal)
 
 
 async def _withdraw(run: _Run, error: RunError) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._prompt import RESPONSE_MARKER
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         OutputValidator,
         ToolGuardrail,
     )
+    from ._handoff import Handoff
     from ._instrument import Instrumentation
     from ._middleware import ModelMiddleware, ToolMiddleware
     from ._retry import RetryPolicy
@@ -78,6 +79,8 @@ class RunnableAgent(Protocol):
     def output_validators(self) -> Sequence[OutputValidator]: ...
     @property
     def output_retries(self) -> int: ...
+    @property
+    def handoff_targets(self) -> Sequence[Handoff]: ...
     def resolved_model(self) -> Model: ...
     def effective_tool_mode(self, has_tools: bool) -> ToolMode: ...
     def render_instructions(self, variables: Mapping[str, Any]) -> str | None: ...
@@ -119,6 +122,7 @@ class Plan:
     tool_guardrails: tuple[ToolGuardrail, ...] = ()
     output_validators: tuple[OutputValidator, ...] = ()
     output_retries: int = 1
+    handoffs: Mapping[str, Handoff] = field(default_factory=dict)
 
 
 def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any]) -> Plan:
@@ -157,6 +161,7 @@ def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any
         tool_guardrails=_of_kind(agent.guardrails, "tool"),
         output_validators=tuple(agent.output_validators),
         output_retries=agent.output_retries,
+        handoffs={h.tool_name: h for h in agent.handoff_targets},
     )
 
 

@@ -118,6 +118,7 @@ class Emitter:
             parent_run_id=run.parent_run_id,
             branch=run.branch,
             seq=self._seq,
+            agent=run.agent.name,
             **fields,
         )
 
@@ -185,6 +186,8 @@ class _Run:
         agent = launch.agent
         parent = launch.parent
         self.agent = agent
+        self.entry_agent = agent  # the agent the run started with (a handoff changes ``agent``)
+        self.entry_branch = launch.branch
         self.run_id = launch.run_id if session is None else session.run_id
         self.parent_run_id = parent.run_id if parent is not None else None
         self.root_run_id: str = parent.root_run_id if parent is not None else self.run_id

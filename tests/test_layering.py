@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentloop._output",
         "agentloop._usage_limits",
         "agentloop._guardrails",
+        "agentloop._handoff",
     ),
     ("agentloop.tools",),  # tool definitions
     # the engine

@@ -38,6 +38,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ExternalResult",
         "FallbackModel",
         "GuardrailTripped",
+        "Handoff",
         "InputGuardrail",
         "Instrumentation",
         "MaxStepsExceeded",
