@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -73,7 +73,7 @@ async def test_a_handoff_continues_the_run_under_the_other_agent() -> None:
 
 async def test_the_history_policy_decides_what_the_new_agent_sees() -> None:
     """history="full": the input, the transfer call and its result; "input": the input only."""
-    cases: list[tuple[Literal[full, input], int]] = [("full", 3), ("input", 1)]
+    cases: list[tuple[Literal["full", "input"], int]] = [("full", 3), ("input", 1)]
     for history, expected in cases:
         billing_model = ScriptedModel(["ok"])
         billing = Agent(billing_model, name="billing")
