@@ -37,7 +37,8 @@ class UsageLimits:
         total_tokens: Input and output tokens together.
         requests: Model calls (each attempt counts, retries included).
         tool_calls: Actions run.
-        cost: Money, priced by ``prices`` (``PriceTable``); calls of an unpriced model count 0.
+        cost: Money (a ``Decimal``, number or numeric string), priced by ``prices``
+            (``PriceTable``); calls of an unpriced model count 0.
         prices: The price table ``cost`` is checked with.
     """
 
@@ -46,15 +47,20 @@ class UsageLimits:
     total_tokens: int | None = None
     requests: int | None = None
     tool_calls: int | None = None
-    cost: Decimal | float | None = None
+    cost: Decimal | float | str | None = None
     prices: PriceTable | None = None
 
     def __post_init__(self) -> None:
+        if self.cost is not None:
+            try:
+                object.__setattr__(self, "cost", Decimal(str(self.cost)))
+            except ArithmeticError:
+                raise UserError(f"UsageLimits.cost must be a number, not {self.cost!r}") from None
         for name in ("input_tokens", "output_tokens", "total_tokens", "requests", "tool_calls"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise UserError(f"UsageLimits.{name} must not be negative")
-        if self.cost is not None and (self.prices is None or self.cost < 0):
+        if self.cost is not None and (self.prices is None or Decimal(self.cost) < 0):
             raise UserError(
                 "UsageLimits.cost needs prices= (a PriceTable) and must not be negative"
             )
@@ -130,9 +136,9 @@ class UsageLimits:
             if allowed is not None and used > allowed:
                 return _exceeded(name, allowed, used, "the run")
         if self.cost is not None and self.prices is not None:
-            spent = self.prices.cost_of(usage_by_model).total
-            if spent > Decimal(str(self.cost)):
-                return _exceeded("cost", self.cost, spent, "the run")
+            spent, allowed_cost = self.prices.cost_of(usage_by_model).total, Decimal(self.cost)
+            if spent > allowed_cost:
+                return _exceeded("cost", allowed_cost, spent, "the run")
         return None
 
     def before_tool_call(self, calls: int) -> UsageLimitExceeded | None:
