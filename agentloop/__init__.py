@@ -99,6 +99,7 @@ from ._events import AttemptDiscarded as AttemptDiscarded
 from ._events import Event as Event
 from ._events import ModelCallFinished as ModelCallFinished
 from ._events import ModelCallStarted as ModelCallStarted
+from ._events import PartialOutput as PartialOutput
 from ._events import ProviderEvent as ProviderEvent
 from ._events import RunFailed as RunFailed
 from ._events import RunFinished as RunFinished
@@ -209,6 +210,7 @@ __all__ = [
     "OutputGuardrail",
     "OutputInvalid",
     "OutputValidator",
+    "PartialOutput",
     "PendingCall",
     "Plain",
     "PriceTable",

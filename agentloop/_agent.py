@@ -265,6 +265,11 @@ class Agent(Generic[DepsT, OutputT]):
         return self._derived.toolsets
 
     @property
+    def typed_output(self) -> Output | None:
+        """``output_type``'s schema and validator; ``None`` for a plain-text answer."""
+        return self._derived.output
+
+    @property
     def output_schema(self) -> OutputSchema | None:
         """The JSON schema of ``output_type``; ``None`` for a plain-text answer."""
         output = self._derived.output

@@ -149,6 +149,24 @@ class AnswerDelta(_Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class PartialOutput(_Event):
+    """The structured answer (``output_type``) as far as it has streamed, validated: each one
+    replaces the one before. Fields not yet streamed have their defaults; a string still
+    streaming is cut where the stream is. Sent when the answer grew by a quarter since the
+    last one (at least 64 characters), and when it is complete, so a long answer costs linear
+    work. Withdrawn with its attempt (``AttemptDiscarded``).
+
+    Args:
+        attempt: The attempt that produced it.
+        output: The partial answer, of the output type.
+    """
+
+    attempt: int
+    output: Any
+    type: Literal["partial_output"] = "partial_output"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ActionArgsDelta(_Event):
     """Arguments of action ``index`` of the attempt as they stream (``tag`` and ``name`` are
     ``None`` while a ReAct action object is still open).
@@ -327,6 +345,7 @@ Event: TypeAlias = (
     | TextDelta
     | ThoughtDelta
     | AnswerDelta
+    | PartialOutput
     | ActionArgsDelta
     | ProviderEvent
     | ActionStarted
@@ -350,6 +369,7 @@ EVENT_TYPES: tuple[type[_Event], ...] = (
     TextDelta,
     ThoughtDelta,
     AnswerDelta,
+    PartialOutput,
     ActionArgsDelta,
     ProviderEvent,
     ActionStarted,

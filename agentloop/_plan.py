@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._handoff import Handoff
     from ._instrument import Instrumentation
     from ._middleware import ModelMiddleware, ToolMiddleware
+    from ._output import Output
     from ._retry import RetryPolicy
     from ._session_run import Memory
     from ._usage_limits import UsageLimits
@@ -80,6 +81,8 @@ class RunnableAgent(Protocol):
     @property
     def output_retries(self) -> int: ...
     @property
+    def typed_output(self) -> Output | None: ...
+    @property
     def handoff_targets(self) -> Sequence[Handoff]: ...
     def resolved_model(self) -> Model: ...
     def effective_tool_mode(self, has_tools: bool) -> ToolMode: ...
@@ -123,6 +126,7 @@ class Plan:
     output_validators: tuple[OutputValidator, ...] = ()
     output_retries: int = 1
     handoffs: Mapping[str, Handoff] = field(default_factory=dict)
+    typed_output: Output | None = None
 
 
 def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any]) -> Plan:
@@ -162,6 +166,7 @@ def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any
         output_validators=tuple(agent.output_validators),
         output_retries=agent.output_retries,
         handoffs={h.tool_name: h for h in agent.handoff_targets},
+        typed_output=agent.typed_output,
     )
 
 

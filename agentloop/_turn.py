@@ -13,6 +13,7 @@ from . import _events as ev
 from . import _react_parser as rp
 from ._actions import PendingAction, action_of, refusal
 from ._errors import ModelError, ModelTimeout, ReplyTooLarge, UsageLimitExceeded
+from ._output import PartialParser
 from ._steps import RunErrorInfo
 from ._time import fail_after
 from ._tracing import attempt_failed
@@ -110,6 +111,10 @@ class _Attempt:
         limits = run.plan.usage_limits
         # The characters the reply may stream before an output limit is passed (estimated).
         self.limit_chars = limits.streamed_chars(run.usage) if limits is not None else None
+        typed = run.plan.typed_output
+        # A structured answer streams as partial outputs (to a caller who streams events).
+        self.partial = PartialParser(typed) if typed is not None and run.emitting else None
+        self.partial_section = 0
         self.parser = rp.ReactParser() if request.tool_mode == "react" else None
         self.calls: dict[str, tuple[int, str]] = {}  # native call id -> (index, tool name)
         self.tags: set[str] | None = None  # the sealed calls' ids, made with the first
@@ -130,6 +135,8 @@ class _Attempt:
                     await self._consume(deltas, policy.idle_timeout)
             if self.parser is not None and not self.cut:
                 await self._react_events(self.parser.close())
+            if self.partial is not None:
+                await self._partial("", final=True)
         except TimeoutError:
             return await self._failed(
                 ModelTimeout(
@@ -179,6 +186,8 @@ class _Attempt:
         match delta:
             case mt.TextPiece(text=text):
                 self._count(text)
+                if self.partial is not None:
+                    return self._text_and_partial(text)
                 if run.emitting:
                     return run.emit(ev.TextDelta, attempt=n, text=text)
             case mt.ThoughtPiece(text=text):
@@ -231,6 +240,11 @@ class _Attempt:
                     self._piece(section, text)
                     if run.emitting:
                         await run.emit(ev.AnswerDelta, attempt=n, text=text, section=section)
+                    if self.partial is not None:
+                        if section != self.partial_section:  # a new answer replaces the last
+                            self.partial = PartialParser(self.partial.output)
+                            self.partial_section = section
+                        await self._partial(text)
                 case rp.ActionPiece(index=index, text=text):
                     self.record.streamed = True
                     if run.emitting:
@@ -259,6 +273,19 @@ class _Attempt:
                     )
                 case rp.StreamCut():
                     self.cut = True
+
+    async def _text_and_partial(self, text: str) -> None:
+        await self.run.emit(ev.TextDelta, attempt=self.record.n, text=text)
+        await self._partial(text)
+
+    async def _partial(self, text: str, *, final: bool = False) -> None:
+        """Feed the structured answer's parser; send the partial output it makes, if any."""
+        partial = self.partial
+        if partial is None or (self.parser is None and self.calls):
+            return  # text beside native tool calls is not the answer
+        ready, value = partial.feed(text, final=final)
+        if ready:
+            await self.run.emit(ev.PartialOutput, attempt=self.record.n, output=value)
 
     def _piece(self, key: int, text: str) -> None:
         self.record.streamed = True

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
 from agentloop import (
     ActionStarted,
@@ -24,6 +25,7 @@ from agentloop import (
     ModelPrice,
     ModelRetry,
     OutputGuardrail,
+    PartialOutput,
     PriceTable,
     RetryPolicy,
     RunContext,
@@ -487,3 +489,40 @@ async def test_started_actions_show_in_events_when_a_limit_ends_the_run() -> Non
     events, _ = await _events(Agent(model, tools=[lookup], usage_limits=UsageLimits(requests=1)))
     assert any(isinstance(e, ActionStarted) for e in events)
     assert _error(events)[0] == "usage_limit_exceeded"
+
+
+# -- streaming structured output ----------------------------------------------------------------
+
+
+class City(BaseModel):
+    name: str
+    population: int = 0
+    districts: list[str] = []
+
+
+async def test_a_structured_answer_streams_as_partial_validated_outputs(
+    served: Callable[[Handler], Callable[[str], Model]],
+) -> None:
+    """Over a real socket: as the JSON answer streams, PartialOutput events carry objects of
+    the output type as far as they have formed, ending with the whole answer."""
+    districts = [f"district number {i}" for i in range(30)]
+    answer = City(name="Oslo", population=700000, districts=districts).model_dump_json()
+    model = served(EmulatedProvider(script=[answer], text_chunks=60))("m")
+    try:
+        events, _ = await _events(Agent(model, output_type=City))
+    finally:
+        await _close(model)
+    partials = [e.output for e in events if isinstance(e, PartialOutput)]
+    assert all(isinstance(p, City) for p in partials)
+    assert 3 <= len(partials) < 60  # parsed as it grows, not on every delta
+    sizes = [len(p.districts) for p in partials]
+    assert sizes == sorted(sizes) and sizes[0] < len(districts)
+    assert partials[-1] == _finished(events).result.output
+    text_at = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+    assert text_at < events.index(next(e for e in events if isinstance(e, PartialOutput)))
+
+
+async def test_a_plain_text_agent_sends_no_partial_outputs() -> None:
+    """Without output_type there is nothing to parse."""
+    events, _ = await _events(Agent(ScriptedModel(['{"name": "Oslo"}'])))
+    assert not any(isinstance(e, PartialOutput) for e in events)

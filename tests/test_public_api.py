@@ -70,6 +70,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "OutputGuardrail",
         "OutputInvalid",
         "OutputValidator",
+        "PartialOutput",
         "PendingCall",
         "Plain",
         "PriceTable",
