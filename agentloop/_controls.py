@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ._actions import error_result
-from ._errors import GuardrailTripped, ModelRetry, OutputInvalid, RunError, UserError
+from ._errors import ModelRetry, OutputInvalid, RunError, UserError
 from ._guardrails import InputGuardrail, ToolGuardrail, Tripwire, tripped
 from ._handoff import ACTIVE_AGENT_KEY, Handoff
 from ._run import run_of
@@ -48,16 +48,22 @@ def input_middleware(guardrails: Sequence[InputGuardrail]) -> ModelMiddleware | 
             await _check_input(run, guardrail)
         if not concurrent:
             return await call_next(request)
-        trips: list[RunError] = []
+        # Nothing but a cancellation leaves the task group (its errors would come out grouped):
+        # a trip, or a failure of a check or of the call, is kept and raised after it.
+        failures: list[Exception] = []
         response: ModelResponse | None = None
         async with anyio.create_task_group() as tg:
             for guardrail in concurrent:
-                tg.start_soon(_check_concurrently, run, guardrail, trips, tg.cancel_scope)
-            response = await call_next(request)
-        if trips:
-            raise trips[0]
-        if response is None:  # the call was cancelled by a trip: ``trips`` holds it
-            raise RuntimeError("the model call was cancelled without a trip")  # a fault of ours
+                tg.start_soon(_check_concurrently, run, guardrail, failures, tg.cancel_scope)
+            try:
+                response = await call_next(request)
+            except Exception as exc:
+                failures.append(exc)
+                tg.cancel_scope.cancel()
+        if failures:
+            raise failures[0]  # the first: a trip that cancelled the call comes before it
+        if response is None:  # a fault of ours: the call was cancelled by nothing we know
+            raise RuntimeError("the model call was cancelled without a trip")
         return response
 
     return check_input
@@ -70,13 +76,13 @@ async def _check_input(run: _Run, guardrail: InputGuardrail) -> None:
 
 
 async def _check_concurrently(
-    run: _Run, guardrail: InputGuardrail, trips: list[RunError], scope: anyio.CancelScope
+    run: _Run, guardrail: InputGuardrail, failures: list[Exception], scope: anyio.CancelScope
 ) -> None:
     try:
         await _check_input(run, guardrail)
-    except GuardrailTripped as exc:
-        trips.append(exc)
-        scope.cancel()  # the model call stops; its draft is withdrawn by the loop
+    except Exception as exc:  # a trip, or the check failed: either stops the model call
+        failures.append(exc)
+        scope.cancel()  # its draft is withdrawn by the loop
 
 
 def tool_middleware(plan: Plan) -> ToolMiddleware | None:

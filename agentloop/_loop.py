@@ -105,8 +105,8 @@ async def _execute(launch: Launch) -> RunResult:
             await _failed(refused, exc)
             raise
     run = launch.start(session)
-    if session is not None and not run.resumed:
-        controls.restore_agent(run)  # the agent an earlier run of the session handed over to
+    if session is not None:
+        controls.restore_agent(run)  # the agent the session's last handoff handed over to
     cancelled = False
     try:
         await run.emit(ev.RunStarted, input=run.user_input)

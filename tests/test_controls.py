@@ -526,3 +526,17 @@ async def test_a_plain_text_agent_sends_no_partial_outputs() -> None:
     """Without output_type there is nothing to parse."""
     events, _ = await _events(Agent(ScriptedModel(['{"name": "Oslo"}'])))
     assert not any(isinstance(e, PartialOutput) for e in events)
+
+
+async def test_a_model_error_beside_a_concurrent_input_guardrail_is_raised_as_itself() -> None:
+    """A call that fails while a concurrent guardrail still runs fails the run with its own
+    error (not an exception group), and the check is cancelled."""
+
+    async def slow(run: RunContext[Any], text: str) -> Tripwire | None:
+        await anyio.sleep(30)
+        return None
+
+    model = ScriptedModel([ModelBadRequest("bad field", status=400)])
+    agent = Agent(model, guardrails=[InputGuardrail(slow, concurrent=True)])
+    with anyio.fail_after(10), pytest.raises(ModelBadRequest):
+        await agent.run("x")
