@@ -39,7 +39,7 @@ from agentloop import (
     UsageLimits,
     tool,
 )
-from agentloop.models import Model
+from agentloop.models import Message, Model, ModelRequest, TextPiece
 from agentloop.models.openai import OpenAIChatModel
 from agentloop.testing import (
     EmulatedProvider,
@@ -297,15 +297,20 @@ async def test_fallback_on_is_the_users_choice() -> None:
 
 
 async def test_a_fallback_model_used_on_its_own_falls_back_when_opening_fails() -> None:
-    """Outside a run, stream() moves on when a model cannot open its stream."""
+    """Outside a run, stream() moves on when a model cannot open its stream (no retries)."""
 
     class Down(ScriptedModel):
         def stream(self, request: Any) -> Any:
             raise ModelConnectionError("refused")
 
     model = FallbackModel(Down(["x"]), ScriptedModel(["up"], name="up"))
-    result = await Agent(model).run("x")
-    assert result.output == "up"
+    request = ModelRequest(messages=(Message.user("x"),))
+    async with model.stream(request) as deltas:
+        pieces = [d.text async for d in deltas if isinstance(d, TextPiece)]
+    assert "".join(pieces) == "up"
+    with pytest.raises(ModelConnectionError):
+        async with FallbackModel(Down(["x"]), Down(["y"])).stream(request) as deltas:
+            pass
 
 
 # -- guardrails ---------------------------------------------------------------------------------

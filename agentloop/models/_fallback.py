@@ -78,8 +78,8 @@ class FallbackModel(Model):
     async def _stream(self, request: ModelRequest) -> AsyncIterator[AsyncIterator[ModelDelta]]:
         last = len(self.models) - 1
         for index, model in enumerate(self.models):
-            opened = model.stream(request)
             try:
+                opened = model.stream(request)
                 deltas = await opened.__aenter__()
             except ModelError as exc:
                 if index == last or not self.falls_back(exc):
