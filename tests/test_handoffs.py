@@ -8,6 +8,7 @@ import pytest
 
 from agentloop import (
     Agent,
+    Approve,
     Event,
     Handoff,
     ModelCallStarted,
@@ -167,3 +168,30 @@ async def test_a_handoff_between_real_drivers_over_a_socket() -> None:
     started = [(e.agent, e.model) for e in events if isinstance(e, ModelCallStarted)]
     assert started == [("triage", "triage-model"), ("billing", "billing-model")]
     assert _result(events).output == "billing here"
+
+
+async def test_a_run_that_waits_under_the_agent_handed_over_to_resumes_under_it() -> None:
+    """billing's refund needs approval: the run waits under billing, and the decision resumes
+    it there (billing's tool runs, billing answers)."""
+    ran: list[str] = []
+
+    @tool(requires_approval=True)
+    async def big_refund(order: str) -> str:
+        """Refund a large order."""
+        ran.append(order)
+        return "refunded"
+
+    store = InMemoryStore()
+    billing_model = ScriptedModel([Reply(calls=[call("big_refund", {"order": "B2"})]), "done"])
+    billing = Agent(billing_model, name="billing", tools=[big_refund])
+    triage = Agent(
+        ScriptedModel([Reply(calls=[call("transfer_to_billing", {})])]),
+        name="triage",
+        handoffs=[billing],
+        store=store,
+    )
+    waiting = await triage.run("refund B2", session="w")
+    assert waiting.status == "waiting" and ran == []
+    decisions = {p.id: Approve() for p in waiting.pending}
+    result = await triage.resume(session="w", decisions=decisions)
+    assert ran == ["B2"] and result.output == "done" and result.agent == "billing"
