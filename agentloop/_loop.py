@@ -344,6 +344,7 @@ def _engine(
     """The run's plan under its agent, its action executor and its model call chain (made
     again when a handoff changes the agent)."""
     plan = run.plan = plan_run(run.agent, toolbox, run.variables)
+    run.toolbox = toolbox
     tool_middleware = plan.tool_middleware
     control_tool = controls.tool_middleware(plan)
     if control_tool is not None:

@@ -30,6 +30,7 @@ from .models._types import (
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+    from ._actions import Toolbox
     from ._decisions import Approver, Decision
     from ._errors import RunError
     from ._plan import Plan, RunnableAgent
@@ -232,6 +233,7 @@ class _Run:
         self.tool_calls = 0
         self.tool_retries: dict[str, int] = {}
         self.output_retries = 0
+        self.toolbox: Toolbox | None = None  # the run's tools, under its agent (``_loop``)
         loaded = session.loaded if session is not None else launch.loaded
         if session is not None:
             self.session_id = session.session_id
@@ -290,6 +292,9 @@ class _Run:
         used = self.tool_retries.get(result.name, 0) + 1
         self.tool_retries[result.name] = used
         budget = self.plan.tool_limits.max_retries
+        found = self.toolbox.find(result.name, result.path) if self.toolbox is not None else None
+        if isinstance(found, tuple) and found[1].retries is not None:
+            budget = found[1].retries  # the tool's own
         if used > budget:
             self.stop(
                 ToolRetriesExceeded(

@@ -37,6 +37,7 @@ from agentloop import (
     Tripwire,
     UsageLimitExceeded,
     UsageLimits,
+    UserError,
     tool,
 )
 from agentloop.models import Message, Model, ModelRequest, TextPiece
@@ -545,3 +546,19 @@ async def test_a_model_error_beside_a_concurrent_input_guardrail_is_raised_as_it
     agent = Agent(model, guardrails=[InputGuardrail(slow, concurrent=True)])
     with anyio.fail_after(10), pytest.raises(ModelBadRequest):
         await agent.run("x")
+
+
+async def test_a_tools_own_retries_override_the_agents_budget() -> None:
+    """@tool(retries=0): the first ModelRetry already ends the run; others keep the default."""
+
+    @tool(retries=0)
+    async def strict(n: int) -> str:
+        """Accepts nothing."""
+        raise ModelRetry("no")
+
+    model = ScriptedModel([Reply(calls=[call("strict", {"n": 1})]), "never"])
+    result = await Agent(model, tools=[strict]).run("x")
+    assert result.error is not None and result.error.kind == "tool_retries_exceeded"
+    assert len(model.requests) == 1
+    with pytest.raises(UserError):
+        tool(retries=-1)
