@@ -1,0 +1,319 @@
+"""Durable runs on Temporal (``agentloop.temporal``): a dev server per test session, real
+workers in this process, the emulated provider over real sockets.
+
+Temporal's Python SDK is asyncio-only: these tests run on asyncio (one checks the clear error on
+trio). They skip without a server unless ``AGENTLOOP_REQUIRE_TEMPORAL=1``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import (
+    AttemptDiscarded,
+    Agent,
+    ModelConnectionError,
+    RunResult,
+    ToolContext,
+    UserError,
+    tool,
+)
+from agentloop import _events as ev
+from agentloop.goals import setup_goal
+from agentloop.models.openai import OpenAIChatModel
+from agentloop.testing import (
+    EmulatedCall,
+    EmulatedProvider,
+    EmulatedTurn,
+    ProviderServer,
+    Reply,
+    ScriptedModel,
+    call,
+)
+
+temporal = pytest.importorskip("agentloop.temporal")
+from agentloop.temporal import (  # noqa: E402
+    ActivityOptions,
+    DurableRunFailed,
+    TemporalAgent,
+    TemporalUnavailable,
+    connect,
+    replayer,
+    worker,
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # Temporal's SDK is asyncio-only
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: the first
+        b: the second
+    """
+    return a + b
+
+
+@tool
+def remember(ctx: ToolContext, note: str) -> str:
+    """Keep a note in the run's state.
+
+    Args:
+        note: what to keep
+    """
+    ctx.state["notes"] = [*ctx.state.get("notes", []), note]
+    return f"kept {note}"
+
+
+ADDING = [
+    EmulatedTurn(
+        text="Let me add those.",
+        calls=[EmulatedCall("add", {"a": 2, "b": 3}), EmulatedCall("remember", {"note": "n1"})],
+    ),
+    "The sum is 5.",
+]
+
+REACT_ADDING = [
+    'Thought: I add them.\nActions: [{"tag": "t1", "name": "add", "path": "add", '
+    '"input": {"a": 2, "b": 3}}]',
+    "Thought: done.\nAnswer: The sum is 5.",
+]
+
+
+@pytest.fixture
+def provider() -> Iterator[ProviderServer]:
+    with ProviderServer(EmulatedProvider(script=ADDING)) as server:
+        yield server
+
+
+@asynccontextmanager
+async def serving(target: str, *durables: TemporalAgent[Any]) -> AsyncIterator[Any]:
+    client = await connect(target)
+    async with worker(client, list(durables), sticky_queue_schedule_to_start_timeout=1.0):
+        yield client
+
+
+def _queue() -> str:
+    return f"q-{uuid.uuid4().hex[:8]}"
+
+
+def _same(durable: RunResult[Any], local: RunResult[Any]) -> None:
+    """Equal but for the run's id and the emulated provider's call ids (it counts requests)."""
+
+    def plain(result: RunResult[Any]) -> str:
+        return re.sub(r"call_\d+_(\d+)", r"call_\1", repr(dataclasses.replace(result, run_id="x")))
+
+    assert plain(durable) == plain(local)
+
+
+@asynccontextmanager
+async def emulated_agent(url: str, **kwargs: Any) -> AsyncIterator[Agent]:
+    model = OpenAIChatModel("emulated", base_url=url + "/v1", api_key="k")
+    try:
+        yield Agent(model, **kwargs)
+    finally:
+        await model.aclose()
+
+
+async def test_a_durable_run_ends_as_the_same_run_in_process(
+    temporal_target: str, provider: ProviderServer
+) -> None:
+    """Same answer, steps, usage and state, on the emulated provider over real sockets; the
+    tool's state change came back from its activity."""
+    async with emulated_agent(provider.url, name="adder", tools=[add, remember]) as agent:
+        local = await agent.run("add 2 and 3", state={"notes": []})
+        durable = TemporalAgent(agent, task_queue=_queue())
+        async with serving(temporal_target, durable) as client:
+            result = await durable.run(client, "add 2 and 3", state={"notes": []})
+    _same(result, local)
+    assert result.output == "The sum is 5."
+    assert result.state == {"notes": ["n1"]}
+    assert [a.output for a in result.steps[0].actions] == [5, "kept n1"]
+
+
+async def test_react_mode_runs_durably_too(temporal_target: str) -> None:
+    with ProviderServer(EmulatedProvider(script=REACT_ADDING)) as server:
+        async with emulated_agent(server.url, name="reacter", tools=[add], tool_mode="react") as agent:
+            local = await agent.run("add")
+            durable = TemporalAgent(agent, task_queue=_queue())
+            async with serving(temporal_target, durable) as client:
+                result = await durable.run(client, "add")
+    _same(result, local)
+    assert result.output == "The sum is 5."
+
+
+async def test_the_caller_streams_and_resumes_from_the_last_seq_it_saw(
+    temporal_target: str, provider: ProviderServer
+) -> None:
+    """Thoughts, actions and the answer stream; a second caller attached after seq n gets
+    exactly the events after n."""
+    async with emulated_agent(provider.url, name="streamer", tools=[add, remember]) as agent:
+        durable = TemporalAgent(agent, task_queue=_queue())
+        async with serving(temporal_target, durable) as client:
+            run = await durable.start(client, "add 2 and 3")
+            first: list[ev.Event] = []
+            async for event in run:
+                first.append(event)
+                if isinstance(event, ev.ActionStarted):
+                    break
+            again = durable.attach(client, run.run_id, after_seq=first[-1].seq)
+            rest = [event async for event in again]
+            result = await again.result()
+    seqs = [e.seq for e in first + rest]
+    assert seqs == list(range(1, len(seqs) + 1))
+    types = [e.type for e in first + rest]
+    assert types[0] == "run_started" and types[-1] == "run_finished"
+    assert "text_delta" in types and "action_finished" in types and "step_finished" in types
+    assert "".join(e.text for e in rest if isinstance(e, ev.TextDelta)).endswith("The sum is 5.")
+    assert isinstance(rest[-1], ev.RunFinished) and rest[-1].result == result
+
+
+async def test_a_retried_model_activity_is_discarded_for_the_caller(temporal_target: str) -> None:
+    """The first model activity streams a draft and fails: the caller sees the draft, then
+    ``AttemptDiscarded(reason="retry")``, then the second attempt's answer."""
+    model = ScriptedModel(
+        [Reply(text="a draft that", raise_after=ModelConnectionError("reset")), "the answer"]
+    )
+    from agentloop import RetryPolicy
+
+    agent = Agent(model, name="retrier", retry=RetryPolicy(initial_wait=0.01, jitter=0.0))
+    durable = TemporalAgent(agent, task_queue=_queue())
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "hi")
+        events = [event async for event in run]
+        result = await run.result()
+    discarded = [e for e in events if isinstance(e, AttemptDiscarded)]
+    assert [(d.attempt, d.reason) for d in discarded] == [(1, "retry")]
+    drafts = [e for e in events if isinstance(e, ev.TextDelta) and e.attempt == 1]
+    assert drafts and events.index(drafts[-1]) < events.index(discarded[0])
+    assert result.output == "the answer" and result.usage.requests == 2
+
+
+async def test_a_tool_starts_while_the_model_activity_still_streams(temporal_target: str) -> None:
+    """Eager dispatch survives durability: the first action, sealed early in a slow stream,
+    starts as an activity and finishes before the model activity's stream ends."""
+
+    @tool(name="work")
+    async def work(n: int) -> int:
+        """Work a little.
+
+        Args:
+            n: what to return
+        """
+        await anyio.sleep(0.2)
+        return n
+
+    model = ScriptedModel(
+        [
+            Reply(timeline=[(0.05, call("work", {"n": 1}, id="a")), (1.5, call("work", {"n": 2}, id="b"))]),
+            "done",
+        ]
+    )
+    durable = TemporalAgent(Agent(model, name="eager", tools=[work]), task_queue=_queue())
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "go")
+        events = [event async for event in run]
+    order = [
+        (e.type, getattr(e, "tag", None) or getattr(getattr(e, "result", None), "tag", None))
+        for e in events
+        if isinstance(e, ev.ActionStarted | ev.ActionFinished | ev.ModelCallFinished)
+    ]
+    assert order[:3] == [
+        ("action_started", "a"),
+        ("action_finished", "a"),
+        ("action_started", "b"),
+    ]
+    assert order.index(("action_finished", "a")) < order.index(("model_call_finished", None))
+
+
+async def test_goal_tools_and_enforcement_work_inside_the_workflow(temporal_target: str) -> None:
+    """The model answers while its goal is active: enforcement asks again (a discarded
+    attempt), the model completes the goal through the tool activity, then answers."""
+    model = ScriptedModel(
+        [
+            Reply(calls=[call("create_goal", {"objective": "say hi"})]),
+            "hi (too early)",
+            Reply(calls=[call("update_goal", {"status": "complete"})]),
+            "hi",
+        ]
+    )
+    agent = setup_goal(Agent(model, name="goaler"))
+    local_model = ScriptedModel(list(model._replies)) if hasattr(model, "_replies") else None
+    durable = TemporalAgent(agent, task_queue=_queue())
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "greet")
+        events = [event async for event in run]
+        result = await run.result()
+    assert result.output == "hi"
+    assert [d.reason for d in events if isinstance(d, AttemptDiscarded)] == ["goal"]
+    goal = result.state and result.state.get("goal:goaler")
+    assert goal is not None and '"status":"complete"' in goal
+    del local_model
+
+
+async def test_the_recorded_histories_replay_deterministically(
+    temporal_target: str, provider: ProviderServer
+) -> None:
+    """Temporal's ``Replayer`` replays the histories of durable runs (tools, streaming, a
+    poll) without a nondeterminism error."""
+    async with emulated_agent(provider.url, name="replayed", tools=[add, remember]) as agent:
+        durable = TemporalAgent(agent, task_queue=_queue())
+        async with serving(temporal_target, durable) as client:
+            run = await durable.start(client, "add 2 and 3")
+            _ = [event async for event in run]
+            await run.result()
+            history = await client.get_workflow_handle(run.run_id).fetch_history()
+    outcome = await replayer([durable]).replay_workflow(history, raise_on_replay_failure=False)
+    assert outcome.replay_failure is None
+
+
+async def test_a_worker_with_another_definition_fails_the_run_clearly(temporal_target: str) -> None:
+    queue = _queue()
+    caller = TemporalAgent(Agent(ScriptedModel(["x"]), name="versioned", tools=[add]), task_queue=queue)
+    changed = TemporalAgent(
+        Agent(ScriptedModel(["x"]), name="versioned", tools=[add, remember]), task_queue=queue
+    )
+    async with serving(temporal_target, changed) as client:
+        with pytest.raises(DurableRunFailed, match="not the one the run was started with"):
+            await caller.run(client, "hi")
+
+
+def test_a_worker_refuses_an_agent_it_cannot_import() -> None:
+    with pytest.raises(UserError, match="cannot import the agent 'no_such_module:agent'"):
+        temporal._worker._served(["no_such_module:agent"])
+
+
+async def test_an_unreachable_server_fails_in_bounded_time() -> None:
+    from tests.support.temporal import free_port
+
+    with anyio.fail_after(10):
+        with pytest.raises(TemporalUnavailable, match="127.0.0.1"):
+            await connect(f"127.0.0.1:{free_port()}", timeout=2.0)
+
+
+def test_durable_runs_say_they_need_asyncio() -> None:
+    async def on_trio() -> None:
+        await connect("127.0.0.1:1")
+
+    with pytest.raises(UserError, match="asyncio-only"):
+        anyio.run(on_trio, backend="trio")
+
+
+def test_activity_options_are_checked() -> None:
+    with pytest.raises(UserError, match="heartbeat"):
+        ActivityOptions(heartbeat=0)
+    with pytest.raises(UserError, match="unknown tools"):
+        TemporalAgent(Agent(ScriptedModel(["x"])), tool_activities={"nope": ActivityOptions()})
