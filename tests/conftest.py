@@ -133,7 +133,9 @@ def timescale(fake_time: bool) -> float:
 
 def _temporal_unavailable(reason: str) -> NoReturn:
     if os.environ.get("AGENTLOOP_REQUIRE_TEMPORAL") == "1":
-        pytest.fail(f"Temporal is required (AGENTLOOP_REQUIRE_TEMPORAL=1) but {reason}", pytrace=False)
+        pytest.fail(
+            f"Temporal is required (AGENTLOOP_REQUIRE_TEMPORAL=1) but {reason}", pytrace=False
+        )
     pytest.skip(f"Temporal tests skipped: {reason}")
 
 

@@ -18,8 +18,8 @@ import anyio
 import pytest
 
 from agentloop import (
-    AttemptDiscarded,
     Agent,
+    AttemptDiscarded,
     ModelConnectionError,
     RunResult,
     ToolContext,
@@ -40,6 +40,7 @@ from agentloop.testing import (
 )
 
 temporal = pytest.importorskip("agentloop.temporal")
+pytestmark = pytest.mark.temporal
 from agentloop.temporal import (  # noqa: E402
     ActivityOptions,
     DurableRunFailed,
@@ -78,7 +79,7 @@ def remember(ctx: ToolContext, note: str) -> str:
     return f"kept {note}"
 
 
-ADDING = [
+ADDING: list[EmulatedTurn | str] = [
     EmulatedTurn(
         text="Let me add those.",
         calls=[EmulatedCall("add", {"a": 2, "b": 3}), EmulatedCall("remember", {"note": "n1"})],
@@ -86,7 +87,7 @@ ADDING = [
     "The sum is 5.",
 ]
 
-REACT_ADDING = [
+REACT_ADDING: list[EmulatedTurn | str] = [
     'Thought: I add them.\nActions: [{"tag": "t1", "name": "add", "path": "add", '
     '"input": {"a": 2, "b": 3}}]',
     "Thought: done.\nAnswer: The sum is 5.",
@@ -146,7 +147,9 @@ async def test_a_durable_run_ends_as_the_same_run_in_process(
 
 async def test_react_mode_runs_durably_too(temporal_target: str) -> None:
     with ProviderServer(EmulatedProvider(script=REACT_ADDING)) as server:
-        async with emulated_agent(server.url, name="reacter", tools=[add], tool_mode="react") as agent:
+        async with emulated_agent(
+            server.url, name="reacter", tools=[add], tool_mode="react"
+        ) as agent:
             local = await agent.run("add")
             durable = TemporalAgent(agent, task_queue=_queue())
             async with serving(temporal_target, durable) as client:
@@ -218,7 +221,12 @@ async def test_a_tool_starts_while_the_model_activity_still_streams(temporal_tar
 
     model = ScriptedModel(
         [
-            Reply(timeline=[(0.05, call("work", {"n": 1}, id="a")), (1.5, call("work", {"n": 2}, id="b"))]),
+            Reply(
+                timeline=[
+                    (0.05, call("work", {"n": 1}, id="a")),
+                    (1.5, call("work", {"n": 2}, id="b")),
+                ]
+            ),
             "done",
         ]
     )
@@ -251,7 +259,6 @@ async def test_goal_tools_and_enforcement_work_inside_the_workflow(temporal_targ
         ]
     )
     agent = setup_goal(Agent(model, name="goaler"))
-    local_model = ScriptedModel(list(model._replies)) if hasattr(model, "_replies") else None
     durable = TemporalAgent(agent, task_queue=_queue())
     async with serving(temporal_target, durable) as client:
         run = await durable.start(client, "greet")
@@ -261,7 +268,6 @@ async def test_goal_tools_and_enforcement_work_inside_the_workflow(temporal_targ
     assert [d.reason for d in events if isinstance(d, AttemptDiscarded)] == ["goal"]
     goal = result.state and result.state.get("goal:goaler")
     assert goal is not None and '"status":"complete"' in goal
-    del local_model
 
 
 async def test_the_recorded_histories_replay_deterministically(
@@ -282,7 +288,9 @@ async def test_the_recorded_histories_replay_deterministically(
 
 async def test_a_worker_with_another_definition_fails_the_run_clearly(temporal_target: str) -> None:
     queue = _queue()
-    caller = TemporalAgent(Agent(ScriptedModel(["x"]), name="versioned", tools=[add]), task_queue=queue)
+    caller = TemporalAgent(
+        Agent(ScriptedModel(["x"]), name="versioned", tools=[add]), task_queue=queue
+    )
     changed = TemporalAgent(
         Agent(ScriptedModel(["x"]), name="versioned", tools=[add, remember]), task_queue=queue
     )
@@ -300,8 +308,8 @@ async def test_an_unreachable_server_fails_in_bounded_time() -> None:
     from tests.support.temporal import free_port
 
     with anyio.fail_after(10):
-        with pytest.raises(TemporalUnavailable, match="127.0.0.1"):
-            await connect(f"127.0.0.1:{free_port()}", timeout=2.0)
+        with pytest.raises(TemporalUnavailable, match=r"127\.0\.0\.1"):
+            await connect(f"127.0.0.1:{free_port()}", within=2.0)
 
 
 def test_durable_runs_say_they_need_asyncio() -> None:

@@ -46,6 +46,8 @@ class Activities:
         model = durable.agent.resolved_model()
         request = _codec.decode_request(payload["request"])
         info = activity.info()
+        if info.workflow_id is None:
+            raise ApplicationError("the model activity streams to its workflow: it has none")
         handle = activity.client().get_workflow_handle(info.workflow_id)
         sender = _Batches(handle, payload["call"], _heartbeat_every(info))
         async with anyio.create_task_group() as tg:

@@ -7,7 +7,6 @@ version reads (or refuses) exactly what the JSON says.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,9 +48,15 @@ _DELTA_TYPES: dict[str, type[Any]] = {
 }
 
 
-@functools.cache
-def _adapter(cls: type[Any]) -> TypeAdapter[Any]:
-    return TypeAdapter(cls)
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: Any) -> TypeAdapter[Any]:
+    """The type's adapter, built once (a fixed handful of types)."""
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
 
 
 def encode_request(request: mt.ModelRequest) -> dict[str, Any]:

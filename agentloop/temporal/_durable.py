@@ -264,8 +264,7 @@ class DurableRun(Generic[OutputT]):
         try:
             data = await self._handle.result()
         except WorkflowFailureError as exc:
-            cause = exc.cause
-            raise DurableRunFailed(str(cause or exc), kind=type(cause).__name__) from exc
+            raise DurableRunFailed(str(exc.cause), kind=type(exc.cause).__name__) from exc
         return ev.event_from_json(data, output_type=self._durable.agent.output_type)
 
     async def result(self) -> RunResult[OutputT]:

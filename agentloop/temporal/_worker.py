@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -23,10 +22,9 @@ from temporalio.worker import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from .._errors import AgentLoopError, UserError
-from ..models._types import ModelProfile
 from ._activities import Activities
 from ._durable import TemporalAgent
-from ._workflow import SERVED, AgentRunWorkflow
+from ._workflow import SERVED, AgentRunWorkflow, ModelFacts
 
 # Passed through Temporal's sandbox: imported once, outside it. The workflow's code is
 # deterministic by construction (it reads time, randomness and ids only through Temporal);
@@ -53,31 +51,22 @@ class TemporalUnavailable(AgentLoopError):
     """The Temporal server could not be reached in time."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelFacts:
-    """What the workflow needs of the real model, read on the worker before any run."""
-
-    name: str
-    provider: str
-    profile: ModelProfile
-
-
-async def connect(target: str = "127.0.0.1:7233", *, timeout: float = 10.0, **kwargs: Any) -> Client:
-    """A Temporal client (``Client.connect``), or ``TemporalUnavailable`` after ``timeout``
+async def connect(target: str = "127.0.0.1:7233", *, within: float = 10.0, **kwargs: Any) -> Client:
+    """A Temporal client (``Client.connect``), or ``TemporalUnavailable`` after ``within``
     seconds when the server cannot be reached. (Temporal's Python SDK is asyncio-only.)
 
     Args:
         target: The server's ``host:port``.
-        timeout: Seconds to keep trying.
+        within: Seconds to keep trying.
         **kwargs: Passed to ``Client.connect`` (``namespace``, ``tls``, …).
     """
     _require_asyncio()
     try:
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(within):
             return await Client.connect(target, **kwargs)
     except TimeoutError:
         raise TemporalUnavailable(
-            f"no Temporal server answered at {target} within {timeout:g}s "
+            f"no Temporal server answered at {target} within {within:g}s "
             "(start one: temporal server start-dev)"
         ) from None
     except RuntimeError as exc:  # the SDK's "Failed client connect: …"
@@ -147,7 +136,7 @@ def replayer(agents: Sequence[TemporalAgent[Any] | str], **kwargs: Any) -> Repla
 
 def sandbox() -> SandboxedWorkflowRunner:
     """Temporal's sandbox, with the libraries the engine uses passed through."""
-    import anyio._backends._asyncio  # noqa: F401 - anyio loads it lazily: not inside a workflow
+    import anyio._backends._asyncio  # anyio loads it lazily: never inside a workflow
 
     # anyio's lazy attributes, looked up once here, outside any workflow.
     _ = (anyio.Event, anyio.Lock, anyio.CancelScope, anyio.create_task_group)

@@ -15,10 +15,10 @@ cancelled through its handle.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +49,16 @@ if TYPE_CHECKING:
     from .._actions import Toolbox
     from .._middleware import ToolCall
     from ._durable import TemporalAgent
-    from ._worker import ModelFacts
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFacts:
+    """What the workflow needs of the real model, read on the worker before any run."""
+
+    name: str
+    provider: str
+    profile: ModelProfile
+
 
 # The agents of the worker that runs the workflow, set by its interceptor for the workflow's
 # task: context-local, so two workers of one process never see each other's agents.
@@ -109,7 +118,7 @@ def _batches_of(handle: workflow.ActivityHandle[Any]) -> int:
         cause = exc.cause
         if isinstance(cause, ApplicationError) and cause.type == "agentloop.ModelError":
             raise _codec.model_error_of(cause.details[0]) from None
-        raise _codec.worker_lost(str(cause or exc)) from None
+        raise _codec.worker_lost(str(exc if cause is None else cause)) from None
     return int(outcome["batches"])
 
 
@@ -146,9 +155,7 @@ class _WorkflowModel(Model):
                 "request": _codec.encode_request(request),
             },
             result_type=dict,
-            **self._durable.model_activity.schedule(
-                (attempt_timeout or 600.0) + 30.0, retry=False
-            ),
+            **self._durable.model_activity.schedule((attempt_timeout or 600.0) + 30.0, retry=False),
         )
         handle.add_done_callback(lambda _: call.wake.set())
         try:
@@ -209,7 +216,7 @@ class _ToolEffects:
         try:
             outcome = handle.result()
         except ActivityError as exc:
-            message = f"the tool's activity failed: {exc.cause or exc}"
+            message = f"the tool's activity failed: {exc if exc.cause is None else exc.cause}"
             return error_result(action, "tool_error", message)
         for key in outcome["deleted"]:
             state.pop(key, None)
@@ -262,7 +269,7 @@ class AgentRunWorkflow:
                 lambda: len(self._log) > after or self._finished,
                 timeout=timedelta(seconds=POLL_SECONDS),
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         batch = self._log[after : after + MAX_BATCH]
         return {"events": batch, "end": self._finished and after + len(batch) >= len(self._log)}
@@ -294,7 +301,7 @@ class AgentRunWorkflow:
                     lambda: self._acked >= len(self._log),
                     timeout=timedelta(seconds=durable.linger),
                 )
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         await workflow.wait_condition(workflow.all_handlers_finished)
         return terminal

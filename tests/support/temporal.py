@@ -48,9 +48,23 @@ def start_dev_server(*extra: str) -> DevServer:
         raise TemporalUnavailableHere("temporalio is not installed") from None
     port = free_port()
     process = subprocess.Popen(
-        [binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
-         "--ui-port", str(free_port()), "--metrics-port", str(free_port()),
-         "--log-level", "error", *extra],
+        [
+            binary,
+            "server",
+            "start-dev",
+            "--headless",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ui-port",
+            str(free_port()),
+            "--metrics-port",
+            str(free_port()),
+            "--log-level",
+            "error",
+            *extra,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
