@@ -66,6 +66,9 @@ class TemporalAgent(Generic[OutputT]):
         tool_activity: How tool calls are scheduled (timeouts, heartbeats, retry policy).
         tool_activities: Per tool name, options that replace ``tool_activity``.
         linger: Seconds a finished run waits for a streaming caller to read its last events.
+        workflow_task_timeout: Seconds a worker may hold one workflow task (Temporal's default
+            is 10): after a worker dies in the middle of one, its run waits this long before
+            another worker takes over.
     """
 
     def __init__(
@@ -77,6 +80,7 @@ class TemporalAgent(Generic[OutputT]):
         tool_activity: ActivityOptions | None = None,
         tool_activities: Mapping[str, ActivityOptions] | None = None,
         linger: float = 60.0,
+        workflow_task_timeout: float = 10.0,
     ) -> None:
         for toolset in agent.toolsets:
             if not isinstance(toolset, GoalToolSet):
@@ -94,6 +98,7 @@ class TemporalAgent(Generic[OutputT]):
         if unknown:
             raise UserError(f"tool_activities names unknown tools: {', '.join(sorted(unknown))}")
         self.linger = linger
+        self.workflow_task_timeout = workflow_task_timeout
         self.fingerprint = _fingerprint(self)
 
     def tools(self) -> list[Tool]:
@@ -145,6 +150,7 @@ class TemporalAgent(Generic[OutputT]):
             id=run_id,
             task_queue=self.task_queue,
             result_type=str,
+            task_timeout=timedelta(seconds=self.workflow_task_timeout),
             execution_timeout=None
             if self.agent.deadline is None
             else timedelta(seconds=self.agent.deadline + 60.0),
