@@ -64,6 +64,11 @@ class Activities:
                     type="agentloop.ModelError",
                     non_retryable=True,
                 ) from None
+            except Exception as exc:  # the driver's own fault: the run fails, as in-process
+                await sender.close()
+                raise ApplicationError(
+                    f"{type(exc).__name__}: {exc}", type="agentloop.Fault", non_retryable=True
+                ) from exc
             await sender.close()
         return {"batches": sender.sent}
 

@@ -118,6 +118,8 @@ def _batches_of(handle: workflow.ActivityHandle[Any]) -> int:
         cause = exc.cause
         if isinstance(cause, ApplicationError) and cause.type == "agentloop.ModelError":
             raise _codec.model_error_of(cause.details[0]) from None
+        if isinstance(cause, ApplicationError) and cause.type == "agentloop.Fault":
+            raise RuntimeError(f"the model driver failed: {cause.message}") from None
         raise _codec.worker_lost(str(exc if cause is None else cause)) from None
     return int(outcome["batches"])
 
