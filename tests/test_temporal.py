@@ -33,6 +33,7 @@ from agentloop.testing import (
     EmulatedCall,
     EmulatedProvider,
     EmulatedTurn,
+    FunctionModel,
     ProviderServer,
     Reply,
     ScriptedModel,
@@ -318,6 +319,58 @@ def test_durable_runs_say_they_need_asyncio() -> None:
 
     with pytest.raises(UserError, match="asyncio-only"):
         anyio.run(on_trio, backend="trio")
+
+
+async def test_a_tool_activity_keeps_the_tools_timeout_and_heartbeats_while_it_runs(
+    temporal_target: str,
+) -> None:
+    """A tool past its own timeout is an error result, as in-process; a tool that runs past
+    its activity's heartbeat timeout still finishes in its first attempt (it heartbeats)."""
+    starts: list[int] = []
+
+    @tool(timeout=0.2)
+    async def stuck() -> str:
+        """Never returns in time."""
+        await anyio.sleep(30)
+        return "never"
+
+    @tool
+    async def long(ctx: ToolContext) -> str:
+        """Runs past the heartbeat timeout."""
+        starts.append(1)
+        await anyio.sleep(2.5)
+        return "finished"
+
+    model = ScriptedModel([Reply(calls=[call("stuck", {}), call("long", {})]), "ok"])
+    durable = TemporalAgent(
+        Agent(model, name="timed", tools=[stuck, long]),
+        task_queue=_queue(),
+        tool_activities={"long": ActivityOptions(heartbeat=1.0)},
+    )
+    async with serving(temporal_target, durable) as client:
+        result = await durable.run(client, "go")
+    stuck_result, long_result = result.steps[0].actions
+    assert stuck_result.error_kind == "timeout" and "0.2s" in (stuck_result.error or "")
+    assert long_result.output == "finished" and starts == [1]
+
+
+async def test_a_driver_fault_fails_the_run_as_in_process(temporal_target: str) -> None:
+    def broken(request: Any) -> str:
+        raise TypeError("a bug in the driver")
+
+    durable = TemporalAgent(Agent(FunctionModel(broken), name="faulty"), task_queue=_queue())
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "go")
+        events = [event async for event in run]
+        with pytest.raises(DurableRunFailed, match="a bug in the driver"):
+            await run.result()
+    assert isinstance(events[-1], ev.RunFailed) and events[-1].error.kind == "RuntimeError"
+
+
+def test_sub_agent_tools_are_refused_for_now() -> None:
+    child = Agent(ScriptedModel(["x"]), name="child")
+    with pytest.raises(UserError, match="sub-agent"):
+        TemporalAgent(Agent(ScriptedModel(["x"]), name="parent", tools=[child.as_tool()]))
 
 
 def test_activity_options_are_checked() -> None:

@@ -50,6 +50,7 @@ class Activities:
             raise ApplicationError("the model activity streams to its workflow: it has none")
         handle = activity.client().get_workflow_handle(info.workflow_id)
         sender = _Batches(handle, payload["call"], _heartbeat_every(info))
+        failure: ApplicationError | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(sender.send_all)
             try:
@@ -57,19 +58,19 @@ class Activities:
                     async for delta in deltas:
                         sender.add(_codec.encode_delta(delta))
             except ModelError as exc:
-                await sender.close()
-                raise ApplicationError(
+                failure = ApplicationError(
                     str(exc),
                     _codec.model_error_details(exc),
                     type="agentloop.ModelError",
                     non_retryable=True,
-                ) from None
+                )
             except Exception as exc:  # the driver's own fault: the run fails, as in-process
-                await sender.close()
-                raise ApplicationError(
+                failure = ApplicationError(
                     f"{type(exc).__name__}: {exc}", type="agentloop.Fault", non_retryable=True
-                ) from exc
-            await sender.close()
+                )
+            await sender.close()  # what streamed before a failure goes too
+        if failure is not None:
+            raise failure
         return {"batches": sender.sent}
 
     @activity.defn(name="agentloop.tool")

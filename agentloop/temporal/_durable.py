@@ -88,6 +88,12 @@ class TemporalAgent(Generic[OutputT]):
                     f"{toolset!r}: a durable run's tools must be known to every worker; of the "
                     "toolsets only GoalToolSet is supported (list the tools instead)"
                 )
+        for tool in agent.static_tools:
+            if any(hasattr(a.fn, "__agentloop_subagent__") for a in tool.activities.values()):
+                raise UserError(
+                    f"tool {tool.name!r} is a sub-agent (Agent.as_tool): sub-agents do not run "
+                    "durably yet; give the durable agent plain tools"
+                )
         self.agent = agent
         self.name = agent.name
         self.task_queue = task_queue
