@@ -103,9 +103,26 @@ def provider() -> Iterator[ProviderServer]:
 
 @asynccontextmanager
 async def serving(target: str, *durables: TemporalAgent[Any]) -> AsyncIterator[Any]:
+    """A client and a worker of ``durables``; then every run the test made on their task
+    queue is replayed from its recorded history (``Replayer`` fails on nondeterminism)."""
     client = await connect(target)
     async with worker(client, list(durables), sticky_queue_schedule_to_start_timeout=1.0):
         yield client
+    await _replay_all(client, durables)
+
+
+async def _replay_all(client: Any, durables: tuple[TemporalAgent[Any], ...]) -> None:
+    queues = " OR ".join(f"TaskQueue = '{d.task_queue}'" for d in durables)
+    replayed: list[str] = []
+
+    async def histories() -> AsyncIterator[Any]:
+        async for history in client.list_workflows(queues).map_histories():
+            replayed.append(history.workflow_id)
+            yield history
+
+    results = await replayer(list(durables)).replay_workflows(histories())
+    assert results.replay_failures == {}
+    assert replayed, "no run to replay"
 
 
 def _queue() -> str:
@@ -271,11 +288,11 @@ async def test_goal_tools_and_enforcement_work_inside_the_workflow(temporal_targ
     assert goal is not None and '"status":"complete"' in goal
 
 
-async def test_the_recorded_histories_replay_deterministically(
+async def test_replaying_a_history_fails_on_a_changed_agent(
     temporal_target: str, provider: ProviderServer
 ) -> None:
-    """Temporal's ``Replayer`` replays the histories of durable runs (tools, streaming, a
-    poll) without a nondeterminism error."""
+    """Every test's runs are replayed (``serving``); here, the replay check itself: the same
+    history replays cleanly with the same agent, and fails with a changed one."""
     async with emulated_agent(provider.url, name="replayed", tools=[add, remember]) as agent:
         durable = TemporalAgent(agent, task_queue=_queue())
         async with serving(temporal_target, durable) as client:
@@ -283,8 +300,11 @@ async def test_the_recorded_histories_replay_deterministically(
             _ = [event async for event in run]
             await run.result()
             history = await client.get_workflow_handle(run.run_id).fetch_history()
-    outcome = await replayer([durable]).replay_workflow(history, raise_on_replay_failure=False)
-    assert outcome.replay_failure is None
+        same = await replayer([durable]).replay_workflow(history, raise_on_replay_failure=False)
+        changed = TemporalAgent(agent.replace(tools=[add]), task_queue=durable.task_queue)
+        other = await replayer([changed]).replay_workflow(history, raise_on_replay_failure=False)
+    assert same.replay_failure is None
+    assert other.replay_failure is not None
 
 
 async def test_a_worker_with_another_definition_fails_the_run_clearly(temporal_target: str) -> None:

@@ -260,7 +260,9 @@ class AgentRunWorkflow:
         """The streaming caller has read up to ``seq``."""
         self._acked = max(self._acked, seq)
 
-    @workflow.update(name=EVENTS_UPDATE)
+    # A poll left waiting when the workflow fails (an agent mismatch) is abandoned: its
+    # caller falls back to the workflow's outcome.
+    @workflow.update(name=EVENTS_UPDATE, unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
     async def events(self, after: int) -> dict[str, Any]:
         """The events after seq ``after``, once there are any (or the run ended, or a poll's
         time passed: then none)."""
