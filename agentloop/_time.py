@@ -1,10 +1,11 @@
 """Deadlines that cost nothing when there is none, times a person can read, and the engine's
-one seam for randomness and fresh ids (a durable run's workflow replaces them with its engine's
-deterministic ones: ``use_entropy``)."""
+one seam for randomness, fresh ids and the wall clock (a durable run's workflow replaces them
+with its engine's deterministic ones: ``use_entropy``)."""
 
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
@@ -17,7 +18,11 @@ _NO_DEADLINE: AbstractContextManager[Any] = nullcontext()
 
 
 class Entropy(Protocol):
-    """Where the engine takes randomness and fresh ids from."""
+    """Where the engine takes randomness, fresh ids and the wall clock from."""
+
+    def unix(self) -> float:
+        """The time, in unix seconds."""
+        ...
 
     def random(self) -> float:
         """A float in [0, 1)."""
@@ -36,6 +41,13 @@ def use_entropy(entropy: Entropy | None) -> Token[Entropy | None]:
     """Make ``entropy`` the source of ``random_fraction`` and ``new_id`` in this context (and
     the tasks it starts from now on)."""
     return _ENTROPY.set(entropy)
+
+
+def unix_time() -> float:
+    """The time in unix seconds (what records are stamped with): ``time.time()`` unless a
+    context replaced it."""
+    entropy = _ENTROPY.get()
+    return time.time() if entropy is None else entropy.unix()
 
 
 def random_fraction() -> float:

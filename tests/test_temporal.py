@@ -28,7 +28,9 @@ from agentloop import (
 )
 from agentloop import _events as ev
 from agentloop.goals import setup_goal
+from agentloop.models import ModelRequest, ToolResultPart
 from agentloop.models.openai import OpenAIChatModel
+from agentloop.sessions import SQLiteStore
 from agentloop.testing import (
     EmulatedCall,
     EmulatedProvider,
@@ -385,6 +387,45 @@ async def test_a_driver_fault_fails_the_run_as_in_process(temporal_target: str) 
         with pytest.raises(DurableRunFailed, match="a bug in the driver"):
             await run.result()
     assert isinstance(events[-1], ev.RunFailed) and events[-1].error.kind == "RuntimeError"
+
+
+def _remembering_model() -> FunctionModel:
+    """Notes each input with the tool, then answers with every user message it was shown
+    (the session's memory, then this input)."""
+
+    def reply(request: ModelRequest) -> Reply | str:
+        users = [m.text for m in request.messages if m.role == "user"]
+        if not any(isinstance(p, ToolResultPart) for m in request.messages for p in m.parts):
+            return Reply(calls=[call("remember", {"note": users[-1]})])
+        return "seen: " + " | ".join(users)
+
+    return FunctionModel(reply)
+
+
+async def test_a_session_is_the_same_whether_its_runs_were_durable_or_not(
+    temporal_target: str, tmp_path: Any
+) -> None:
+    """In-process, durable, in-process again on one session: memory, state and history are
+    those of three in-process runs. The store stays the source of truth."""
+    async with SQLiteStore(str(tmp_path / "sessions.db")) as store:
+        agent = Agent(_remembering_model(), name="sessioned", tools=[remember], store=store)
+        durable = TemporalAgent(agent, task_queue=_queue())
+        async with serving(temporal_target, durable) as client:
+            mixed = [
+                await agent.run("first", session="mixed"),
+                await durable.run(client, "second", session="mixed"),
+                await agent.run("third", session="mixed"),
+            ]
+        local = [await agent.run(text, session="local") for text in ("first", "second", "third")]
+        mixed_session = await store.get("mixed")
+        local_session = await store.get("local")
+    assert [r.output for r in mixed] == [r.output for r in local]
+    assert mixed[-1].output == "seen: first | second | third"
+    assert mixed_session is not None and local_session is not None
+    assert mixed_session.state == local_session.state == {"notes": ["first", "second", "third"]}
+    kinds = [(r.type, getattr(r, "status", None)) for r in mixed_session.history]
+    assert kinds == [(r.type, getattr(r, "status", None)) for r in local_session.history]
+    assert mixed_session.lease is None or mixed_session.lease.owner == mixed[-1].run_id
 
 
 def test_sub_agent_tools_are_refused_for_now() -> None:

@@ -12,12 +12,13 @@ from temporalio.exceptions import ApplicationError
 
 from .._actions import Toolbox, error_result, make_terminal
 from .._context import StateView
-from .._errors import ModelError
+from .._errors import ModelError, UserError
 from .._final import final_text
 from .._middleware import ToolCall, compose
 from ..models._types import ModelResponse, RunContext
 from . import _codec
 from ._durable import DELTAS_SIGNAL
+from ._store import error_of_store, perform
 
 if TYPE_CHECKING:
     from ._durable import TemporalAgent
@@ -72,6 +73,20 @@ class Activities:
         if failure is not None:
             raise failure
         return {"batches": sender.sent}
+
+    @activity.defn(name="agentloop.store")
+    async def store(self, payload: dict[str, Any]) -> Any:
+        """One call of a durable session run on the worker's session store."""
+        durable = self._agent(payload["agent"])
+        store = durable.agent.store
+        if store is None:
+            raise error_of_store(
+                UserError(
+                    f"agent {durable.name!r} has no store on this worker: a durable run with a "
+                    "session needs Agent(store=...) on every worker"
+                )
+            )
+        return await perform(store, payload["op"], payload["args"])
 
     @activity.defn(name="agentloop.tool")
     async def tool(self, payload: dict[str, Any]) -> dict[str, Any]:

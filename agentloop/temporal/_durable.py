@@ -69,6 +69,7 @@ class TemporalAgent(Generic[OutputT]):
         workflow_task_timeout: Seconds a worker may hold one workflow task (Temporal's default
             is 10): after a worker dies in the middle of one, its run waits this long before
             another worker takes over.
+        store_seconds: Seconds one call of a session run on the worker's store may take.
     """
 
     def __init__(
@@ -81,6 +82,7 @@ class TemporalAgent(Generic[OutputT]):
         tool_activities: Mapping[str, ActivityOptions] | None = None,
         linger: float = 60.0,
         workflow_task_timeout: float = 10.0,
+        store_seconds: float = 30.0,
     ) -> None:
         for toolset in agent.toolsets:
             if not isinstance(toolset, GoalToolSet):
@@ -105,6 +107,7 @@ class TemporalAgent(Generic[OutputT]):
             raise UserError(f"tool_activities names unknown tools: {', '.join(sorted(unknown))}")
         self.linger = linger
         self.workflow_task_timeout = workflow_task_timeout
+        self.store_seconds = store_seconds
         self.fingerprint = _fingerprint(self)
 
     def tools(self) -> list[Tool]:
@@ -124,6 +127,8 @@ class TemporalAgent(Generic[OutputT]):
         input: str,
         *,
         run_id: str | None = None,
+        session: str | None = None,
+        wait_for_session: float | None = None,
         state: Mapping[str, Any] | None = None,
         variables: Mapping[str, Any] | None = None,
     ) -> DurableRun[OutputT]:
@@ -135,11 +140,17 @@ class TemporalAgent(Generic[OutputT]):
             input: The user's message.
             run_id: The run's id (default: a fresh one). Starting a second run with the id of
                 a running one fails: the id makes the submission idempotent.
-            state: The run's starting state.
+            session: The session the run continues, in the workers' store (``Agent.store`` on
+                every worker): its lease, state, memory and goal, as in-process.
+            wait_for_session: Seconds to wait for a session another run holds (``None``:
+                ``SessionBusy`` at once).
+            state: The starting state of a run without a session.
             variables: Template variables for the instructions.
         """
         if not isinstance(input, str):
             raise UserError(f"input must be a string, not {type(input).__name__}")
+        if session is not None and state is not None:
+            raise UserError("state= is for runs without a session; a session has its own")
         run_id = run_id or f"agentloop-{self.name}-{new_id()}"
         start = {
             "agent": self.name,
@@ -148,6 +159,7 @@ class TemporalAgent(Generic[OutputT]):
             "input": input,
             "state": dict(state or {}),
             "variables": dict(variables or {}),
+            "session": None if session is None else {"id": session, "wait": wait_for_session},
         }
         _check_json(start)
         handle: WorkflowHandle[Any, str] = await client.start_workflow(
@@ -169,6 +181,8 @@ class TemporalAgent(Generic[OutputT]):
         input: str,
         *,
         run_id: str | None = None,
+        session: str | None = None,
+        wait_for_session: float | None = None,
         state: Mapping[str, Any] | None = None,
         variables: Mapping[str, Any] | None = None,
     ) -> RunResult[OutputT]:
@@ -178,10 +192,20 @@ class TemporalAgent(Generic[OutputT]):
             client: A Temporal client.
             input: The user's message.
             run_id: The run's id (default: a fresh one).
-            state: The run's starting state.
+            session: The session the run continues, in the workers' store.
+            wait_for_session: Seconds to wait for a session another run holds.
+            state: The starting state of a run without a session.
             variables: Template variables for the instructions.
         """
-        run = await self.start(client, input, run_id=run_id, state=state, variables=variables)
+        run = await self.start(
+            client,
+            input,
+            run_id=run_id,
+            session=session,
+            wait_for_session=wait_for_session,
+            state=state,
+            variables=variables,
+        )
         return await run.result()
 
     def attach(self, client: Client, run_id: str, *, after_seq: int = 0) -> DurableRun[OutputT]:

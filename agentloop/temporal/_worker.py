@@ -108,7 +108,7 @@ def worker(
         client,
         task_queue=task_queue,
         workflows=[AgentRunWorkflow],
-        activities=[activities.model, activities.tool],
+        activities=[activities.model, activities.tool, activities.store],
         interceptors=[_Serve(served)],
         workflow_runner=sandbox(),
         sticky_queue_schedule_to_start_timeout=timedelta(

@@ -31,6 +31,7 @@ from .._actions import error_result
 from .._context import StateView
 from .._loop import execute
 from .._run import Emitter, Launch
+from .._session_run import SessionSpec
 from .._steps import ActionResult
 from .._time import use_entropy
 from ..models._base import Model
@@ -44,6 +45,7 @@ from ._durable import (
     TOOL_ACTIVITY,
     WORKFLOW_NAME,
 )
+from ._store import ActivityStore
 
 if TYPE_CHECKING:
     from .._actions import Toolbox
@@ -76,7 +78,10 @@ class AgentMismatch(ApplicationError):
 
 
 class _Entropy:
-    """The engine's randomness and ids, from Temporal (replayed identically)."""
+    """The engine's randomness, ids and wall clock, from Temporal (replayed identically)."""
+
+    def unix(self) -> float:
+        return workflow.now().timestamp()
 
     def random(self) -> float:
         return workflow.random().random()
@@ -316,6 +321,13 @@ class AgentRunWorkflow:
         use_entropy(_Entropy())
         agent = durable.agent.replace(model=_WorkflowModel(self, durable, facts))
         send, receive = anyio.create_memory_object_stream[ev.Event](EVENT_BUFFER)
+        session = start.get("session")
+        spec = None
+        if session is not None:
+            store = ActivityStore(durable.name, seconds=durable.store_seconds)
+            spec = SessionSpec(
+                store=store, session_id=session["id"], wait=session["wait"], resume=False
+            )
         launch = Launch(
             agent=agent,
             run_id=start["run_id"],
@@ -324,6 +336,7 @@ class AgentRunWorkflow:
             emitter=Emitter(send),
             state=StateView(start["state"]),
             variables=start["variables"],
+            session_spec=spec,
             effects=_ToolEffects(durable),
         )
         async with anyio.create_task_group() as tg:
