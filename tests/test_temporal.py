@@ -322,9 +322,28 @@ async def test_a_worker_with_another_definition_fails_the_run_clearly(temporal_t
             await caller.run(client, "hi")
 
 
-def test_a_worker_refuses_an_agent_it_cannot_import() -> None:
+async def test_a_worker_without_the_runs_agent_fails_the_run_clearly(
+    temporal_target: str,
+) -> None:
+    caller = TemporalAgent(Agent(ScriptedModel(["x"]), name="elsewhere"), task_queue=_queue())
+    served = TemporalAgent(Agent(ScriptedModel(["x"]), name="here"), task_queue=caller.task_queue)
+    async with serving(temporal_target, served) as client:
+        with pytest.raises(DurableRunFailed, match="serves no agent named 'elsewhere'"):
+            await caller.run(client, "hi")
+
+
+def test_a_worker_refuses_an_agent_or_a_tool_it_cannot_import() -> None:
     with pytest.raises(UserError, match="cannot import the agent 'no_such_module:agent'"):
         temporal._worker._served(["no_such_module:agent"])
+
+    async def orphan() -> str:
+        """A tool whose module is gone."""
+        return "x"
+
+    orphan.__module__ = "no_such_module"
+    durable = TemporalAgent(Agent(ScriptedModel(["x"]), name="orphaned", tools=[orphan]))
+    with pytest.raises(UserError, match="its module 'no_such_module' cannot be imported"):
+        temporal._worker._served([durable])
 
 
 async def test_an_unreachable_server_fails_in_bounded_time() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Self, final
@@ -242,7 +243,7 @@ class DurableRun(Generic[OutputT]):
         self._handle = handle
         self.run_id = handle.id
         self.last_seq = after_seq
-        self._batch: list[ev.Event] = []
+        self._batch: deque[ev.Event] = deque()
         self._ended = False
         self._last_poll = -POLL_INTERVAL
 
@@ -254,7 +255,7 @@ class DurableRun(Generic[OutputT]):
             if self._ended:
                 raise StopAsyncIteration
             await self._poll()
-        event = self._batch.pop(0)
+        event = self._batch.popleft()
         self.last_seq = event.seq
         if isinstance(event, ev.RunFinished | ev.RunFailed) and event.parent_run_id is None:
             self._ended = True
@@ -274,12 +275,12 @@ class DurableRun(Generic[OutputT]):
         except Exception as exc:  # the workflow closed between two polls
             if not await self._closed():
                 raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
-            self._batch = [e for e in [await self._terminal()] if e.seq > self.last_seq]
+            self._batch = deque(e for e in [await self._terminal()] if e.seq > self.last_seq)
             if not self._batch:
                 self._ended = True
             return
         output_type = self._durable.agent.output_type
-        self._batch = [ev.event_from_json(e, output_type=output_type) for e in reply["events"]]
+        self._batch = deque(ev.event_from_json(e, output_type=output_type) for e in reply["events"])
 
     async def _closed(self) -> bool:
         try:
