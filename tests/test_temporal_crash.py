@@ -20,7 +20,7 @@ from agentloop import AttemptDiscarded
 from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, ProviderServer
 
 pytest.importorskip("agentloop.temporal")
-from agentloop.temporal import connect
+from agentloop.temporal import connect, replayer
 from tests._temporal_worker import crash_agent
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
