@@ -408,6 +408,38 @@ async def test_a_driver_fault_fails_the_run_as_in_process(temporal_target: str) 
     assert isinstance(events[-1], ev.RunFailed) and events[-1].error.kind == "RuntimeError"
 
 
+async def test_cancelling_a_durable_run_cancels_its_tool_activity(temporal_target: str) -> None:
+    """The workflow's cancellation reaches the tool in flight (its activity is cancelled
+    through its handle, never awaited inside a cancel scope: that would deadlock)."""
+    cancelled = anyio.Event()
+
+    @tool
+    async def forever() -> str:
+        """Never ends."""
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+        return "never"
+
+    model = ScriptedModel([Reply(calls=[call("forever", {})]), "x"])
+    durable = TemporalAgent(
+        Agent(model, name="cancelled", tools=[forever]),
+        task_queue=_queue(),
+        tool_activity=ActivityOptions(heartbeat=1.0),
+    )
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "go")
+        async for event in run:
+            if isinstance(event, ev.ActionStarted):
+                break
+        await run.cancel()
+        with anyio.fail_after(10):
+            await cancelled.wait()
+        with pytest.raises(DurableRunFailed, match=r"[Cc]ancel"):
+            await run.result()
+
+
 def _remembering_model() -> FunctionModel:
     """Notes each input with the tool, then answers with every user message it was shown
     (the session's memory, then this input)."""

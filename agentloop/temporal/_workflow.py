@@ -199,6 +199,7 @@ class _ToolEffects:
                 "action": _codec.encode_action(action),
                 "step": call.step,
                 "run": {
+                    "step": call.step,
                     "run_id": run.run_id,
                     "parent_run_id": run.parent_run_id,
                     "root_run_id": run.root_run_id,
