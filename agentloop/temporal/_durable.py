@@ -120,6 +120,11 @@ class TemporalAgent(Generic[OutputT]):
         return tools
 
     def tool_options(self, name: str) -> ActivityOptions:
+        """How the tool's activities are scheduled.
+
+        Args:
+            name: The tool's name.
+        """
         return self.tool_activities.get(name, self.tool_activity)
 
     async def start(
@@ -233,7 +238,12 @@ class DurableRun(Generic[OutputT]):
 
     The events come in batches from a long-poll workflow update, polled at most every 0.1 s.
     A finished run waits up to ``TemporalAgent.linger`` seconds for a caller that streams it
-    to read its last event.
+    to read its last event. Made by ``TemporalAgent.start`` and ``TemporalAgent.attach``.
+
+    Args:
+        durable: The agent the run is of.
+        handle: The run's workflow.
+        after_seq: The ``seq`` of the last event the caller has seen.
     """
 
     def __init__(

@@ -50,7 +50,12 @@ class ActivityOptions:
             raise UserError("ActivityOptions.heartbeat must be positive")
 
     def schedule(self, default_seconds: float, *, retry: bool = True) -> dict[str, Any]:
-        """The keyword arguments of ``workflow.start_activity``."""
+        """The keyword arguments of ``workflow.start_activity``.
+
+        Args:
+            default_seconds: ``start_to_close`` when it is not given.
+            retry: Use ``retry`` (else never retry: a model activity).
+        """
         seconds = self.start_to_close if self.start_to_close is not None else default_seconds
         return {
             "start_to_close_timeout": timedelta(seconds=seconds),
