@@ -41,9 +41,9 @@ from agentloop.testing import (
     ScriptedModel,
     call,
 )
+from tests.support.temporal import import_temporal
 
-temporal = pytest.importorskip("agentloop.temporal")
-pytestmark = pytest.mark.temporal
+temporal = import_temporal()
 from agentloop.temporal import (  # noqa: E402
     ActivityOptions,
     DurableRunFailed,
@@ -53,6 +53,8 @@ from agentloop.temporal import (  # noqa: E402
     replayer,
     worker,
 )
+
+pytestmark = pytest.mark.temporal
 
 
 @pytest.fixture

@@ -18,10 +18,11 @@ import pytest
 
 from agentloop import AttemptDiscarded
 from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, ProviderServer
+from tests.support.temporal import import_temporal
 
-pytest.importorskip("agentloop.temporal")
-from agentloop.temporal import connect, replayer
-from tests._temporal_worker import crash_agent
+import_temporal()
+from agentloop.temporal import connect, replayer  # noqa: E402
+from tests._temporal_worker import crash_agent  # noqa: E402
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 

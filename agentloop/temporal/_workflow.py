@@ -244,7 +244,6 @@ class AgentRunWorkflow:
         self._acked = 0
         self._calls: dict[int, _Call] = {}
         self._call_count = 0
-        self._changed = anyio.Event()
 
     def open_call(self) -> _Call:
         self._call_count += 1

@@ -3,11 +3,27 @@ package) as a subprocess on a free loopback port, in memory, ready in a fraction
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
+from types import ModuleType
+
+import pytest
+
+
+def import_temporal() -> ModuleType:
+    """``agentloop.temporal``, or skip the module without it (fail with
+    ``AGENTLOOP_REQUIRE_TEMPORAL=1``, as CI sets)."""
+    try:
+        import agentloop.temporal
+    except ImportError as exc:
+        if os.environ.get("AGENTLOOP_REQUIRE_TEMPORAL") == "1":
+            raise
+        pytest.skip(f"Temporal tests skipped: {exc}", allow_module_level=True)
+    return agentloop.temporal
 
 
 class TemporalUnavailableHere(RuntimeError):
