@@ -1,9 +1,11 @@
 """Durable runs on Temporal (the ``[temporal]`` extra): an ``Agent`` runs as a workflow, each
 model call and tool call an activity, on any number of workers.
 
-``TemporalAgent(agent)`` is the agent's durable face (``start``, ``run``, ``attach``);
-``worker(client, agents)`` serves it; ``connect`` makes a client. Temporal's Python SDK is
-asyncio-only: so is this module (everything else in agentloop also runs on trio).
+``TemporalAgent(agent)`` is the agent's durable face (``start``, ``run``, ``attach``; with
+``session=``, the workers' session store stays the session's source of truth);
+``worker(client, agents)`` serves it; ``replayer(agents)`` replays recorded histories;
+``connect`` makes a client. Temporal's Python SDK is asyncio-only: so is this module (everything
+else in agentloop also runs on trio). The guide *Durable runs on Temporal* says what runs where.
 """
 
 from __future__ import annotations
