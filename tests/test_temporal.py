@@ -12,6 +12,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -395,6 +396,36 @@ async def test_a_tool_activity_keeps_the_tools_timeout_and_heartbeats_while_it_r
     stuck_result, long_result = result.steps[0].actions
     assert stuck_result.error_kind == "timeout" and "0.2s" in (stuck_result.error or "")
     assert long_result.output == "finished" and starts == [1]
+
+
+@pytest.mark.slow
+async def test_a_tools_retry_policy_is_its_own(temporal_target: str) -> None:
+    """Per tool, ``ActivityOptions`` replace the defaults: a tool whose activity times out
+    runs twice under its policy of two attempts, then the model gets an error result."""
+    from temporalio.common import RetryPolicy as TemporalRetryPolicy
+
+    calls: list[str] = []
+
+    @tool
+    async def hangs(ctx: ToolContext) -> str:
+        """Outlives its activity."""
+        calls.append(ctx.idempotency_key)
+        await anyio.sleep(30)
+        return "never"
+
+    model = ScriptedModel([Reply(calls=[call("hangs", {})]), "gave up"])
+    twice = TemporalRetryPolicy(initial_interval=timedelta(seconds=0.1), maximum_attempts=2)
+    durable = TemporalAgent(
+        Agent(model, name="retried", tools=[hangs]),
+        task_queue=_queue(),
+        tool_activities={"hangs": ActivityOptions(start_to_close=1.0, retry=twice)},
+    )
+    async with serving(temporal_target, durable) as client:
+        result = await durable.run(client, "go")
+    action = result.steps[0].actions[0]
+    assert action.error_kind == "tool_error" and "activity failed" in (action.error or "")
+    assert len(calls) == 2 and len(set(calls)) == 1  # the same idempotency key twice
+    assert result.output == "gave up"
 
 
 async def test_a_driver_fault_fails_the_run_as_in_process(temporal_target: str) -> None:
