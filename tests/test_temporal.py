@@ -512,6 +512,17 @@ async def test_a_session_is_the_same_whether_its_runs_were_durable_or_not(
     assert mixed_session.lease is None or mixed_session.lease.owner == mixed[-1].run_id
 
 
+async def test_a_traced_agent_runs_durably_untraced_in_the_workflow(temporal_target: str) -> None:
+    """The OpenTelemetry SDK reads the environment, which the sandbox refuses: the workflow
+    runs the agent with tracing off rather than failing."""
+    model = ScriptedModel([Reply(calls=[call("add", {"a": 1, "b": 2})]), "3"])
+    agent = Agent(model, name="traced", tools=[add], instrument=True)
+    durable = TemporalAgent(agent, task_queue=_queue())
+    async with serving(temporal_target, durable) as client:
+        result = await durable.run(client, "go")
+    assert result.output == "3"
+
+
 def test_sub_agent_tools_are_refused_for_now() -> None:
     child = Agent(ScriptedModel(["x"]), name="child")
     with pytest.raises(UserError, match="sub-agent"):

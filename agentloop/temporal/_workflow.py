@@ -239,6 +239,7 @@ class AgentRunWorkflow:
 
     def __init__(self) -> None:
         self._log: list[str] = []  # the events, as JSON; event seq n is at index n - 1
+        self._terminal: str | None = None  # the run's RunFinished or RunFailed, once out
         self._finished = False
         self._polled = False
         self._acked = 0
@@ -319,7 +320,9 @@ class AgentRunWorkflow:
         self, durable: TemporalAgent[Any], facts: ModelFacts, start: dict[str, Any]
     ) -> str:
         use_entropy(_Entropy())
-        agent = durable.agent.replace(model=_WorkflowModel(self, durable, facts))
+        # Tracing stays off inside the workflow: the OpenTelemetry SDK reads the environment
+        # and the clock, which a workflow may not (the activities' own code may trace).
+        agent = durable.agent.replace(model=_WorkflowModel(self, durable, facts), instrument=False)
         send, receive = anyio.create_memory_object_stream[ev.Event](EVENT_BUFFER)
         session = start.get("session")
         spec = None
@@ -339,16 +342,30 @@ class AgentRunWorkflow:
             session_spec=spec,
             effects=_ToolEffects(durable),
         )
+        error: Exception | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._keep, receive)
             async with send:
                 try:
                     await execute(launch)
-                except Exception:
+                except Exception as exc:
                     workflow.logger.debug("run %s failed", start["run_id"], exc_info=True)
-        return self._log[-1]  # RunFinished or RunFailed: the engine always ends with one
+                    error = exc
+        terminal = self._terminal
+        if terminal is None:
+            # The engine ends every run with RunFinished or RunFailed; failing without one is a
+            # fault of ours: the workflow fails, saying so, rather than retrying its task.
+            raise ApplicationError(
+                f"the run ended without its terminal event: {error!r}",
+                type="agentloop.Fault",
+                non_retryable=True,
+            )
+        return terminal
 
     async def _keep(self, receive: Any) -> None:
         async with receive:
             async for event in receive:
-                self._log.append(event.to_json())
+                data = event.to_json()
+                self._log.append(data)
+                if isinstance(event, ev.RunFinished | ev.RunFailed) and not event.parent_run_id:
+                    self._terminal = data
