@@ -418,7 +418,7 @@ async def test_a_tools_retry_policy_is_its_own(temporal_target: str) -> None:
     durable = TemporalAgent(
         Agent(model, name="retried", tools=[hangs]),
         task_queue=_queue(),
-        tool_activities={"hangs": ActivityOptions(start_to_close=1.0, retry=twice)},
+        tool_activities={"hangs": ActivityOptions(start_to_close=2.0, retry=twice)},
     )
     async with serving(temporal_target, durable) as client:
         result = await durable.run(client, "go")
