@@ -207,6 +207,23 @@ async def test_the_caller_streams_and_resumes_from_the_last_seq_it_saw(
     assert isinstance(rest[-1], ev.RunFinished) and rest[-1].result == result
 
 
+async def test_a_caller_that_stopped_streaming_gets_the_result_without_the_linger(
+    temporal_target: str,
+) -> None:
+    """A run waits up to ``linger`` for its streaming caller to read the end; a caller that
+    stops iterating and asks for the result reads the rest itself, and gets it at once."""
+    model = ScriptedModel([Reply(calls=[call("add", {"a": 1, "b": 2})]), "3"])
+    durable = TemporalAgent(Agent(model, name="lingering", tools=[add]), task_queue=_queue())
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "go")
+        async for event in run:
+            if isinstance(event, ev.RunStarted):
+                break
+        with anyio.fail_after(20):  # the linger is 60 s
+            result = await run.result()
+    assert result.output == "3"
+
+
 async def test_a_retried_model_activity_is_discarded_for_the_caller(temporal_target: str) -> None:
     """The first model activity streams a draft and fails: the caller sees the draft, then
     ``AttemptDiscarded(reason="retry")``, then the second attempt's answer."""

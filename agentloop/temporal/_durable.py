@@ -255,12 +255,15 @@ class DurableRun(Generic[OutputT]):
         self.last_seq = after_seq
         self._batch: deque[ev.Event] = deque()
         self._ended = False
+        self._streamed = False
+        self._terminal_event: ev.Event | None = None
         self._last_poll = -POLL_INTERVAL
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> ev.Event:
+        self._streamed = True
         while not self._batch:
             if self._ended:
                 raise StopAsyncIteration
@@ -269,6 +272,7 @@ class DurableRun(Generic[OutputT]):
         self.last_seq = event.seq
         if isinstance(event, ev.RunFinished | ev.RunFailed) and event.parent_run_id is None:
             self._ended = True
+            self._terminal_event = event
             self._batch.clear()
             await self._ack()
         return event
@@ -317,8 +321,12 @@ class DurableRun(Generic[OutputT]):
     async def result(self) -> RunResult[OutputT]:
         """The run's result (waiting for the end): what ``Agent.run`` returns in-process. A
         run that failed raises its error (as its class when it is agentloop's, else
-        ``DurableRunFailed``)."""
-        terminal = await self._terminal()
+        ``DurableRunFailed``). A caller that has been streaming reads the rest of the events
+        first (so the run need not wait for it to)."""
+        if self._streamed and not self._ended:
+            async for _ in self:
+                pass
+        terminal = self._terminal_event or await self._terminal()
         if isinstance(terminal, ev.RunFinished):
             result: RunResult[OutputT] = terminal.result
             return result
