@@ -381,11 +381,13 @@ def _engine(
 async def _withdraw(run: _Run, error: RunError) -> None:
     """A control ended the run during a model call: what its attempts streamed is withdrawn
     (a usage limit's cut, a tripped guardrail's cancelled call); their actions still run."""
-    reason: DiscardReason = "middleware"
+    reason: DiscardReason
     if isinstance(error, UsageLimitExceeded):
         reason = "limit"
     elif isinstance(error, GuardrailTripped):
         reason = "guardrail"
+    else:
+        return  # another result error (a reply too large) keeps what it streamed, as before
     for record in run.attempts.values():
         if record.streamed:
             run.discard(record.n, reason)
