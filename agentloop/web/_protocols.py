@@ -94,7 +94,7 @@ class _Parts:
     sections: dict[tuple[str, int], int] = field(default_factory=dict)
     by_attempt: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     calls: dict[tuple[str, int, int], str] = field(default_factory=dict)
-    call_by_tag: dict[tuple[str, str], str] = field(default_factory=dict)
+    call_by_tag: dict[tuple[str, int, str], str] = field(default_factory=dict)
     named: set[str] = field(default_factory=set)
     pending_args: dict[str, list[str]] = field(default_factory=dict)
 
@@ -107,18 +107,19 @@ class _Parts:
         key = (run_id, attempt, index)
         ident = self.calls.get(key)
         if ident is None:
-            ident = tag or f"call-{run_id[:12]}-{attempt}-{index}"
+            ident = f"{tag or 'call'}-{run_id[:12]}-{attempt}-{index}"
             self.calls[key] = ident
         if tag is not None:
-            self.call_by_tag[(run_id, tag)] = ident
+            self.call_by_tag[(run_id, attempt, tag)] = ident
         return ident
 
     def call_for(self, run_id: str, attempt: int, tag: str) -> str:
-        found = self.call_by_tag.get((run_id, tag))
+        found = self.call_by_tag.get((run_id, attempt, tag))
         if found is not None:
             return found
-        self.call_by_tag[(run_id, tag)] = tag
-        return tag
+        ident = f"{tag}-{run_id[:12]}-{attempt}"  # tags repeat from step to step
+        self.call_by_tag[(run_id, attempt, tag)] = ident
+        return ident
 
 
 def _output(value: Any) -> Any:
