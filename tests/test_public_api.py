@@ -146,6 +146,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "create_app",
         "encoder",
         "last_event_id",
+        "load_agent",
         "serve",
         "sse_response",
     ],

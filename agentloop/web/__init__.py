@@ -23,6 +23,7 @@ from ._protocols import PROTOCOLS as PROTOCOLS
 from ._protocols import Encoder as Encoder
 from ._protocols import encoder as encoder
 from ._serve import check_bind as check_bind
+from ._serve import load_agent as load_agent
 from ._serve import serve as serve
 from ._sse import last_event_id as last_event_id
 from ._sse import sse_response as sse_response
@@ -41,6 +42,7 @@ __all__ = [
     "create_app",
     "encoder",
     "last_event_id",
+    "load_agent",
     "serve",
     "sse_response",
 ]
