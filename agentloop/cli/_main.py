@@ -137,6 +137,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--store", metavar="URL", help="the session store (default: in memory)")
     serve.add_argument(
+        "--max-runs-per-caller",
+        type=_positive_int,
+        default=8,
+        metavar="N",
+        help="runs one caller may have going at once (default 8; one more is 429)",
+    )
+    serve.add_argument(
+        "--max-streams-per-caller",
+        type=_positive_int,
+        default=32,
+        metavar="N",
+        help="event streams one caller may hold open (default 32; one more is 429)",
+    )
+    serve.add_argument(
         "--cors-origin",
         action="append",
         default=[],
@@ -338,6 +352,17 @@ def _serve(args: argparse.Namespace) -> int:
     auth = web.bearer_token(args.token_env) if args.token_env else None
     web.check_bind(args.host, auth)  # before anything is imported or opened
     agent = web.load_agent(args.agent)
+    limits = web.WebLimits(
+        max_runs_per_owner=args.max_runs_per_caller,
+        max_streams_per_owner=args.max_streams_per_caller,
+    )
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "auth": auth,
+        "limits": limits,
+        "cors_origins": args.cors_origin,
+    }
 
     async def main() -> None:
         from ._setup import open_store
@@ -345,19 +370,10 @@ def _serve(args: argparse.Namespace) -> int:
         store = open_store(args.store) if args.store else None
         async with agent:
             if store is None:
-                await web.serve(
-                    agent, host=args.host, port=args.port, auth=auth, cors_origins=args.cors_origin
-                )
+                await web.serve(agent, **options)
                 return
             async with store:
-                await web.serve(
-                    agent,
-                    host=args.host,
-                    port=args.port,
-                    auth=auth,
-                    store=store,
-                    cors_origins=args.cors_origin,
-                )
+                await web.serve(agent, store=store, **options)
 
     anyio.run(main)
     return 0
