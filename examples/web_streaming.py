@@ -81,7 +81,7 @@ async def serving(
     server = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
-        while not server.started:
+        while not server.started:  # noqa: ASYNC110  uvicorn sets a flag, not an event
             await anyio.sleep(0.01)
         bound = server.servers[0].sockets[0].getsockname()[1]
         try:
@@ -139,9 +139,11 @@ async def run_clients(n: int) -> None:
                         clients.start_soon(one_client, client, i)
                 ag_ui = await client.post(
                     "/api/ag-ui",
-                    json={"threadId": "t1", "runId": "r1", "messages": [
-                        {"id": "m1", "role": "user", "content": "Paris or Oslo?"}
-                    ]},
+                    json={
+                        "threadId": "t1",
+                        "runId": "r1",
+                        "messages": [{"id": "m1", "role": "user", "content": "Paris or Oslo?"}],
+                    },
                 )
                 kinds = [
                     json.loads(line[5:])["type"]

@@ -348,7 +348,9 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         from agentloop import web
     except ImportError as exc:
-        raise UserError(f"agentloop serve needs the web extra: pip install 'agentloop[web]' ({exc})")
+        raise UserError(
+            f"agentloop serve needs the web extra: pip install 'agentloop[web]' ({exc})"
+        ) from None
     auth = web.bearer_token(args.token_env) if args.token_env else None
     web.check_bind(args.host, auth)  # before anything is imported or opened
     agent = web.load_agent(args.agent)

@@ -1,13 +1,13 @@
 """The HTTP API and the built-in page, as a Starlette app (DESIGN §8: closed by default).
 
-    POST   /api/runs                      {"input", "session"?}  → 201 {"run", "session", "events"}
-    GET    /api/runs/{run}/events         ?protocol=agentloop|ag-ui|vercel  (SSE, Last-Event-ID)
-    DELETE /api/runs/{run}                stop the run                      → 204
-    POST   /api/sessions/{session}/resume {"decisions"?}                    → 201 as for a run
-    GET    /api/sessions/{session}        the session's history
-    POST   /api/ag-ui                     AG-UI's RunAgentInput → AG-UI events (SSE)
-    POST   /api/chat                      the Vercel AI SDK's chat request → UI message stream
-    GET    /                              the page (no build step; it renders text, never HTML)
+POST   /api/runs                      {"input", "session"?}  → 201 {"run", "session", "events"}
+GET    /api/runs/{run}/events         ?protocol=agentloop|ag-ui|vercel  (SSE, Last-Event-ID)
+DELETE /api/runs/{run}                stop the run                      → 204
+POST   /api/sessions/{session}/resume {"decisions"?}                    → 201 as for a run
+GET    /api/sessions/{session}        the session's history
+POST   /api/ag-ui                     AG-UI's RunAgentInput → AG-UI events (SSE)
+POST   /api/chat                      the Vercel AI SDK's chat request → UI message stream
+GET    /                              the page (no build step; it renders text, never HTML)
 """
 
 from __future__ import annotations
@@ -255,7 +255,8 @@ def create_app(
 
 
 async def _as_json(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
+    if not isinstance(exc, HTTPException):
+        raise exc
     return JSONResponse(
         {"error": exc.detail}, status_code=exc.status_code, headers=dict(exc.headers or {})
     )
@@ -310,7 +311,9 @@ def _last_user_text(messages: Any) -> str:
         if isinstance(content, str):
             return content
         parts = message.get("parts") or (content if isinstance(content, list) else [])
-        texts = [p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+        texts = [
+            p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"
+        ]
         return "".join(texts)
     raise HTTPException(400, "no user message")
 

@@ -77,6 +77,7 @@ class RunLog:
         self._seqs: list[int] = []
         self._dropped = 0
         self._changed = anyio.Event()
+        self._ended = anyio.Event()
         self.done = False
         self.cancel_scope = anyio.CancelScope()
 
@@ -91,7 +92,12 @@ class RunLog:
 
     def close(self) -> None:
         self.done = True
+        self._ended.set()
         self._wake()
+
+    async def wait_done(self) -> None:
+        """Wait until the run has ended (its last event is in the log)."""
+        await self._ended.wait()
 
     def _wake(self) -> None:
         self._changed.set()
@@ -167,7 +173,8 @@ class RunHub:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        assert self._tg is not None
+        if self._tg is None:
+            raise RuntimeError("RunHub left without being entered")
         self._tg.cancel_scope.cancel()
         return await self._tg.__aexit__(exc_type, exc, tb)
 
@@ -177,7 +184,7 @@ class RunHub:
         """Start a run on ``session`` (a new session when ``None``) once its first event is in
         the log. ``SessionBusy`` if a run holds the session, ``SessionNotFound`` if it is not
         the owner's, ``TooMany`` at the owner's run bound, ``UserError`` for a bad input."""
-        if not isinstance(input, str) or not input.strip():
+        if not input.strip():
             raise UserError("input must be a non-empty string")
         if len(input) > self.limits.max_input_chars:
             raise UserError(f"input is longer than {self.limits.max_input_chars} characters")

@@ -174,7 +174,7 @@ class AgUiEncoder:
             out.append(c.ReasoningEndEvent(message_id=ident, subagent_run_id=sub))
         return out
 
-    def _messages(self, event: Event) -> list[Any]:  # noqa: C901  one case per event type
+    def _messages(self, event: Event) -> list[Any]:
         c, p = self._core, self._parts
         sub = self._sub(event)
         match event:
@@ -295,11 +295,12 @@ class AgUiEncoder:
                 return [*self._close(event), self._sub_end(event)]
             case RunFinished():
                 out = self._close(event)
-                result = event.result
-                if result.error is not None:
-                    return [*out, c.RunErrorEvent(message=result.error.message, code=result.error.kind)]
+                error = event.result.error
+                if error is not None:
+                    return [*out, c.RunErrorEvent(message=error.message, code=error.kind)]
+                output = _output(event.result.output)
                 finished = c.RunFinishedEvent(
-                    thread_id=self._thread, run_id=event.run_id, result=_output(result.output)
+                    thread_id=self._thread, run_id=event.run_id, result=output
                 )
                 return [*out, finished]
             case RunWaiting():
@@ -315,7 +316,9 @@ class AgUiEncoder:
                 outcome = c.RunFinishedInterruptOutcome(type="interrupt", interrupts=interrupts)
                 return [
                     *self._close(event),
-                    c.RunFinishedEvent(thread_id=self._thread, run_id=event.run_id, outcome=outcome),
+                    c.RunFinishedEvent(
+                        thread_id=self._thread, run_id=event.run_id, outcome=outcome
+                    ),
                 ]
             case RunFailed():
                 return [
@@ -357,7 +360,7 @@ class VercelEncoder:
             out.append({"type": "reasoning-end", "id": p.open_reasoning.pop(key)})
         return out
 
-    def encode(self, event: Event) -> list[Any]:  # noqa: C901  one case per event type
+    def encode(self, event: Event) -> list[Any]:
         p = self._parts
         match event:
             case RunStarted() if event.parent_run_id is None:
@@ -401,11 +404,19 @@ class VercelEncoder:
                     held = "".join(p.pending_args.pop(ident, []))
                     if held:
                         out.append(
-                            {"type": "tool-input-delta", "toolCallId": ident, "inputTextDelta": held}
+                            {
+                                "type": "tool-input-delta",
+                                "toolCallId": ident,
+                                "inputTextDelta": held,
+                            }
                         )
                 if event.text:
                     out.append(
-                        {"type": "tool-input-delta", "toolCallId": ident, "inputTextDelta": event.text}
+                        {
+                            "type": "tool-input-delta",
+                            "toolCallId": ident,
+                            "inputTextDelta": event.text,
+                        }
                     )
                 return out
             case ActionStarted():
@@ -428,9 +439,19 @@ class VercelEncoder:
                 result = event.result
                 ident = p.call_for(event.run_id, result.attempt, result.tag)
                 if result.error:
-                    return [{"type": "tool-output-error", "toolCallId": ident, "errorText": result.error}]
+                    return [
+                        {
+                            "type": "tool-output-error",
+                            "toolCallId": ident,
+                            "errorText": result.error,
+                        }
+                    ]
                 return [
-                    {"type": "tool-output-available", "toolCallId": ident, "output": _output(result.output)}
+                    {
+                        "type": "tool-output-available",
+                        "toolCallId": ident,
+                        "output": _output(result.output),
+                    }
                 ]
             case AttemptDiscarded():
                 ids = p.by_attempt.get((event.run_id, event.attempt), [])

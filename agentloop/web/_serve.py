@@ -47,7 +47,7 @@ def load_agent(spec: str) -> Agent[Any, Any]:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise UserError(f"cannot import {module_name!r}: {exc}") from None
-    found = module
+    found: Any = module
     for name in attribute.split("."):
         try:
             found = getattr(found, name)

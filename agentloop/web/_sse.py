@@ -45,7 +45,9 @@ def sse_response(
     for event in log.events()[:start]:
         codec.encode(event)  # rebuild the encoder's state; sent before, not again
     return EventSourceResponse(
-        _frames(log, start, codec), headers={**codec.headers, "cache-control": "no-store"}, ping=ping
+        _frames(log, start, codec),
+        headers={**codec.headers, "cache-control": "no-store"},
+        ping=ping,
     )
 
 

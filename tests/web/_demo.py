@@ -13,8 +13,13 @@ from agentloop.goals import setup_goal
 from agentloop.models import ModelRequest, ModelResponse
 from agentloop.models.openai import OpenAIChatModel
 from agentloop.sessions import SessionStore
-from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, RecordedRequest
-from agentloop.testing import ScriptedResponse
+from agentloop.testing import (
+    EmulatedCall,
+    EmulatedProvider,
+    EmulatedTurn,
+    RecordedRequest,
+    ScriptedResponse,
+)
 
 REVIEW = "Please double-check that answer."
 THOUGHT = "I will set myself a goal, then check the weather in Paris."

@@ -22,11 +22,11 @@ async def serving(app: Starlette) -> AsyncIterator[str]:
 
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  # the test's
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]  # the test's
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
         with anyio.fail_after(10):
-            while not server.started:
+            while not server.started:  # noqa: ASYNC110  uvicorn sets a flag, not an event
                 await anyio.sleep(0.01)
         port = server.servers[0].sockets[0].getsockname()[1]
         try:

@@ -193,7 +193,10 @@ async def test_approval_decisions_go_through_the_api(provider: ProviderServer) -
     from agentloop.models.openai import OpenAIChatModel
     from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn
 
-    script = [EmulatedTurn(calls=[EmulatedCall("transfer", {"amount": 5, "to": "bob"})]), "Done."]
+    script: list[EmulatedTurn | str] = [
+        EmulatedTurn(calls=[EmulatedCall("transfer", {"amount": 5, "to": "bob"})]),
+        "Done.",
+    ]
     async with ProviderServer(EmulatedProvider(script=script)) as server:
         model = OpenAIChatModel("emulated", base_url=server.url + "/v1", api_key="k")
         agent = Agent(model, tools=[transfer], store=InMemoryStore())

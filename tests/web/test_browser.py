@@ -39,7 +39,7 @@ async def test_the_page_streams_a_run_and_renders_model_text_as_text(tmp_path: P
     executable = _chromium()
     playwright_api = pytest.importorskip("playwright.async_api")
     shots = Path(os.environ.get("AGENTLOOP_ARTIFACTS") or tmp_path)
-    shots.mkdir(parents=True, exist_ok=True)
+    shots.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240  before the loop has work
     async with ProviderServer(DemoProvider(final=XSS, chunk_delay=0.03)) as provider:
         agent = demo_agent(provider.url, store=InMemoryStore())
         async with (
@@ -65,9 +65,7 @@ async def test_the_page_streams_a_run_and_renders_model_text_as_text(tmp_path: P
                 answer = await page.text_content("#answer")
                 withdrawn = page.locator(".withdrawn .text")
                 withdrawn_text = await withdrawn.text_content()
-                decoration = await withdrawn.evaluate(
-                    "n => getComputedStyle(n).textDecorationLine"
-                )
+                decoration = await withdrawn.evaluate("n => getComputedStyle(n).textDecorationLine")
                 goal = await page.text_content("#goal")
                 goal_hidden = await page.is_hidden("#goal")
                 timings = await page.locator(".action .timing").all_text_contents()

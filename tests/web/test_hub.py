@@ -45,8 +45,7 @@ async def test_a_run_goes_on_without_readers_and_any_reader_resumes_from_any_seq
     async with RunHub(agent) as hub:
         log = await hub.start("alice", "Paris or Oslo?")
         with anyio.fail_after(10):
-            while not log.done:
-                await anyio.sleep(0.01)
+            await log.wait_done()
         everything = await _read(log)
         for after in (0, 1, 7, len(everything) - 1, len(everything)):
             tail = await _read(log, after)
@@ -109,8 +108,7 @@ async def test_event_logs_and_runs_per_caller_are_bounded(agent: Agent[Any, Any]
         with pytest.raises(TooMany):
             await hub.start("alice", "again")
         with anyio.fail_after(10):
-            while not log.done:
-                await anyio.sleep(0.01)
+            await log.wait_done()
         kept = log.events()
         assert len(kept) == 5
         with pytest.raises(LogTrimmed):

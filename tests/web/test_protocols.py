@@ -48,7 +48,10 @@ async def test_ag_ui_messages_are_valid_and_map_thoughts_actions_and_the_answer(
     reasoning = "".join(m["delta"] for m in messages if m["type"] == "REASONING_MESSAGE_CONTENT")
     assert THOUGHT in reasoning
     assert types.index("REASONING_MESSAGE_CONTENT") < types.index("TEXT_MESSAGE_CONTENT")
-    for start, end in [("TEXT_MESSAGE_START", "TEXT_MESSAGE_END"), ("REASONING_START", "REASONING_END")]:
+    for start, end in [
+        ("TEXT_MESSAGE_START", "TEXT_MESSAGE_END"),
+        ("REASONING_START", "REASONING_END"),
+    ]:
         opened = [m["messageId"] for m in messages if m["type"] == start]
         assert opened == [m["messageId"] for m in messages if m["type"] == end]
     calls = [m for m in messages if m["type"].startswith("TOOL_CALL")]
@@ -64,13 +67,15 @@ async def test_ag_ui_messages_are_valid_and_map_thoughts_actions_and_the_answer(
     assert discarded["name"] == "agentloop.attempt_discarded"
     withdrawn = set(discarded["value"]["message_ids"])
     text_of = {
-        ident: "".join(
-            m["delta"] for m in messages if m.get("messageId") == ident and "delta" in m
-        )
+        ident: "".join(m["delta"] for m in messages if m.get("messageId") == ident and "delta" in m)
         for ident in withdrawn
     }
     assert DRAFT in "".join(text_of.values())
-    kept = [m for m in messages if m["type"] == "TEXT_MESSAGE_CONTENT" and m["messageId"] not in withdrawn]
+    kept = [
+        m
+        for m in messages
+        if m["type"] == "TEXT_MESSAGE_CONTENT" and m["messageId"] not in withdrawn
+    ]
     assert "".join(m["delta"] for m in kept) == FINAL
     assert messages[-1]["result"] == FINAL
 
@@ -96,8 +101,12 @@ async def test_the_vercel_stream_maps_reasoning_tools_text_and_ends_with_done(
             assert p["toolCallId"] in {q["toolCallId"] for q in outputs}
     (discarded,) = [p for p in parts if p["type"] == "data-agentloop-attempt-discarded"]
     withdrawn = set(discarded["data"]["ids"])
-    drafted = "".join(p["delta"] for p in parts if p["type"] == "text-delta" and p["id"] in withdrawn)
-    final = "".join(p["delta"] for p in parts if p["type"] == "text-delta" and p["id"] not in withdrawn)
+    drafted = "".join(
+        p["delta"] for p in parts if p["type"] == "text-delta" and p["id"] in withdrawn
+    )
+    final = "".join(
+        p["delta"] for p in parts if p["type"] == "text-delta" and p["id"] not in withdrawn
+    )
     assert (drafted, final) == (DRAFT, FINAL)
 
 

@@ -77,11 +77,15 @@ async def test_agentloop_serve_with_a_token_admits_only_requests_that_bear_it() 
                             await anyio.sleep(0.05)
                 assert refused.status_code == 401
                 wrong = {"authorization": "Bearer nope"}
-                assert (await client.post("/api/runs", json={"input": "hi"}, headers=wrong)).status_code == 401
+                assert (
+                    await client.post("/api/runs", json={"input": "hi"}, headers=wrong)
+                ).status_code == 401
                 right = {"authorization": "Bearer s3cret-token"}
                 started = await client.post("/api/runs", json={"input": "hi"}, headers=right)
                 assert started.status_code == 201, started.text
-                async with client.stream("GET", started.json()["events"], headers=right) as response:
+                async with client.stream(
+                    "GET", started.json()["events"], headers=right
+                ) as response:
                     events = [f.json() for f in await frames(response)]
         finally:
             process.terminate()
