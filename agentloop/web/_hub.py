@@ -236,13 +236,8 @@ class RunHub:
             max_events=self.limits.max_events_per_run,
         )
         self._busy.add(session)
-        self._running[owner] += 1
-        try:
-            await self._tg.start(self._drive, log, kind, input, decisions)
-        except BaseException:
-            self._busy.discard(session)
-            self._running[owner] -= 1
-            raise
+        self._running[owner] += 1  # both undone by _drive, however it ends
+        await self._tg.start(self._drive, log, kind, input, decisions)
         return log
 
     async def _drive(
@@ -293,6 +288,8 @@ class RunHub:
             log.close()
             self._busy.discard(log.session)
             self._running[log.owner] -= 1
+            if not self._running[log.owner]:
+                del self._running[log.owner]
             if started:
                 self._ended.append(log.id)
                 while len(self._ended) > self.limits.finished_runs_kept:
@@ -326,6 +323,8 @@ class RunHub:
 
     def close_stream(self, owner: str) -> None:
         self._streams[owner] -= 1
+        if not self._streams[owner]:
+            del self._streams[owner]  # one entry per caller with streams open, no more
 
 
 def _plausible(session: str) -> bool:

@@ -28,7 +28,12 @@ def last_event_id(request: Request) -> int | None:
 
 
 def sse_response(
-    log: RunLog, *, after: int | None = None, protocol: str = "agentloop", ping: float = 15.0
+    log: RunLog,
+    *,
+    after: int | None = None,
+    protocol: str = "agentloop",
+    ping: float = 15.0,
+    send_timeout: float = 30.0,
 ) -> EventSourceResponse:
     """Stream ``log`` from the event after seq ``after`` (all of it when ``None``) in
     ``protocol`` (``agentloop``, ``ag-ui`` or ``vercel``). ``LogTrimmed`` if those events are
@@ -39,6 +44,8 @@ def sse_response(
         after: The seq the client last saw (``last_event_id(request)``).
         protocol: The wire protocol of the frames.
         ping: Seconds between keep-alive comments.
+        send_timeout: Seconds a frame may wait on a client that does not read before the
+            stream is dropped (the run never waits on it: it writes to the log).
     """
     codec = encoder(protocol, thread_id=log.session)
     start = log.start_index(after)
@@ -48,6 +55,7 @@ def sse_response(
         _frames(log, start, codec),
         headers={**codec.headers, "cache-control": "no-store"},
         ping=ping,
+        send_timeout=send_timeout,
     )
 
 

@@ -224,3 +224,47 @@ async def test_approval_decisions_go_through_the_api(provider: ProviderServer) -
     finished = [e for e in resumed if e["type"] == "action_finished"]
     assert finished[0]["result"]["output"] == "sent 5 to bob"
     assert resumed[-1]["type"] == "run_finished" and resumed[-1]["result"]["output"] == "Done."
+
+
+async def test_ag_ui_and_vercel_clients_post_their_own_requests(agent: Agent[Any, Any]) -> None:
+    """``POST /api/ag-ui`` takes a RunAgentInput and answers in AG-UI (its threadId the
+    session, continued on the next request); ``POST /api/chat`` takes useChat's body and
+    answers with the UI message stream and its header; either stream resumes by protocol."""
+    from ag_ui.core import RunAgentInput, UserMessage
+
+    run_input = RunAgentInput(
+        thread_id="thread-1",
+        run_id="r1",
+        state=None,
+        messages=[UserMessage(id="m1", role="user", content="Paris or Oslo?")],
+        tools=[],
+        context=[],
+        forwarded_props=None,
+    )
+    body = run_input.model_dump(mode="json", by_alias=True)
+    chat = {
+        "id": "chat-1",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Hi"}]}],
+    }
+    async with serving(create_app(agent)) as base, httpx2.AsyncClient(base_url=base) as client:
+        async with client.stream("POST", "/api/ag-ui", json=body) as response:
+            ag_ui = [f.json() for f in await frames(response)]
+        again = await client.post("/api/ag-ui", json=body)  # the same thread, a second run
+        async with client.stream("POST", "/api/chat", json=chat) as response:
+            assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+            vercel = [f.data for f in await frames(response)]
+        history = await client.get("/api/sessions/thread-1")
+        run = (await client.post("/api/runs", json={"input": "hi"})).json()
+        async with client.stream("GET", run["events"] + "?protocol=vercel") as response:
+            whole = await frames(response)
+        cut = next(f for f in whole if f.id is not None and int(f.id) > 10)
+        headers = {"last-event-id": cut.id or ""}
+        url = run["events"] + "?protocol=vercel"
+        async with client.stream("GET", url, headers=headers) as response:
+            tail = await frames(response)
+    assert ag_ui[0]["type"] == "RUN_STARTED" and ag_ui[0]["threadId"] == "thread-1"
+    assert ag_ui[-1]["type"] == "RUN_FINISHED" and ag_ui[-1]["result"] == FINAL
+    assert again.status_code == 200
+    assert [r["type"] for r in history.json()["history"]].count("run") == 2
+    assert vercel[0].startswith('{"type":"start"') and vercel[-1] == "[DONE]"
+    assert [f.data for f in tail] == [f.data for f in whole][whole.index(cut) + 1 :]

@@ -129,3 +129,23 @@ async def test_a_cancelled_run_ends_its_log(agent: Agent[Any, Any]) -> None:
             events = await _read(log)
     assert log.done
     assert not any(isinstance(e, RunFinished) for e in events)
+
+
+async def test_refused_runs_give_their_places_back(agent: Agent[Any, Any]) -> None:
+    """Runs the engine refuses before they begin (another process holds the session) leave the
+    caller's run count as it was: the bound still holds, no looser and no tighter."""
+    store = agent.store
+    assert store is not None
+    await store.create("held", user="alice")
+    lease = await store.acquire_lease("held", owner="another-process", ttl=30)
+    async with RunHub(agent, limits=WebLimits(max_runs_per_owner=2)) as hub:
+        for _ in range(3):
+            with pytest.raises(SessionBusy):
+                await hub.start("alice", "two", session="held")
+        await store.release_lease(lease)
+        first = await hub.start("alice", "three")
+        second = await hub.start("alice", "four")
+        with pytest.raises(TooMany):
+            await hub.start("alice", "five")
+        await first.wait_done()
+        await second.wait_done()
