@@ -33,6 +33,7 @@ def _chromium() -> str:
     return found
 
 
+@pytest.mark.slow
 async def test_the_page_streams_a_run_and_renders_model_text_as_text(tmp_path: Path) -> None:
     """Thought before answer, actions mid-reply with timings, goal card, a struck-through
     withdrawn draft, and an answer whose markup is shown, not run."""

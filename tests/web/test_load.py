@@ -1,4 +1,4 @@
-"""A small load: 100 concurrent SSE clients against the app on the emulated provider all reach
+"""A small load: 50 concurrent SSE clients against the app on the emulated provider all reach
 their run's end, each having seen a delta first. (``benchmarks/bench_web.py`` runs 1,000 against
 ``agentloop serve`` and reports the time to first delta.)"""
 
@@ -15,12 +15,12 @@ from agentloop.web import WebLimits, create_app
 
 from ._serving import frames, serving
 
-CLIENTS = 100
+CLIENTS = 50
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn's loop
-async def test_a_hundred_concurrent_sse_clients_all_complete() -> None:
+async def test_fifty_concurrent_sse_clients_all_complete() -> None:
     finished: list[tuple[str, str]] = []
     async with ProviderServer(EmulatedProvider(answer="Hello there, web.")) as provider:
         model = OpenAIChatModel("emulated", base_url=provider.url + "/v1", api_key="k")

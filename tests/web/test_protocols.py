@@ -122,3 +122,39 @@ async def test_an_encoding_resumed_at_any_event_is_the_tail_of_the_whole(
         seen = [m for e in events[:cut] for m in codec.encode(e)]
         rest = [m for e in events[cut:] for m in codec.encode(e)] + codec.end()
         assert seen + rest == whole
+
+
+async def test_native_tool_calls_stream_their_arguments_under_one_id_each() -> None:
+    """In native tool mode each call opens once, its streamed arguments add up to its input,
+    and its end and result carry the same id (AG-UI and Vercel alike)."""
+    import json
+
+    from agentloop.models.openai import OpenAIChatModel
+    from agentloop.testing import EmulatedProvider
+
+    from ._demo import get_weather
+
+    async with ProviderServer(EmulatedProvider()) as server:
+        model = OpenAIChatModel("emulated", base_url=server.url + "/v1", api_key="k")
+        async with model, Agent(model, tools=[get_weather]).stream("weather?") as run:
+            events = [e async for e in run]
+    ag_ui = _encode("ag-ui", events)
+    starts = [m["toolCallId"] for m in ag_ui if m["type"] == "TOOL_CALL_START"]
+    assert len(starts) == len(set(starts)) == 2
+    for ident in starts:
+        args = "".join(
+            m["delta"] for m in ag_ui if m["type"] == "TOOL_CALL_ARGS" and m["toolCallId"] == ident
+        )
+        assert json.loads(args)["city"] in {"first", "second"}
+        kinds = [m["type"] for m in ag_ui if m.get("toolCallId") == ident]
+        assert kinds[0] == "TOOL_CALL_START" and kinds[-2:] == ["TOOL_CALL_END", "TOOL_CALL_RESULT"]
+    vercel = _encode("vercel", events)
+    opened = [
+        p["toolCallId"] for p in vercel if isinstance(p, dict) and p["type"] == "tool-input-start"
+    ]
+    done = [
+        p["toolCallId"]
+        for p in vercel
+        if isinstance(p, dict) and p["type"] == "tool-output-available"
+    ]
+    assert sorted(opened) == sorted(done) and len(opened) == 2

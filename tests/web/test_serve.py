@@ -51,6 +51,7 @@ def _free_port() -> int:
         return port
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the server is a subprocess either way
 async def test_agentloop_serve_with_a_token_admits_only_requests_that_bear_it() -> None:
     """``agentloop serve module:agent --host 0.0.0.0 --token-env VAR`` starts; a request
