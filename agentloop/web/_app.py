@@ -189,6 +189,13 @@ def create_app(
         caller = await owner(request)
         data = await body(request)
         thread = data.get("threadId") or data.get("thread_id")
+        if data.get("resume"):  # answers to the interrupts of a waiting run
+            if not isinstance(thread, str):
+                raise HTTPException(400, "resuming needs the threadId of the waiting run")
+            decisions = _decisions(_ag_ui_decisions(data["resume"]))
+            with _errors():
+                log = await hub.resume(caller, thread, decisions=decisions)
+                return _stream(hub, caller, log, None, "ag-ui")
         text = _last_user_text(data.get("messages"))
         _check_input(text, hub.limits)
         with _errors():
@@ -316,6 +323,28 @@ def _last_user_text(messages: Any) -> str:
         ]
         return "".join(texts)
     raise HTTPException(400, "no user message")
+
+
+def _ag_ui_decisions(entries: Any) -> dict[str, Any]:
+    """AG-UI's resume entries as decisions: ``cancelled`` denies; ``resolved`` takes a payload
+    in the decisions' own form (``{"decision": ...}``), approves with no payload or ``true``,
+    denies with ``false``, and gives any other payload as an external tool's result."""
+    if not isinstance(entries, list):
+        raise HTTPException(400, "resume must be a list")
+    decided: dict[str, Any] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("interruptId"), str):
+            raise HTTPException(400, "each resume entry needs an interruptId")
+        payload = entry.get("payload")
+        if entry.get("status") == "cancelled" or payload is False:
+            decided[entry["interruptId"]] = {"decision": "deny", "reason": "cancelled"}
+        elif payload is None or payload is True:
+            decided[entry["interruptId"]] = {"decision": "approve"}
+        elif isinstance(payload, dict) and "decision" in payload:
+            decided[entry["interruptId"]] = payload
+        else:
+            decided[entry["interruptId"]] = {"decision": "result", "output": payload}
+    return decided
 
 
 def _decisions(raw: Any) -> dict[str, Decision] | None:

@@ -96,6 +96,7 @@ class _Parts:
     calls: dict[tuple[str, int, int], str] = field(default_factory=dict)
     call_by_tag: dict[tuple[str, int, str], str] = field(default_factory=dict)
     named: set[str] = field(default_factory=set)
+    complete: set[str] = field(default_factory=set)  # calls whose input is final
     pending_args: dict[str, list[str]] = field(default_factory=dict)
 
     def part_id(self, kind: str, event: Event, attempt: int) -> str:
@@ -120,6 +121,11 @@ class _Parts:
         ident = f"{tag}-{run_id[:12]}-{attempt}"  # tags repeat from step to step
         self.call_by_tag[(run_id, attempt, tag)] = ident
         return ident
+
+    def latest_call(self, run_id: str, tag: str, fallback: str) -> str:
+        """The id of the run's most recent call tagged ``tag`` (a pending call's)."""
+        found = [(k[1], v) for k, v in self.call_by_tag.items() if k[0] == run_id and k[2] == tag]
+        return max(found)[1] if found else fallback
 
 
 def _output(value: Any) -> Any:
@@ -147,15 +153,28 @@ class AgUiEncoder:
         self._core = core
         self._thread = thread_id
         self._parts = _Parts()
+        self._run: str | None = None  # the root run, once started, until it ends
 
     def _dump(self, message: Any) -> Any:
         return message.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     def encode(self, event: Event) -> list[Any]:
+        if event.parent_run_id is None:
+            if isinstance(event, RunStarted):
+                self._run = event.run_id
+            elif isinstance(event, RunFinished | RunWaiting | RunFailed):
+                self._run = None
         return [self._dump(m) for m in self._messages(event)]
 
     def end(self) -> list[Any]:
-        return []
+        """A run stopped before its end (``DELETE``, the server shutting down): cancelled."""
+        if self._run is None:
+            return []
+        c = self._core
+        outcome = c.RunFinishedCancelledOutcome(type="cancelled")
+        finished = c.RunFinishedEvent(thread_id=self._thread, run_id=self._run, outcome=outcome)
+        self._run = None
+        return [self._dump(finished)]
 
     def _sub(self, event: Event) -> str | None:
         return event.run_id if event.parent_run_id else None
@@ -251,21 +270,7 @@ class AgUiEncoder:
                 return out
             case ActionStarted():
                 ident = p.call_for(event.run_id, event.attempt, event.tag)
-                out = []
-                if ident not in p.named:
-                    p.named.add(ident)
-                    p.pending_args.pop(ident, None)
-                    out = [
-                        c.ToolCallStartEvent(
-                            tool_call_id=ident, tool_call_name=event.name, subagent_run_id=sub
-                        ),
-                        c.ToolCallArgsEvent(
-                            tool_call_id=ident,
-                            delta=json.dumps(_output(event.input)),
-                            subagent_run_id=sub,
-                        ),
-                    ]
-                return [*out, c.ToolCallEndEvent(tool_call_id=ident, subagent_run_id=sub)]
+                return self._input_complete(ident, event.name, event.input, sub)
             case ActionFinished():
                 result = event.result
                 ident = p.call_for(event.run_id, result.attempt, result.tag)
@@ -288,7 +293,12 @@ class AgUiEncoder:
             case ActionAwaiting() | ActionDecided():
                 value = json.loads(event.to_json())
                 name = f"agentloop.{event.type}"
-                return [c.CustomEvent(name=name, value=value, subagent_run_id=sub)]
+                out = []
+                if isinstance(event, ActionAwaiting):
+                    call = event.call
+                    ident = p.latest_call(event.run_id, call.tag, call.id)
+                    out = self._input_complete(ident, call.name, call.input, sub)
+                return [*out, c.CustomEvent(name=name, value=value, subagent_run_id=sub)]
             case StepFinished():
                 return self._close(event)
             case RunFinished() | RunWaiting() | RunFailed() if event.parent_run_id:
@@ -328,6 +338,24 @@ class AgUiEncoder:
             case _:
                 return []
 
+    def _input_complete(self, ident: str, name: str, input: Any, sub: str | None) -> list[Any]:
+        """A call's input is final: its start (if its arguments never streamed), then its end,
+        once however many events say so."""
+        c, p, out = self._core, self._parts, []
+        if ident in p.complete:
+            return []
+        p.complete.add(ident)
+        if ident not in p.named:
+            p.named.add(ident)
+            p.pending_args.pop(ident, None)
+            out = [
+                c.ToolCallStartEvent(tool_call_id=ident, tool_call_name=name, subagent_run_id=sub),
+                c.ToolCallArgsEvent(
+                    tool_call_id=ident, delta=json.dumps(_output(input)), subagent_run_id=sub
+                ),
+            ]
+        return [*out, c.ToolCallEndEvent(tool_call_id=ident, subagent_run_id=sub)]
+
     def _sub_end(self, event: RunFinished | RunWaiting | RunFailed) -> Any:
         c = self._core
         if isinstance(event, RunFailed):
@@ -346,8 +374,13 @@ class VercelEncoder:
     def __init__(self) -> None:
         self._parts = _Parts()
         self._steps = 0
+        self._open = False  # a root run started and not yet finished
 
     def end(self) -> list[Any]:
+        """``[DONE]``, after an ``abort`` for a run stopped before its end."""
+        if self._open:
+            self._open = False
+            return [{"type": "abort", "reason": "the run was stopped"}, "[DONE]"]
         return ["[DONE]"]
 
     def _close(self, event: Event, attempt: int | None = None) -> list[Any]:
@@ -361,6 +394,33 @@ class VercelEncoder:
         return out
 
     def encode(self, event: Event) -> list[Any]:
+        if event.parent_run_id is None:
+            if isinstance(event, RunStarted):
+                self._open = True
+            elif isinstance(event, RunFinished | RunWaiting | RunFailed):
+                self._open = False
+        return self._parts_of(event)
+
+    def _input_complete(self, ident: str, name: str, input: Any) -> list[Any]:
+        """A call's input is final: ``tool-input-available`` (after its start if its arguments
+        never streamed), once however many events say so."""
+        p, out = self._parts, []
+        if ident in p.complete:
+            return []
+        p.complete.add(ident)
+        if ident not in p.named:
+            p.named.add(ident)
+            p.pending_args.pop(ident, None)
+            out.append({"type": "tool-input-start", "toolCallId": ident, "toolName": name})
+        available = {
+            "type": "tool-input-available",
+            "toolCallId": ident,
+            "toolName": name,
+            "input": _output(input),
+        }
+        return [*out, available]
+
+    def _parts_of(self, event: Event) -> list[Any]:
         p = self._parts
         match event:
             case RunStarted() if event.parent_run_id is None:
@@ -421,20 +481,7 @@ class VercelEncoder:
                 return out
             case ActionStarted():
                 ident = p.call_for(event.run_id, event.attempt, event.tag)
-                out = []
-                if ident not in p.named:
-                    p.named.add(ident)
-                    p.pending_args.pop(ident, None)
-                    out.append(
-                        {"type": "tool-input-start", "toolCallId": ident, "toolName": event.name}
-                    )
-                available = {
-                    "type": "tool-input-available",
-                    "toolCallId": ident,
-                    "toolName": event.name,
-                    "input": _output(event.input),
-                }
-                return [*out, available]
+                return self._input_complete(ident, event.name, event.input)
             case ActionFinished():
                 result = event.result
                 ident = p.call_for(event.run_id, result.attempt, result.tag)
@@ -462,7 +509,22 @@ class VercelEncoder:
                 ]
             case ActionAwaiting() | ActionDecided():
                 data = json.loads(event.to_json())
-                return [{"type": f"data-agentloop-{event.type.replace('_', '-')}", "data": data}]
+                out = [{"type": f"data-agentloop-{event.type.replace('_', '-')}", "data": data}]
+                call = event.call
+                ident = p.latest_call(event.run_id, call.tag, call.id)
+                if isinstance(event, ActionAwaiting):
+                    out = [*self._input_complete(ident, call.name, call.input), *out]
+                if isinstance(event, ActionAwaiting) and call.kind == "approval":
+                    out.append(
+                        {
+                            "type": "tool-approval-request",
+                            "approvalId": call.id,
+                            "toolCallId": ident,
+                        }
+                    )
+                elif isinstance(event, ActionDecided) and event.decision == "deny":
+                    out.append({"type": "tool-output-denied", "toolCallId": ident})
+                return out
             case RunFinished() if event.parent_run_id is None:
                 out = self._close(event)
                 if event.result.error is not None:

@@ -209,6 +209,12 @@ async def test_approval_decisions_go_through_the_api(provider: ProviderServer) -
                 events = [e for _, e in await _events(client, body["events"])]
                 assert events[-1]["type"] == "run_waiting"
                 (call,) = events[-1]["result"]["pending"]
+                async with client.stream("GET", body["events"] + "?protocol=vercel") as response:
+                    vercel = [f.json() for f in await frames(response) if f.data != "[DONE]"]
+                (asked,) = [p for p in vercel if p["type"] == "tool-approval-request"]
+                started = [p for p in vercel if p["type"] == "tool-input-available"]
+                assert asked["approvalId"] == call["id"]
+                assert asked["toolCallId"] == started[0]["toolCallId"]
                 url = f"/api/sessions/{body['session']}/resume"
                 bad = await client.post(url, json={"decisions": {"nope": {"decision": "approve"}}})
                 assert bad.status_code == 400
@@ -219,6 +225,22 @@ async def test_approval_decisions_go_through_the_api(provider: ProviderServer) -
                 )
                 assert decided.status_code == 201, decided.text
                 resumed = [e for _, e in await _events(client, decided.json()["events"])]
+                # The same through AG-UI: its interrupt, answered by a resume entry.
+                body = (await client.post("/api/runs", json={"input": "pay bob again"})).json()
+                async with client.stream("GET", body["events"] + "?protocol=ag-ui") as response:
+                    waited = [f.json() for f in await frames(response)]
+                (interrupt,) = waited[-1]["outcome"]["interrupts"]
+                answer = {
+                    "threadId": body["session"],
+                    "runId": "r2",
+                    "messages": [],
+                    "resume": [{"interruptId": interrupt["id"], "status": "resolved"}],
+                }
+                async with client.stream("POST", "/api/ag-ui", json=answer) as response:
+                    via_ag_ui = [f.json() for f in await frames(response)]
+    assert waited[-1]["type"] == "RUN_FINISHED" and interrupt["reason"] == "approval"
+    results = [m["content"] for m in via_ag_ui if m["type"] == "TOOL_CALL_RESULT"]
+    assert results == ["sent 5 to bob"] and via_ag_ui[-1]["result"] == "Done."
     types = [e["type"] for e in resumed]
     assert "action_decided" in types and "action_started" in types
     finished = [e for e in resumed if e["type"] == "action_finished"]
@@ -268,3 +290,18 @@ async def test_ag_ui_and_vercel_clients_post_their_own_requests(agent: Agent[Any
     assert [r["type"] for r in history.json()["history"]].count("run") == 2
     assert vercel[0].startswith('{"type":"start"') and vercel[-1] == "[DONE]"
     assert [f.data for f in tail] == [f.data for f in whole][whole.index(cut) + 1 :]
+
+
+async def test_a_stopped_run_ends_each_protocol_as_stopped(agent: Agent[Any, Any]) -> None:
+    """``DELETE`` stops a run: its AG-UI stream ends with a cancelled outcome, its Vercel
+    stream with ``abort`` and ``[DONE]``; another caller cannot stop it."""
+    async with serving(create_app(agent)) as base, httpx2.AsyncClient(base_url=base) as client:
+        run = (await client.post("/api/runs", json={"input": "hi"})).json()
+        stopped = await client.delete(f"/api/runs/{run['run']}")
+        assert stopped.status_code == 204
+        async with client.stream("GET", run["events"] + "?protocol=ag-ui") as response:
+            ag_ui = [f.json() for f in await frames(response)]
+        async with client.stream("GET", run["events"] + "?protocol=vercel") as response:
+            vercel = [f.data for f in await frames(response)]
+    assert ag_ui[-1]["type"] == "RUN_FINISHED" and ag_ui[-1]["outcome"] == {"type": "cancelled"}
+    assert vercel[-2:] == ['{"type":"abort","reason":"the run was stopped"}', "[DONE]"]
