@@ -1,4 +1,4 @@
-"""The HTTP API and the built-in page, as a Starlette app (DESIGN §8: closed by default).
+"""The HTTP API and the built-in page, as a Starlette app (closed by default).
 
 POST   /api/runs                      {"input", "session"?}  → 201 {"run", "session", "events"}
 GET    /api/runs/{run}/events         ?protocol=agentloop|ag-ui|vercel  (SSE, Last-Event-ID)

@@ -1,6 +1,6 @@
 """Runs that outlive their HTTP connection: each runs in the hub's task group and appends its
 events to a bounded log, so a client that reconnects reads on from the ``seq`` it last saw and
-the prompt never runs twice (DESIGN §7: events have a log where they must outlive a connection).
+the prompt never runs twice: events have a log wherever they must outlive a connection.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ TERMINAL = (RunFinished, RunFailed, RunWaiting)
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WebLimits:
-    """What one server allows, so that no caller can exhaust it (DESIGN §8).
+    """What one server allows, so that no caller can exhaust it.
 
     Args:
         max_body_bytes: The largest request body read; a larger one is 413.
@@ -66,7 +66,14 @@ class LogTrimmed(AgentLoopError):
 
 @final
 class RunLog:
-    """One invocation's events, in order, readable from any ``seq`` while it runs and after."""
+    """One invocation's events, in order, readable from any ``seq`` while it runs and after.
+
+    Args:
+        id: The invocation's id (what the HTTP API calls the run).
+        session: The session it runs in.
+        owner: Who started it.
+        max_events: The events kept; older ones are dropped.
+    """
 
     def __init__(self, *, id: str, session: str, owner: str, max_events: int) -> None:
         self.id = id
@@ -82,6 +89,11 @@ class RunLog:
         self.cancel_scope = anyio.CancelScope()
 
     def append(self, event: Event) -> None:
+        """Add the run's next event, dropping the oldest beyond the bound.
+
+        Args:
+            event: The event.
+        """
         self._events.append(event)
         self._seqs.append(event.seq)
         if len(self._events) > self._max:
@@ -108,7 +120,11 @@ class RunLog:
         return list(self._events)
 
     def start_index(self, after: int | None) -> int:
-        """Where a reader that last saw ``after`` goes on; ``LogTrimmed`` if that is gone."""
+        """Where a reader that last saw ``after`` goes on; ``LogTrimmed`` if that is gone.
+
+        Args:
+            after: The seq the reader last saw (``None``: from the start).
+        """
         if after is None:
             if self._dropped:
                 raise LogTrimmed(f"the first {self._dropped} events of this run are not kept")
@@ -118,7 +134,11 @@ class RunLog:
         return bisect.bisect_right(self._seqs, after)
 
     async def follow(self, index: int) -> AsyncIterator[tuple[int, Event]]:
-        """The events from position ``index`` on, waiting for new ones until the run ends."""
+        """The events from position ``index`` on, waiting for new ones until the run ends.
+
+        Args:
+            index: Where to start (``start_index``).
+        """
         absolute = index + self._dropped
         while True:
             local = absolute - self._dropped
@@ -183,7 +203,13 @@ class RunHub:
     async def start(self, owner: str, input: str, *, session: str | None = None) -> RunLog:
         """Start a run on ``session`` (a new session when ``None``) once its first event is in
         the log. ``SessionBusy`` if a run holds the session, ``SessionNotFound`` if it is not
-        the owner's, ``TooMany`` at the owner's run bound, ``UserError`` for a bad input."""
+        the owner's, ``TooMany`` at the owner's run bound, ``UserError`` for a bad input.
+
+        Args:
+            owner: Who asks (what the auth said).
+            input: The user's message.
+            session: The owner's session to continue; ``None`` makes a new one.
+        """
         if not input.strip():
             raise UserError("input must be a non-empty string")
         if len(input) > self.limits.max_input_chars:
@@ -199,12 +225,23 @@ class RunHub:
         self, owner: str, session: str, *, decisions: Mapping[str, Decision] | None = None
     ) -> RunLog:
         """Resume the session's waiting or unfinished run (with ``decisions`` for its pending
-        calls); errors as for ``start``, and ``NothingToResume``."""
+        calls); errors as for ``start``, and ``NothingToResume``.
+
+        Args:
+            owner: Who asks.
+            session: The owner's session.
+            decisions: The decisions on its pending calls, by ``PendingCall.id``.
+        """
         await self._owned(owner, session)
         return await self._launch(owner, session, "resume", decisions=decisions)
 
     async def history(self, owner: str, session: str) -> list[dict[str, Any]]:
-        """The session's records, oldest first, as JSON values."""
+        """The session's records, oldest first, as JSON values.
+
+        Args:
+            owner: Who asks.
+            session: The owner's session.
+        """
         found = await self._owned(owner, session)
         return [record.model_dump(mode="json") for record in found.history]
 
@@ -305,23 +342,42 @@ class RunHub:
     # -- reading ----------------------------------------------------------------------------
 
     def log(self, owner: str, run: str) -> RunLog:
-        """The run's log, if the owner's; else ``SessionNotFound``."""
+        """The run's log, if the owner's; else ``SessionNotFound``.
+
+        Args:
+            owner: Who asks.
+            run: The run's id (``RunLog.id``).
+        """
         found = self._logs.get(run)
         if found is None or found.owner != owner:
             raise SessionNotFound(f"no run {run!r}")
         return found
 
     def cancel(self, owner: str, run: str) -> None:
-        """Stop the owner's run (its tools and model stream are cancelled)."""
+        """Stop the owner's run (its tools and model stream are cancelled).
+
+        Args:
+            owner: Who asks.
+            run: The run's id.
+        """
         self.log(owner, run).cancel_scope.cancel()
 
     def open_stream(self, owner: str) -> None:
-        """Count an event stream the owner opens; ``TooMany`` at the bound."""
+        """Count an event stream the owner opens; ``TooMany`` at the bound.
+
+        Args:
+            owner: Who opens it.
+        """
         if self._streams[owner] >= self.limits.max_streams_per_owner:
             raise TooMany(f"at most {self.limits.max_streams_per_owner} open streams per caller")
         self._streams[owner] += 1
 
     def close_stream(self, owner: str) -> None:
+        """Count an event stream the owner closed.
+
+        Args:
+            owner: Who had it open.
+        """
         self._streams[owner] -= 1
         if not self._streams[owner]:
             del self._streams[owner]  # one entry per caller with streams open, no more

@@ -50,7 +50,13 @@ class Encoder(Protocol):
 
     headers: dict[str, str]
 
-    def encode(self, event: Event) -> list[Any]: ...
+    def encode(self, event: Event) -> list[Any]:
+        """The protocol messages for ``event`` (none, one or several).
+
+        Args:
+            event: The next event of the run.
+        """
+        ...
 
     def end(self) -> list[Any]:
         """What follows the last event (``[DONE]`` for the Vercel stream)."""

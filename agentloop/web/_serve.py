@@ -26,7 +26,13 @@ def is_loopback(host: str) -> bool:
 
 
 def check_bind(host: str, auth: Auth | None) -> None:
-    """Refuse to serve beyond this machine without authentication (DESIGN §8), saying why."""
+    """Refuse to serve beyond this machine without authentication, saying why: anyone who can
+    reach the server could run the agent's tools with its privileges.
+
+    Args:
+        host: The address to listen on.
+        auth: The authentication, if any.
+    """
     if auth is None and not is_loopback(host):
         raise UserError(
             f"refusing to listen on {host} without authentication: anyone who can reach it "
@@ -37,7 +43,11 @@ def check_bind(host: str, auth: Auth | None) -> None:
 
 
 def load_agent(spec: str) -> Agent[Any, Any]:
-    """The agent named by ``module:attribute`` (the current directory is importable)."""
+    """The agent named by ``module:attribute`` (the current directory is importable).
+
+    Args:
+        spec: ``module:attribute``, like ``app:agent``.
+    """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise UserError(f"expected module:attribute (like app:agent), not {spec!r}")

@@ -17,7 +17,11 @@ from ._protocols import Encoder, encoder
 
 def last_event_id(request: Request) -> int | None:
     """The ``seq`` a reconnecting client last saw (its ``Last-Event-ID`` header, or the
-    ``last_event_id`` query parameter for clients that cannot set headers), if any."""
+    ``last_event_id`` query parameter for clients that cannot set headers), if any.
+
+    Args:
+        request: The request for the event stream.
+    """
     raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
     if raw is None or not raw.strip():
         return None
