@@ -52,7 +52,10 @@ async def test_a_post_starts_a_run_whose_frames_carry_each_events_seq(
 ) -> None:
     """POST /api/runs → 201 with the run and a new unguessable session; the SSE frames are the
     events' JSON, each with ``id:`` its seq, ending with the answer."""
-    async with serving(create_app(agent)) as base, httpx2.AsyncClient(base_url=base) as client:
+    async with (
+        serving(create_app(agent)) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+    ):
         started = await client.post("/api/runs", json={"input": "Paris or Oslo?"})
         assert started.status_code == 201, started.text
         body = started.json()
@@ -69,7 +72,10 @@ async def test_a_client_that_reconnects_with_last_event_id_resumes_and_nothing_r
 ) -> None:
     """A client that drops after a few frames and reconnects with ``Last-Event-ID`` gets the
     rest, each event once; the model was asked only as often as one run asks (4 calls)."""
-    async with serving(create_app(agent)) as base, httpx2.AsyncClient(base_url=base) as client:
+    async with (
+        serving(create_app(agent)) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+    ):
         body = (await client.post("/api/runs", json={"input": "Paris or Oslo?"})).json()
         async with client.stream("GET", body["events"]) as response:
             first = await frames(response, limit=5)
@@ -86,7 +92,10 @@ async def test_a_client_that_reconnects_with_last_event_id_resumes_and_nothing_r
 
 async def test_a_busy_session_answers_409_not_a_failed_run(agent: Agent[Any, Any]) -> None:
     """A second run on a session that a run holds is refused with 409 before anything runs."""
-    async with serving(create_app(agent)) as base, httpx2.AsyncClient(base_url=base) as client:
+    async with (
+        serving(create_app(agent)) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+    ):
         body = (await client.post("/api/runs", json={"input": "one"})).json()
         second = await client.post("/api/runs", json={"input": "two", "session": body["session"]})
         assert second.status_code == 409, second.text
@@ -100,7 +109,7 @@ async def test_callers_reach_only_their_own_sessions_and_runs(agent: Agent[Any, 
     """With an auth dependency, no owner is 401; another owner's session and run are 404
     (reading, resuming, streaming and stopping alike); the owner reads its history."""
     app = create_app(agent, auth=_by_user)
-    async with serving(app) as base, httpx2.AsyncClient(base_url=base) as client:
+    async with serving(app) as base, httpx2.AsyncClient(base_url=base, timeout=30) as client:
         assert (await client.post("/api/runs", json={"input": "hi"})).status_code == 401
         alice = {"x-user": "alice"}
         body = (await client.post("/api/runs", json={"input": "hi"}, headers=alice)).json()
@@ -128,7 +137,7 @@ async def test_bodies_inputs_runs_and_streams_are_bounded(agent: Agent[Any, Any]
     )
     async with (
         serving(create_app(agent, limits=limits)) as base,
-        httpx2.AsyncClient(base_url=base) as client,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
     ):
         big = await client.post("/api/runs", content=b'{"input": "' + b"x" * 3000 + b'"}')
         assert big.status_code == 413
@@ -151,11 +160,14 @@ async def test_cors_is_off_unless_configured(agent: Agent[Any, Any]) -> None:
         "access-control-request-method": "POST",
         "access-control-request-headers": "content-type",
     }
-    async with serving(create_app(agent)) as base, httpx2.AsyncClient(base_url=base) as client:
+    async with (
+        serving(create_app(agent)) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+    ):
         closed = await client.options("/api/runs", headers=preflight)
     assert "access-control-allow-origin" not in closed.headers
     app = create_app(agent, cors_origins=["https://app.example"])
-    async with serving(app) as base, httpx2.AsyncClient(base_url=base) as client:
+    async with serving(app) as base, httpx2.AsyncClient(base_url=base, timeout=30) as client:
         allowed = await client.options(
             "/api/runs", headers={**preflight, "origin": "https://app.example"}
         )
@@ -168,7 +180,10 @@ async def test_the_page_is_served_with_a_strict_content_security_policy(
     agent: Agent[Any, Any],
 ) -> None:
     """The page and its script come with a CSP that allows only this origin's script."""
-    async with serving(create_app(agent)) as base, httpx2.AsyncClient(base_url=base) as client:
+    async with (
+        serving(create_app(agent)) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+    ):
         page = await client.get("/")
         script = await client.get("/app.js")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
@@ -203,7 +218,7 @@ async def test_approval_decisions_go_through_the_api(provider: ProviderServer) -
         async with model:
             async with (
                 serving(create_app(agent)) as base,
-                httpx2.AsyncClient(base_url=base) as client,
+                httpx2.AsyncClient(base_url=base, timeout=30) as client,
             ):
                 body = (await client.post("/api/runs", json={"input": "pay bob"})).json()
                 events = [e for _, e in await _events(client, body["events"])]
@@ -268,7 +283,10 @@ async def test_ag_ui_and_vercel_clients_post_their_own_requests(agent: Agent[Any
         "id": "chat-1",
         "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Hi"}]}],
     }
-    async with serving(create_app(agent)) as base, httpx2.AsyncClient(base_url=base) as client:
+    async with (
+        serving(create_app(agent)) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+    ):
         async with client.stream("POST", "/api/ag-ui", json=body) as response:
             ag_ui = [f.json() for f in await frames(response)]
         again = await client.post("/api/ag-ui", json=body)  # the same thread, a second run
@@ -295,7 +313,10 @@ async def test_ag_ui_and_vercel_clients_post_their_own_requests(agent: Agent[Any
 async def test_a_stopped_run_ends_each_protocol_as_stopped(agent: Agent[Any, Any]) -> None:
     """``DELETE`` stops a run: its AG-UI stream ends with a cancelled outcome, its Vercel
     stream with ``abort`` and ``[DONE]``; another caller cannot stop it."""
-    async with serving(create_app(agent)) as base, httpx2.AsyncClient(base_url=base) as client:
+    async with (
+        serving(create_app(agent)) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+    ):
         run = (await client.post("/api/runs", json={"input": "hi"})).json()
         stopped = await client.delete(f"/api/runs/{run['run']}")
         assert stopped.status_code == 204
