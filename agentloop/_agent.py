@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
@@ -32,6 +31,7 @@ from ._retry import RetryPolicy
 from ._run import Emitter, Launch, run_of
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
+from ._time import new_id
 from ._waiting import decode_state
 from .models._base import Model
 from .models._registry import resolve_model, split_model_string
@@ -404,7 +404,7 @@ class Agent(Generic[DepsT, OutputT]):
             raise UserError("run_key needs session=... (and a store): runs are keyed per session")
         return Launch(
             agent=self,
-            run_id=uuid.uuid4().hex,
+            run_id=new_id(),
             user_input=user_input,
             branch=self.name,
             emitter=emitter,
@@ -667,7 +667,7 @@ class Agent(Generic[DepsT, OutputT]):
             waited = parent.subrun_resumes.pop(ctx.action.tag, None)
             sub = Launch(
                 agent=child,
-                run_id=uuid.uuid4().hex,
+                run_id=new_id(),
                 user_input=task,
                 branch=branch,
                 emitter=parent.emitter,

@@ -19,6 +19,7 @@ PUBLIC_PACKAGES = {
     "agentloop.mcp": "mcp.md",
     "agentloop.web": "web.md",
     "agentloop.testing": "testing.md",
+    "agentloop.temporal": "temporal.md",
 }
 
 

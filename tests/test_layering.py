@@ -61,6 +61,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentloop.web",
         "agentloop.cli",
     ),  # seam users
+    ("agentloop.temporal",),  # a second driver of the engine: durable runs on Temporal
     ("agentloop.__main__",),
 )
 
