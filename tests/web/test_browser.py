@@ -85,3 +85,56 @@ async def test_the_page_streams_a_run_and_renders_model_text_as_text(tmp_path: P
     assert any("mid-reply" in t for t in timings)
     assert any("took" in t for t in timings)
     assert shot.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+async def test_the_page_asks_for_approval_and_resumes_the_run() -> None:
+    """A call that needs approval shows as pending with its input; approving it resumes the
+    run through the API and the page shows the tool's output and the answer."""
+    from agentloop import Agent, tool
+    from agentloop.models.openai import OpenAIChatModel
+    from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn
+
+    @tool(requires_approval=True)
+    async def transfer(amount: int, to: str) -> str:
+        """Send money.
+
+        Args:
+            amount: how much
+            to: to whom
+        """
+        return f"sent {amount} to {to}"
+
+    executable = _chromium()
+    playwright_api = pytest.importorskip("playwright.async_api")
+    script: list[EmulatedTurn | str] = [
+        EmulatedTurn(calls=[EmulatedCall("transfer", {"amount": 5, "to": "bob"})]),
+        "Paid bob.",
+    ]
+    async with ProviderServer(EmulatedProvider(script=script)) as provider:
+        model = OpenAIChatModel("emulated", base_url=provider.url + "/v1", api_key="k")
+        agent = Agent(model, tools=[transfer], store=InMemoryStore())
+        async with (
+            model,
+            serving(create_app(agent)) as base,
+            playwright_api.async_playwright() as pw,
+        ):
+            browser = await pw.chromium.launch(
+                executable_path=executable, args=["--no-sandbox"], headless=True
+            )
+            try:
+                page = await browser.new_page()
+                await page.goto(base)
+                await page.fill("#input", "pay bob 5")
+                await page.click("#send")
+                await page.wait_for_selector("#pending:not([hidden]) button.approve")
+                pending = await page.text_content("#pending-calls")
+                await page.click("button.approve")
+                await page.wait_for_selector("#final:not([hidden])", timeout=15_000)
+                answer = await page.text_content("#answer")
+                outputs = await page.locator(".action .output").all_text_contents()
+            finally:
+                await browser.close()
+    assert pending is not None and 'transfer {"amount":5,"to":"bob"}' in pending
+    assert answer == "Paid bob."
+    assert any("sent 5 to bob" in o for o in outputs)
