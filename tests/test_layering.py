@@ -58,12 +58,24 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentloop._loop",),
     ("agentloop._agent",),
     ("agentloop",),  # the public facade
-    ("agentloop.goals", "agentloop.mcp", "agentloop.testing", "agentloop.cli"),  # seam users
+    (
+        "agentloop.goals",
+        "agentloop.mcp",
+        "agentloop.testing",
+        "agentloop.web",
+        "agentloop.cli",
+    ),  # seam users
     ("agentloop.temporal",),  # a second driver of the engine: durable runs on Temporal
     ("agentloop.__main__",),
 )
 
-SEAM_USERS = ("agentloop.goals", "agentloop.mcp", "agentloop.testing", "agentloop.cli")
+SEAM_USERS = (
+    "agentloop.goals",
+    "agentloop.mcp",
+    "agentloop.testing",
+    "agentloop.web",
+    "agentloop.cli",
+)
 
 # What a seam user may import: the public packages and modules (besides its own package).
 PUBLIC = frozenset(
