@@ -15,13 +15,17 @@ and those below, and no modules import each other in a cycle.
 3. ``sessions``: the stores.
 4. The values of a run: ``_steps``, ``_decisions`` (approvals and external results),
    ``_events``, ``_final``, ``_cost``, ``_retry``,
-   ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``).
+   ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``),
+   ``_usage_limits``, ``_guardrails`` and ``_handoff`` (the controls an agent is configured
+   with).
 5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
 6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_threads``,
    ``_actions`` (the action executor), ``_session_run`` (the session lifecycle, ``SessionScope``),
    ``_waiting`` (calls that wait for a decision, and a waiting run's resume state),
    ``_plan`` (what a run reads of its agent, ``RunnableAgent``, and its frozen ``Plan``),
-   ``_run``, ``_tracing``, ``_turn``, ``_loop``, ``_agent``.
+   ``_run``, ``_controls`` (usage limits, guardrails, validators and handoffs on the
+   engine's seams),
+   ``_tracing``, ``_turn``, ``_loop``, ``_agent``.
 7. This module, the public facade.
 8. Seam users: ``goals``, ``mcp``, ``testing``, ``cli``. They import public seams only: the
    packages ``agentloop``, ``agentloop.models`` (with ``models.openai`` and
@@ -58,6 +62,7 @@ from ._errors import AgentLoopError as AgentLoopError
 from ._errors import AgentLoopWarning as AgentLoopWarning
 from ._errors import ContentFiltered as ContentFiltered
 from ._errors import DecisionsPending as DecisionsPending
+from ._errors import GuardrailTripped as GuardrailTripped
 from ._errors import MaxStepsExceeded as MaxStepsExceeded
 from ._errors import ModelAuthError as ModelAuthError
 from ._errors import ModelBadRequest as ModelBadRequest
@@ -68,6 +73,7 @@ from ._errors import ModelNotFound as ModelNotFound
 from ._errors import ModelOverloaded as ModelOverloaded
 from ._errors import ModelRateLimited as ModelRateLimited
 from ._errors import ModelRefused as ModelRefused
+from ._errors import ModelRetry as ModelRetry
 from ._errors import ModelServerError as ModelServerError
 from ._errors import ModelStreamError as ModelStreamError
 from ._errors import ModelTimeout as ModelTimeout
@@ -84,6 +90,8 @@ from ._errors import SessionError as SessionError
 from ._errors import SessionNotFound as SessionNotFound
 from ._errors import SessionStoreError as SessionStoreError
 from ._errors import ToolError as ToolError
+from ._errors import ToolRetriesExceeded as ToolRetriesExceeded
+from ._errors import UsageLimitExceeded as UsageLimitExceeded
 from ._errors import UserError as UserError
 from ._events import ActionArgsDelta as ActionArgsDelta
 from ._events import ActionAwaiting as ActionAwaiting
@@ -95,6 +103,7 @@ from ._events import AttemptDiscarded as AttemptDiscarded
 from ._events import Event as Event
 from ._events import ModelCallFinished as ModelCallFinished
 from ._events import ModelCallStarted as ModelCallStarted
+from ._events import PartialOutput as PartialOutput
 from ._events import ProviderEvent as ProviderEvent
 from ._events import RunFailed as RunFailed
 from ._events import RunFinished as RunFinished
@@ -104,6 +113,12 @@ from ._events import StepFinished as StepFinished
 from ._events import TextDelta as TextDelta
 from ._events import ThoughtDelta as ThoughtDelta
 from ._events import event_from_json as event_from_json
+from ._guardrails import InputGuardrail as InputGuardrail
+from ._guardrails import OutputGuardrail as OutputGuardrail
+from ._guardrails import OutputValidator as OutputValidator
+from ._guardrails import ToolGuardrail as ToolGuardrail
+from ._guardrails import Tripwire as Tripwire
+from ._handoff import Handoff as Handoff
 from ._instrument import Instrumentation as Instrumentation
 from ._middleware import ModelCall as ModelCall
 from ._middleware import ModelMiddleware as ModelMiddleware
@@ -120,7 +135,9 @@ from ._steps import PendingCall as PendingCall
 from ._steps import RunErrorInfo as RunErrorInfo
 from ._steps import RunResult as RunResult
 from ._steps import Step as Step
+from ._usage_limits import UsageLimits as UsageLimits
 from ._version import __version__ as __version__
+from .models import FallbackModel as FallbackModel
 from .models import Message as Message
 from .models import Model as Model
 from .models import ModelRequest as ModelRequest
@@ -163,6 +180,10 @@ __all__ = [
     "Edit",
     "Event",
     "ExternalResult",
+    "FallbackModel",
+    "GuardrailTripped",
+    "Handoff",
+    "InputGuardrail",
     "Instrumentation",
     "MaxStepsExceeded",
     "Memory",
@@ -184,12 +205,16 @@ __all__ = [
     "ModelRefused",
     "ModelRequest",
     "ModelResponse",
+    "ModelRetry",
     "ModelServerError",
     "ModelSettings",
     "ModelStreamError",
     "ModelTimeout",
     "NothingToResume",
+    "OutputGuardrail",
     "OutputInvalid",
+    "OutputValidator",
+    "PartialOutput",
     "PendingCall",
     "Plain",
     "PriceTable",
@@ -224,11 +249,16 @@ __all__ = [
     "ToolCallNext",
     "ToolContext",
     "ToolError",
+    "ToolGuardrail",
     "ToolLimits",
     "ToolMiddleware",
+    "ToolRetriesExceeded",
     "Toolkit",
     "Toolset",
+    "Tripwire",
     "Usage",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "UserError",
     "activity",
     "event_from_json",

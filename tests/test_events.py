@@ -62,6 +62,7 @@ def _sample(cls: type[Any]) -> Any:
         "decision": "edit",
         "by": "resume",
         "arguments": {"x": 3},
+        "output": {"name": "Oslo", "districts": ["a"]},
     }
     fields = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.name != "type"}
     if cls.__name__ == "ActionFinished":

@@ -38,6 +38,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentloop._middleware",
         "agentloop._instrument",
         "agentloop._output",
+        "agentloop._usage_limits",
+        "agentloop._guardrails",
+        "agentloop._handoff",
     ),
     ("agentloop.tools",),  # tool definitions
     # the engine
@@ -49,6 +52,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentloop._waiting",),
     ("agentloop._plan",),
     ("agentloop._run",),
+    ("agentloop._controls",),
     ("agentloop._tracing",),
     ("agentloop._turn",),
     ("agentloop._loop",),
