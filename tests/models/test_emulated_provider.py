@@ -187,7 +187,9 @@ async def test_an_agent_runs_its_tools_on_made_up_arguments(api: str) -> None:
     actions = result.steps[0].actions
     assert [(a.name, a.error_kind) for a in actions] == [("place_order", None), ("search", None)]
     assert actions[0].output == "order placed: 2 lines to first"
-    assert CALLS[0][1]["speed"] == "standard" and CALLS[0][1]["address"].zip == "12345"
+    # The two calls run at once (one on a worker thread): either may record first.
+    order = next(arguments for name, arguments in CALLS if name == "place_order")
+    assert order["speed"] == "standard" and order["address"].zip == "12345"
     assert ("search", {"query": "second", "limit": 10}) in CALLS  # optional: left out
     assert result.text is not None and result.text.startswith("Both lookups are done")
 
