@@ -46,5 +46,6 @@ async def test_200_sessions_with_injected_faults_lose_nothing(tmp_path: Path) ->
         0,
     )
     assert report.actions >= 2 * SESSIONS - faults["reset"]  # a reset may cut the second call
-    assert faults["rate_limit"] > 0 and faults["reset"] > 0 and faults["slow"] > 0
+    # Every fault class, at least as often as in the first 400 draws of the seed (see above).
+    assert faults["rate_limit"] >= 19 and faults["reset"] >= 4 and faults["slow"] >= 5, faults
     assert report.model_requests >= 2 * SESSIONS + faults["rate_limit"]
