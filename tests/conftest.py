@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from typing import Any, NoReturn
@@ -30,10 +32,39 @@ settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHES
 os.environ.setdefault("AGENTLOOP_BLOCK_REMOTE_MODELS", "1")
 
 
+def _share_bytecode_cache(config: pytest.Config) -> None:
+    """With ``PYTHONDONTWRITEBYTECODE`` set (as CI does, to keep the checkout clean), every
+    process the suite starts would compile agentloop and rewrite the test modules from source:
+    each xdist worker, and each of the dozens of interpreters the tests start (the CLI, crash
+    and writer workers, the examples), a third of a second or more of CPU apiece. Instead they
+    all share one bytecode cache in a temporary folder (``PYTHONPYCACHEPREFIX``), outside the
+    checkout, removed when the session ends. The controller sets it up before it starts the
+    workers, which inherit it (and pass it on to what they start)."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or hasattr(config, "workerinput"):
+        return
+    cache = tempfile.mkdtemp(prefix="agentloop-pycache-")
+    saved = {
+        name: os.environ.get(name) for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    }
+    os.environ.pop("PYTHONDONTWRITEBYTECODE")
+    os.environ["PYTHONPYCACHEPREFIX"] = cache
+
+    def restore() -> None:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(cache, ignore_errors=True)
+
+    config.add_cleanup(restore)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "fake_clock: run the trio variant on MockClock(autojump_threshold=0)"
     )
+    _share_bytecode_cache(config)
     from agentloop.models._transport import internals_checked
 
     if not internals_checked():

@@ -13,12 +13,35 @@ import sys
 import termios
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = [sys.executable, "-m", "agentloop"]
 KEYS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+ZYGOTE = Path(__file__).with_name("_zygote.py")
+LAUNCHER = [sys.executable, "-S", str(ROOT / "tests" / "support" / "zygote.py")]
+
+
+@dataclass
+class _Forking:
+    """The warm ``agentloop`` process ``run`` has fork the command (see ``conftest.py``): its
+    socket, and the environment it started with."""
+
+    socket: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+forking = _Forking()
+
+
+def _startup(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables the interpreter reads as it starts (a fork has started already)."""
+    return {
+        name: value
+        for name, value in env.items()
+        if name.startswith(("PYTHON", "LC_")) or name in ("LANG", "LANGUAGE")
+    }
 
 
 @dataclass(frozen=True)
@@ -49,15 +72,22 @@ def run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    fresh: bool = False,
 ) -> Done:
-    """``agentloop ARGS`` with stdout and stderr as pipes."""
+    """``agentloop ARGS`` with stdout and stderr as pipes: forked from the warm process when
+    there is one (unless ``fresh``) and the interpreter would start the same; else
+    ``python -m agentloop`` from scratch."""
+    full_env = environment(env)
+    command = COMMAND
+    if forking.socket and not fresh and _startup(full_env) == _startup(forking.env):
+        command = [*LAUNCHER, forking.socket]
     proc = subprocess.run(
-        [*COMMAND, *args],
+        [*command, *args],
         input=input,
         capture_output=True,
         text=True,
         cwd=cwd or ROOT,
-        env=environment(env),
+        env=full_env,
         timeout=timeout,
         stdin=None if input is not None else subprocess.DEVNULL,
     )

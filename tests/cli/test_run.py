@@ -276,6 +276,22 @@ def test_echo_model_runs_without_a_server() -> None:
     assert done.out == "ping\n"
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "ping", "--model", "test:echo", "-q"],
+        ["run", "hi", "--model", "nosuch:model"],
+        ["run", "hi", "--model", "openai:gpt-4o-mini"],
+        ["run"],
+    ],
+    ids=["answer", "bad-model", "missing-key", "usage"],
+)
+def test_a_forked_command_does_what_a_fresh_one_does(args: list[str], workdir: Path) -> None:
+    """``run`` forks the command from a warm process (conftest.py): same output, errors and
+    exit status as ``python -m agentloop`` started from scratch."""
+    assert run(args, cwd=workdir) == run(args, cwd=workdir, fresh=True)
+
+
 def test_a_retry_line_says_why_and_when(
     server: ProviderServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

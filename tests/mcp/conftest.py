@@ -5,8 +5,8 @@ its own with the ``start_http_server`` fixture). It is ready once it prints its 
 it after its socket is listening, so a connection made from then on waits in the backlog, never
 refused.
 
-Every server process is started by ``launch.py``, which has it forked by a zygote (``server.py
---zygote``, one per test session) that imported the SDK once: the process a test starts is
+Every server process is started by the launcher of ``tests/support/zygote.py``, which has it
+forked by a zygote (``server.py --zygote``, one per test session) that imported the SDK once: the process a test starts is
 still a server of its own on real pipes or a real socket, but it starts in milliseconds, where
 importing the SDK takes a second and a half of CPU. Without ``fork`` (Windows) each server
 process is started from scratch.
@@ -32,7 +32,8 @@ import pytest
 from agentloop.mcp import MCPHttpServer, MCPStdioServer
 
 SERVER = Path(__file__).with_name("server.py")
-LAUNCH = Path(__file__).with_name("launch.py")
+ROOT = Path(__file__).resolve().parents[2]
+LAUNCHER = [sys.executable, "-S", str(ROOT / "tests" / "support" / "zygote.py")]
 START_TIMEOUT = 30.0
 
 HttpServer = Callable[[], AbstractContextManager[tuple[str, "subprocess.Popen[str]"]]]
@@ -46,7 +47,7 @@ def _first_line(proc: subprocess.Popen[str]) -> str:
 
 @pytest.fixture(scope="session")
 def server_command(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    """The command that starts a test server (add ``--http`` for HTTP): ``launch.py`` and the
+    """The command that starts a test server (add ``--http`` for HTTP): the launcher and the
     socket of a zygote started here, or (without ``fork``) ``server.py`` itself."""
     if not hasattr(os, "fork"):
         yield [sys.executable, str(SERVER)]
@@ -57,11 +58,12 @@ def server_command(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[st
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
         if _first_line(zygote).strip() != "ready":
             pytest.fail(f"the MCP test zygote did not start (exit code {zygote.poll()})")
-        yield [sys.executable, str(LAUNCH), str(path)]
+        yield [*LAUNCHER, str(path)]
     finally:
         assert zygote.stdin is not None and zygote.stdout is not None
         zygote.stdin.close()  # its end: it kills the servers still running and exits

@@ -10,7 +10,7 @@ answer, every action that ran recorded in a committed step), and its lease is re
 invocations are counted by idempotency key and by (session, tool, argument): any beyond the first
 is a duplicated action. Tasks still running afterwards are leaked tasks.
 
-Used by ``tests/reliability/test_load.py`` (500 sessions in CI) and ``benchmarks/bench_load.py``
+Used by ``tests/reliability/test_load.py`` (200 sessions in CI) and ``benchmarks/bench_load.py``
 (10,000 sessions).
 
 ``run_cancel_load`` starts many session runs that wait in their model call, cancels them all at

@@ -1,0 +1,57 @@
+"""The ``agentloop`` command for ``_proc.run``: forked from one warm process per test session.
+
+Starting ``python -m agentloop`` costs over a second of CPU, nearly all of it importing the
+OpenAI and Anthropic SDKs, and these tests start it dozens of times. ``_zygote.py`` imports
+them once and forks the command for each run (``tests.support.zygote``): each is still a
+process of its own on real pipes, with its own environment, arguments and exit status. The
+command's own start-up is exercised by the tests that run it in a terminal or ask for a
+``fresh`` one. Without ``fork`` (Windows) every run starts from scratch.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from ._proc import ROOT, ZYGOTE, environment, forking
+
+START_TIMEOUT = 30.0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def forked_command(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    if not hasattr(os, "fork"):
+        yield
+        return
+    path = tmp_path_factory.mktemp("cli") / "zygote.sock"
+    env = environment()
+    zygote = subprocess.Popen(
+        [sys.executable, str(ZYGOTE), str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert zygote.stdin is not None and zygote.stdout is not None
+    try:
+        ready, _, _ = select.select([zygote.stdout], [], [], START_TIMEOUT)
+        if not ready or zygote.stdout.readline().strip() != "ready":
+            pytest.fail(f"the agentloop test zygote did not start (exit code {zygote.poll()})")
+        forking.socket, forking.env = str(path), env
+        yield
+    finally:
+        forking.socket = None
+        zygote.stdin.close()  # its end: it kills the children still running and exits
+        try:
+            zygote.wait(START_TIMEOUT)
+        finally:
+            if zygote.poll() is None:
+                zygote.kill()
+                zygote.wait()
+            zygote.stdout.close()
