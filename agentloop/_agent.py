@@ -22,6 +22,7 @@ from ._actions import SUBAGENT, SubrunOutput
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
 from ._generic import subscript_callable
+from ._inputs import RunInput, input_message_parts
 from ._instrument import Instrumentation
 from ._instrument import coerce as coerce_instrument
 from ._loop import execute, shed
@@ -352,7 +353,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def _launch(
         self,
-        user_input: str,
+        user_input: RunInput,
         emitter: Emitter,
         *,
         memory: Sequence[Message] = (),
@@ -367,8 +368,7 @@ class Agent(Generic[DepsT, OutputT]):
         decisions: Mapping[str, Decision] | None = None,
         resume_state: Mapping[str, Any] | None = None,
     ) -> Launch:
-        if not isinstance(user_input, str):
-            raise UserError(f"input must be a string, not {type(user_input).__name__}")
+        text, input_parts = input_message_parts(user_input)
         spec = None
         if session is not None:
             store = store or self.store
@@ -405,7 +405,8 @@ class Agent(Generic[DepsT, OutputT]):
         return Launch(
             agent=self,
             run_id=uuid.uuid4().hex,
-            user_input=user_input,
+            user_input=text,
+            input_parts=input_parts,
             branch=self.name,
             emitter=emitter,
             state=StateView(state),
@@ -419,7 +420,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     async def run(
         self,
-        input: str,
+        input: RunInput,
         *,
         session: str | None = None,
         store: SessionStore | None = None,
@@ -446,7 +447,7 @@ class Agent(Generic[DepsT, OutputT]):
         A model failure after retries, the run's deadline and runtime faults raise.
 
         Args:
-            input: The user's message.
+            input: The user's message: text, or a sequence of text, images and files.
             session: The session this run continues (needs a store).
             store: The session store, instead of the agent's ``store``.
             wait_for_session: Seconds to wait for a session another run holds (``None``:
@@ -480,7 +481,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def stream(
         self,
-        input: str,
+        input: RunInput,
         *,
         session: str | None = None,
         store: SessionStore | None = None,
@@ -498,7 +499,7 @@ class Agent(Generic[DepsT, OutputT]):
         run. Leaving the block early cancels the run cleanly. Options as for ``run``.
 
         Args:
-            input: The user's message.
+            input: The user's message: text, or a sequence of text, images and files.
             session: The session this run continues (needs a store).
             store: The session store, instead of the agent's ``store``.
             wait_for_session: Seconds to wait for a session another run holds (``None``:
@@ -705,7 +706,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def run_sync(
         self,
-        input: str,
+        input: RunInput,
         *,
         backend: Literal["asyncio", "trio"] = "asyncio",
         **kwargs: Any,
@@ -715,7 +716,7 @@ class Agent(Generic[DepsT, OutputT]):
         (``UserError`` here).
 
         Args:
-            input: The user's message.
+            input: The user's message: text, or a sequence of text, images and files.
             backend: The event loop to start: ``"asyncio"`` or ``"trio"``.
             **kwargs: The options of ``run``.
         """

@@ -276,7 +276,11 @@ async def _loop(
     model_call = compose(plan.model_middleware, model_terminal)
     # One user message for the whole run: the same object in every step's prompt lets the
     # driver reuse its encoded JSON instead of encoding it again on every step.
-    user = mt.Message.user(run.user_input)
+    user = (
+        mt.Message(role="user", parts=run.input_parts)
+        if run.input_parts
+        else mt.Message.user(run.user_input)
+    )
     session = run.session
     if run.resumed:
         run.replayed = [replay_step(step, plan.tool_mode) for step in run.steps]

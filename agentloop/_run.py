@@ -20,6 +20,7 @@ from ._steps import ActionResult, RunErrorInfo, Step
 from .models._types import (
     DiscardReason,
     FinishReason,
+    InputPart,
     Message,
     ModelResponse,
     RunContext,
@@ -158,6 +159,8 @@ class Launch:
     # continues from; and the decisions a resume brings, by pending call id.
     loaded: Loaded | None = None
     decisions: Mapping[str, Decision] | None = None
+    # The input's parts when it held images or files (``None`` for text: ``user_input``).
+    input_parts: tuple[InputPart, ...] | None = None
     call_prefix: str = ""  # a sub-run's pending call ids start with its parent's tag and "/"
     instrument: Instrumentation | None = field(init=False)
     span: Span | None = None  # the run's span, when it is traced
@@ -187,6 +190,7 @@ class _Run:
         self.parent_run_id = parent.run_id if parent is not None else None
         self.root_run_id: str = parent.root_run_id if parent is not None else self.run_id
         self.user_input = launch.user_input
+        self.input_parts = launch.input_parts
         self.branch = launch.branch
         self.emitter = launch.emitter
         self.state = launch.state
