@@ -208,7 +208,12 @@ def _replay_actions(
             role="tool",
             parts=tuple(
                 ToolResultPart(
-                    id=r.tag, name=r.name, path=r.path, content=r.content, is_error=r.is_error
+                    id=r.tag,
+                    name=r.name,
+                    path=r.path,
+                    content=r.content,
+                    is_error=r.is_error,
+                    images=r.images,
                 )
                 for r in results
             ),

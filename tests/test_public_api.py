@@ -133,9 +133,13 @@ PUBLIC_API: dict[str, list[str]] = {
         "MCPStdioServer",
     ],
     "agentloop.models": [
+        "IMAGE_TYPES",
         "CitationDelta",
+        "FilePart",
         "FinishDelta",
         "FinishReason",
+        "ImagePart",
+        "InputPart",
         "Message",
         "Model",
         "ModelDelta",

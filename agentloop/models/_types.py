@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeAlias
 
 from typing_extensions import TypeVar
 
@@ -141,6 +141,12 @@ class ImagePart:
         kind: The part's kind (its JSON discriminator), fixed per class.
     """
 
+    # Sessions and events store the bytes as base64 (pydantic reads this).
+    __pydantic_config__: ClassVar[dict[str, str]] = {
+        "ser_json_bytes": "base64",
+        "val_json_bytes": "base64",
+    }
+
     url: str | None = None
     data: bytes | None = None
     media_type: str | None = None
@@ -167,6 +173,12 @@ class FilePart:
         filename: Its name.
         kind: The part's kind (its JSON discriminator), fixed per class.
     """
+
+    # Sessions and events store the bytes as base64 (pydantic reads this).
+    __pydantic_config__: ClassVar[dict[str, str]] = {
+        "ser_json_bytes": "base64",
+        "val_json_bytes": "base64",
+    }
 
     media_type: str
     url: str | None = None
