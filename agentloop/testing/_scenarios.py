@@ -282,7 +282,12 @@ def _tool_results_done(api: str, body: dict[str, Any], rounds: int) -> bool:
 
 def _chat_tool_results_done(body: dict[str, Any], rounds: int = 1) -> bool:
     messages = body.get("messages") or [{}]
-    results = messages[-1].get("role") == "tool"
+    # Tool messages end it, or the user message after them with the images they returned.
+    results = messages[-1].get("role") == "tool" or (
+        len(messages) > 1
+        and messages[-1].get("role") == "user"
+        and messages[-2].get("role") == "tool"
+    )
     if rounds > 1:
         done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
         results = results and done >= rounds
