@@ -110,7 +110,7 @@ async def test_images_and_files_in_the_input(api: str) -> None:
     assert [part["type"] for part in replayed] == [p["type"] for p in EXPECTED_INPUT[api]]
 
 
-def _tool_images(api: str, body: dict[str, Any]) -> list[Any]:
+def _tool_images(api: str, body: dict[str, Any]) -> Any:
     if api == "openai-chat":  # a tool message takes text: the images follow in a user message
         tool_at = max(i for i, m in enumerate(body["messages"]) if m["role"] == "tool")
         return body["messages"][tool_at + 1]["content"]
