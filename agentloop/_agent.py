@@ -34,6 +34,7 @@ from ._run import Emitter, Launch, run_of
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
 from ._waiting import decode_state
+from ._window import ContextWindow
 from .models._base import Model
 from .models._registry import resolve_model, split_model_string
 from .models._types import Message, ModelSettings, OutputSchema, ToolMode
@@ -112,6 +113,9 @@ class Agent(Generic[DepsT, OutputT]):
             the call pending: the run waits). A sub-agent without one asks its parent's.
         approval_timeout: Seconds the approver may take; then the call is denied, the
             reason recorded (``None``: no limit).
+        context_window: Bounds each request's prompt in tokens over a long run: older tool
+            results elided, then older steps summarised (``ContextWindow``); ``None``
+            replays every step.
     """
 
     model: Model | str
@@ -141,6 +145,7 @@ class Agent(Generic[DepsT, OutputT]):
     instrument: Instrumentation | bool | None = None
     approver: Approver | None = None
     approval_timeout: float | None = 300.0
+    context_window: ContextWindow | None = None
     _derived: _Derived = field(init=False)
 
     def __post_init__(self) -> None:

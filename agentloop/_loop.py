@@ -39,7 +39,7 @@ from ._errors import (
 )
 from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visible_thought
 from ._middleware import ModelCall, compose
-from ._plan import plan_run
+from ._plan import Plan, plan_run
 from ._prompt import build_prompt, replay_step
 from ._run import Launch, _Run
 from ._session_run import SessionScope
@@ -57,6 +57,7 @@ from ._waiting import (
     step_pending,
     subrun_waits,
 )
+from ._window import ContextFitter
 from .models import _types as mt
 from .tools._tool import Tool
 from .tools._toolset import run_scope
@@ -282,6 +283,8 @@ async def _loop(
         else mt.Message.user(run.user_input)
     )
     session = run.session
+    window = plan.context_window
+    fitter = ContextFitter(window) if window is not None else None
     if run.resumed:
         run.replayed = [replay_step(step, plan.tool_mode) for step in run.steps]
         check_decisions(run.committed_reply, run.decisions, toolbox, prefix=run.call_prefix)
@@ -296,12 +299,7 @@ async def _loop(
         response = run.take_committed_reply()
         if response is None:
             request = mt.ModelRequest(
-                messages=build_prompt(
-                    system=plan.system,
-                    memory=run.memory,
-                    user_input=user,
-                    replayed=run.replayed,
-                ),
+                messages=await _prompt(run, plan, user, fitter),
                 tools=plan.specs,
                 tool_mode=plan.tool_mode,
                 stop=plan.stop,
@@ -314,6 +312,8 @@ async def _loop(
                 response = await model_call(request)
             except RunError as exc:
                 return await _ended(run, _result(run, error=exc))
+            if fitter is not None:
+                fitter.observe(response.usage)
         step, done = await _settle(run, executor, response)
         if done is not None and done.pending:  # waits on decisions: the step stays in flight
             if session is not None:
@@ -326,6 +326,29 @@ async def _loop(
         await run.emit(ev.StepFinished, step=step)
         if done is not None:
             return done
+
+
+async def _prompt(
+    run: _Run, plan: Plan, user: mt.Message, fitter: ContextFitter | None
+) -> tuple[mt.Message, ...]:
+    """The step's prompt; under a ``ContextWindow``, trimmed to it (and the trim reported)."""
+    if fitter is None:
+        return build_prompt(
+            system=plan.system, memory=run.memory, user_input=user, replayed=run.replayed
+        )
+    head = (plan.system, *run.memory) if plan.system is not None else run.memory
+    messages, trim = await fitter.fit(head, user, run.replayed, run.context)
+    if trim is not None:
+        await run.emit(
+            ev.ContextTrimmed,
+            step=len(run.steps),
+            elided_results=trim.elided_results,
+            summarized_steps=trim.summarized_steps,
+            tokens_before=trim.tokens_before,
+            tokens_after=trim.tokens_after,
+            max_tokens=fitter.window.max_tokens,
+        )
+    return messages
 
 
 async def _admit(

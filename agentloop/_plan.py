@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ._middleware import ModelMiddleware, ToolMiddleware
     from ._retry import RetryPolicy
     from ._session_run import Memory
+    from ._window import ContextWindow
     from .models._base import Model
     from .models._types import Message, ModelSettings, OutputSchema, ToolMode, ToolSpec
     from .tools._limits import ToolLimits
@@ -62,6 +63,9 @@ class RunnableAgent(Protocol):
     def approver(self) -> Approver | None: ...
     @property
     def approval_timeout(self) -> float | None: ...
+
+    @property
+    def context_window(self) -> ContextWindow | None: ...
     def resolved_model(self) -> Model: ...
     def effective_tool_mode(self, has_tools: bool) -> ToolMode: ...
     def render_instructions(self, variables: Mapping[str, Any]) -> str | None: ...
@@ -97,6 +101,7 @@ class Plan:
     retry: RetryPolicy
     model_middleware: Sequence[ModelMiddleware]
     tool_middleware: Sequence[ToolMiddleware]
+    context_window: ContextWindow | None = None
 
 
 def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any]) -> Plan:
@@ -129,4 +134,5 @@ def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any
         retry=agent.retry,
         model_middleware=agent.model_middleware,
         tool_middleware=agent.tool_middleware,
+        context_window=agent.context_window,
     )

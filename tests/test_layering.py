@@ -38,11 +38,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentloop._middleware",
         "agentloop._instrument",
         "agentloop._output",
+        "agentloop._inputs",
     ),
     ("agentloop.tools",),  # tool definitions
     # the engine
     ("agentloop._react_parser",),
     ("agentloop._prompt",),
+    ("agentloop._window",),
     ("agentloop._threads",),
     ("agentloop._actions",),
     ("agentloop._session_run",),
