@@ -214,6 +214,7 @@ class ContextFitter:
         "_head_tokens",
         "_kept_tokens",
         "_last_estimate",
+        "_overhead",
         "_ratio",
         "_sizes",
         "_steps",
@@ -235,13 +236,19 @@ class ContextFitter:
         self._summary_tokens = 0
         self._user: Message | None = None  # the user's input, with the summary after it
         self._ratio = 1.0
+        self._overhead: int | None = None
         self._last_estimate = 0
 
     def observe(self, usage: Usage | None) -> None:
-        """Correct the estimate by the provider's count of the last request's prompt."""
+        """Correct the estimate by the provider's count of the last request's prompt: the
+        first count fixes the overhead (tools' schemas, the wire's framing: what the first
+        request's messages do not explain), later ones the ratio of the rest."""
         if usage is None or usage.input_tokens <= 0 or self._last_estimate <= 0:
             return
-        ratio = usage.input_tokens / self._last_estimate
+        if self._overhead is None:
+            self._overhead = max(0, usage.input_tokens - self._last_estimate)
+            return
+        ratio = (usage.input_tokens - self._overhead) / self._last_estimate
         self._ratio = min(_MAX_RATIO, max(_MIN_RATIO, ratio))
 
     async def fit(
@@ -275,7 +282,7 @@ class ContextFitter:
         return self._head_tokens + self._summary_tokens + self._kept_tokens
 
     def _scaled(self, tokens: int) -> float:
-        return tokens * self._ratio
+        return tokens * self._ratio + (self._overhead or 0)
 
     async def _trim(self, run: RunContext[Any], user: Message, before: int) -> Trim:
         window = self.window
@@ -330,5 +337,7 @@ class ContextFitter:
         self._elided_upto = max(self._elided_upto, upto)
         self._summary = summary
         self._summary_tokens = estimate(Message.user(summary))
-        self._user = Message(role="user", parts=(*user.parts, TextPart(text=summary)))
+        # Its own part, after a blank line: APIs that take the message as one text join parts.
+        note = TextPart(text=f"\n\n{summary}")
+        self._user = Message(role="user", parts=(*user.parts, note))
         return upto - first
