@@ -76,7 +76,7 @@ async def ask(model: AnthropicModel) -> None:
         tools=[camera],
         context_window=ContextWindow(max_tokens=50_000),
     )
-    question = [
+    question: list[str | ImagePart | FilePart] = [
         "Compare the chart with the living room's snapshot, and check the report.",
         ImagePart(data=png(16, 16, (200, 30, 30)), media_type="image/png"),
         ImagePart(
