@@ -296,3 +296,19 @@ async def test_anthropic_breakpoints_can_be_turned_off() -> None:
     )
     assert _marked(bodies) == []
     assert bodies[0]["system"] == "Be brief."
+
+
+async def test_react_mode_sends_a_tools_images_after_its_results() -> None:
+    """ReAct results are a user turn of text: a tool's images follow the text in that turn."""
+    from agentloop.testing import EmulatedCall, EmulatedTurn
+
+    script = [EmulatedTurn(calls=(EmulatedCall(name="snapshot", arguments={"query": "x"}),)), "ok"]
+    async with ProviderServer(EmulatedProvider(script=script)) as server:
+        async with make_model("openai-chat", server.url) as model:
+            result = await Agent(model, tools=[snapshot], tool_mode="react").run("look")
+        second = server.requests[1].json
+    assert result.error is None and result.output == "ok"
+    content = second["messages"][-1]["content"]
+    assert [part["type"] for part in content] == ["text", "image_url"]
+    assert content[0]["text"].startswith("<|Response|>:")
+    assert content[1]["image_url"]["url"] == f"data:image/png;base64,{PNG_B64}"
