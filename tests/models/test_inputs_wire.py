@@ -302,7 +302,10 @@ async def test_react_mode_sends_a_tools_images_after_its_results() -> None:
     """ReAct results are a user turn of text: a tool's images follow the text in that turn."""
     from agentloop.testing import EmulatedCall, EmulatedTurn
 
-    script = [EmulatedTurn(calls=(EmulatedCall(name="snapshot", arguments={"query": "x"}),)), "ok"]
+    script: list[EmulatedTurn | str] = [
+        EmulatedTurn(calls=(EmulatedCall(name="snapshot", arguments={"query": "x"}),)),
+        "ok",
+    ]
     async with ProviderServer(EmulatedProvider(script=script)) as server:
         async with make_model("openai-chat", server.url) as model:
             result = await Agent(model, tools=[snapshot], tool_mode="react").run("look")
