@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 from ._errors import UserError
 from .models._types import FilePart, ImagePart, InputPart, TextPart
@@ -26,7 +26,8 @@ def input_message_parts(value: object) -> tuple[str, tuple[InputPart, ...] | Non
             f"not {type(value).__name__}"
         )
     parts: list[InputPart] = []
-    for item in value:
+    items: Sequence[object] = cast("Sequence[object]", value)
+    for item in items:
         if isinstance(item, str):
             parts.append(TextPart(text=item))
         elif isinstance(item, TextPart | ImagePart | FilePart):
