@@ -471,6 +471,7 @@ def _waiting_result(run: _Run, held: Step) -> RunResult:
             waiting=held,
             state=run.state.snapshot(),
             memory=run.memory,
+            input_parts=run.input_parts,
         )
     return dataclasses.replace(_result(run), pending=held.pending, resume_state=resume_state)
 

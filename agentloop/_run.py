@@ -236,6 +236,7 @@ class _Run:
             if loaded.run_id is not None:
                 self.resumed = True
                 self.user_input = loaded.user_input or ""
+                self.input_parts = loaded.input_parts
                 self.steps = list(loaded.steps)
                 self.committed_reply = loaded.reply
                 known = [*self.steps, *([loaded.reply] if loaded.reply is not None else [])]

@@ -315,3 +315,28 @@ async def test_react_mode_sends_a_tools_images_after_its_results() -> None:
     assert [part["type"] for part in content] == ["text", "image_url"]
     assert content[0]["text"].startswith("<|Response|>:")
     assert content[1]["image_url"]["url"] == f"data:image/png;base64,{PNG_B64}"
+
+
+async def test_a_waiting_run_resumes_with_its_images_and_files() -> None:
+    """A run whose input holds an image and a PDF waits for an approval; resumed from its
+    ``resume_state`` (through JSON), its next request still carries them."""
+    from agentloop import Approve
+
+    @tool(requires_approval=True)
+    async def publish(query: str) -> str:
+        """Publish a finding."""
+        return f"published {query}"
+
+    async with ProviderServer(EmulatedProvider()) as server:
+        async with make_model("anthropic", server.url) as model:
+            agent = Agent(model, tools=[publish, weather])
+            waiting = await agent.run(INPUT)
+            assert [p.name for p in waiting.pending] == ["publish"]
+            state = json.loads(json.dumps(waiting.resume_state))
+            decisions = {waiting.pending[0].id: Approve()}
+            result = await agent.resume(resume_state=state, decisions=decisions)
+        resumed = server.requests[-1].json
+    assert result.error is None, result.error
+    expected = [dict(p) for p in EXPECTED_INPUT["anthropic"]]
+    expected[-1].pop("cache_control")  # the history's end has moved on
+    assert _user_content("anthropic", resumed) == expected
