@@ -29,7 +29,7 @@ PNG = base64.b64decode(
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
 PNG_B64 = base64.b64encode(PNG).decode()
 PDF_B64 = base64.b64encode(PDF).decode()
-INPUT = [
+INPUT: list[str | ImagePart | FilePart] = [
     "What is in the picture and the report?",
     ImagePart(data=PNG, media_type="image/png"),
     ImagePart(url="https://example.com/cat.jpg"),
