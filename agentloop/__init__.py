@@ -28,12 +28,16 @@ and those below, and no modules import each other in a cycle.
 8. Seam users: ``goals``, ``mcp``, ``testing``, ``cli``. They import public seams only: the
    packages ``agentloop``, ``agentloop.models`` (with ``models.openai`` and
    ``models.anthropic``), ``agentloop.tools``, ``agentloop.sessions``, and each other's.
+9. ``temporal``: durable runs, a second driver of the engine. It runs the engine's loop inside a
+   Temporal workflow, so it builds on the engine's private modules too.
 
 The engine's seams: the engine reads an agent through ``RunnableAgent`` (``Agent`` implements
 it); middleware and tools see a run through ``RunContext`` (the engine's ``RunView`` implements
 it); ``ModelResponse.discard`` reports to an ``AttemptLog`` (the engine's
 run); a sub-agent tool finds its parent run with ``_run.run_of`` and returns a ``SubrunOutput``;
-the executor marks an abandoned sync tool with ``tools._context.abandon``.
+the executor marks an abandoned sync tool with ``tools._context.abandon``; a ``Launch`` with
+``effects`` (``_run.Effects``) performs its tool calls through them (a durable run's
+activities), and ``_time.use_entropy`` replaces the engine's randomness and ids (a workflow's).
 """
 
 from __future__ import annotations

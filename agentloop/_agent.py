@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
@@ -33,6 +32,7 @@ from ._retry import RetryPolicy
 from ._run import Emitter, Launch, run_of
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
+from ._time import new_id
 from ._waiting import decode_state
 from ._window import ContextWindow
 from .models._base import Model
@@ -409,7 +409,7 @@ class Agent(Generic[DepsT, OutputT]):
             raise UserError("run_key needs session=... (and a store): runs are keyed per session")
         return Launch(
             agent=self,
-            run_id=uuid.uuid4().hex,
+            run_id=new_id(),
             user_input=text,
             input_parts=input_parts,
             branch=self.name,
@@ -673,7 +673,7 @@ class Agent(Generic[DepsT, OutputT]):
             waited = parent.subrun_resumes.pop(ctx.action.tag, None)
             sub = Launch(
                 agent=child,
-                run_id=uuid.uuid4().hex,
+                run_id=new_id(),
                 user_input=task,
                 branch=branch,
                 emitter=parent.emitter,

@@ -257,11 +257,14 @@ async def _loop(
     tool_middleware = plan.tool_middleware
     if run.instrument is not None:
         tool_middleware = (tool_span(run), *tool_middleware)
+    effects = run.effects
     executor = Executor(
         run=run.context,
         task_group=tg,
         toolbox=toolbox,
-        call=compose(tool_middleware, make_terminal(toolbox, plan.tool_limits)),
+        call=compose(tool_middleware, make_terminal(toolbox, plan.tool_limits))
+        if effects is None
+        else effects.tool_call(toolbox),
         limits=plan.tool_limits,
         on_start=lambda pending: _action_started(run, pending),
         on_finish=run.action_finished,

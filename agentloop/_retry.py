@@ -8,11 +8,11 @@ every attempt measured about 60 µs per successful model call, a fifth of a run'
 from __future__ import annotations
 
 import functools
-import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ._errors import ModelError, UserError
+from ._time import random_fraction
 
 if TYPE_CHECKING:
     from tenacity import Retrying
@@ -69,7 +69,7 @@ class RetryPolicy:
         if isinstance(retry_after, int | float) and retry_after >= 0:
             return float(min(retry_after, self.max_retry_after))
         base: float = min(self.max_wait, self.initial_wait * 2.0 ** (attempt - 1))
-        return base * (1 - self.jitter * random.random())
+        return base * (1 - self.jitter * random_fraction())
 
     def next_wait(self, error: BaseException, attempt: int) -> float | None:
         """After attempt number ``attempt`` failed with ``error``: the seconds to wait before

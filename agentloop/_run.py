@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast, final
+from typing import TYPE_CHECKING, Any, Protocol, cast, final
 
 import anyio
 from anyio import BrokenResourceError, ClosedResourceError, WouldBlock
@@ -30,10 +30,22 @@ from .models._types import (
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+    from ._actions import Toolbox
     from ._decisions import Approver, Decision
+    from ._middleware import ToolCall
     from ._plan import Plan, RunnableAgent
     from ._session_run import Loaded, SessionScope, SessionSpec
     from ._steps import RunResult
+
+
+class Effects(Protocol):
+    """How a run performs its tool calls when they are not the run's own tasks: a durable
+    run's workflow makes each one an activity (tool middleware included). The loop's
+    decisions stay the same either way; only the effect differs."""
+
+    def tool_call(self, toolbox: Toolbox) -> Callable[[ToolCall], Awaitable[ActionResult]]:
+        """The whole tool call (middleware and tool) of the run's actions."""
+        ...
 
 
 class _Done:
@@ -162,6 +174,7 @@ class Launch:
     # The input's parts when it held images or files (``None`` for text: ``user_input``).
     input_parts: tuple[InputPart, ...] | None = None
     call_prefix: str = ""  # a sub-run's pending call ids start with its parent's tag and "/"
+    effects: Effects | None = None  # None: tools run as the run's own tasks
     instrument: Instrumentation | None = field(init=False)
     span: Span | None = None  # the run's span, when it is traced
     run: _Run | None = None  # the run, once started
@@ -199,6 +212,7 @@ class _Run:
         self.variables: Mapping[str, Any] = dict(launch.variables or {})
         self.memory = tuple(launch.memory)
         self.session = session
+        self.effects = launch.effects
         self.resumed = False
         self.committed_reply: Step | None = None  # resuming: the step in flight's reply
         self.committed_attempt: int | None = None  # that reply's attempt, once taken

@@ -1,14 +1,65 @@
-"""Deadlines that cost nothing when there is none, and times a person can read."""
+"""Deadlines that cost nothing when there is none, times a person can read, and the engine's
+one seam for randomness, fresh ids and the wall clock (a durable run's workflow replaces them
+with its engine's deterministic ones: ``use_entropy``)."""
 
 from __future__ import annotations
 
+import random
+import time
+import uuid
 from contextlib import AbstractContextManager, nullcontext
+from contextvars import ContextVar, Token
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 _NO_DEADLINE: AbstractContextManager[Any] = nullcontext()
+
+
+class Entropy(Protocol):
+    """Where the engine takes randomness, fresh ids and the wall clock from."""
+
+    def unix(self) -> float:
+        """The time, in unix seconds."""
+        ...
+
+    def random(self) -> float:
+        """A float in [0, 1)."""
+        ...
+
+    def new_id(self) -> str:
+        """A fresh 32-character hex id."""
+        ...
+
+
+# Context-local, not global: only the tasks of a run that set it (a workflow's) see it.
+_ENTROPY: ContextVar[Entropy | None] = ContextVar("agentloop_entropy", default=None)
+
+
+def use_entropy(entropy: Entropy | None) -> Token[Entropy | None]:
+    """Make ``entropy`` the source of ``random_fraction`` and ``new_id`` in this context (and
+    the tasks it starts from now on)."""
+    return _ENTROPY.set(entropy)
+
+
+def unix_time() -> float:
+    """The time in unix seconds (what records are stamped with): ``time.time()`` unless a
+    context replaced it."""
+    entropy = _ENTROPY.get()
+    return time.time() if entropy is None else entropy.unix()
+
+
+def random_fraction() -> float:
+    """A float in [0, 1): ``random.random()`` unless a context replaced it."""
+    entropy = _ENTROPY.get()
+    return random.random() if entropy is None else entropy.random()
+
+
+def new_id() -> str:
+    """A fresh run id: ``uuid4().hex`` unless a context replaced it."""
+    entropy = _ENTROPY.get()
+    return uuid.uuid4().hex if entropy is None else entropy.new_id()
 
 
 def fail_after(seconds: float | None) -> AbstractContextManager[Any]:

@@ -129,3 +129,26 @@ def fake_time(anyio_backend: Any) -> bool:
 def timescale(fake_time: bool) -> float:
     """Multiply durations by this: 1.0 on the fake clock, small in real time."""
     return 1.0 if fake_time else 0.02
+
+
+def _temporal_unavailable(reason: str) -> NoReturn:
+    if os.environ.get("AGENTLOOP_REQUIRE_TEMPORAL") == "1":
+        pytest.fail(
+            f"Temporal is required (AGENTLOOP_REQUIRE_TEMPORAL=1) but {reason}", pytrace=False
+        )
+    pytest.skip(f"Temporal tests skipped: {reason}")
+
+
+@pytest.fixture(scope="session")
+def temporal_target() -> Iterator[str]:
+    """A Temporal dev server for this test session (each xdist worker starts its own)."""
+    from tests.support.temporal import TemporalUnavailableHere, start_dev_server
+
+    try:
+        server = start_dev_server()
+    except TemporalUnavailableHere as exc:
+        _temporal_unavailable(str(exc))
+    try:
+        yield server.target
+    finally:
+        server.stop()

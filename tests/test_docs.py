@@ -18,6 +18,7 @@ PUBLIC_PACKAGES = {
     "agentloop.goals": "goals.md",
     "agentloop.mcp": "mcp.md",
     "agentloop.testing": "testing.md",
+    "agentloop.temporal": "temporal.md",
 }
 
 

@@ -57,6 +57,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentloop._agent",),
     ("agentloop",),  # the public facade
     ("agentloop.goals", "agentloop.mcp", "agentloop.testing", "agentloop.cli"),  # seam users
+    ("agentloop.temporal",),  # a second driver of the engine: durable runs on Temporal
     ("agentloop.__main__",),
 )
 

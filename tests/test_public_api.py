@@ -224,6 +224,17 @@ PUBLIC_API: dict[str, list[str]] = {
         "server_failed",
         "slowed",
     ],
+    "agentloop.temporal": [
+        "ActivityOptions",
+        "DurableRun",
+        "DurableRunFailed",
+        "TemporalAgent",
+        "TemporalUnavailable",
+        "connect",
+        "default_tool_retry",
+        "replayer",
+        "worker",
+    ],
     "agentloop.tools": [
         "Activity",
         "Tool",

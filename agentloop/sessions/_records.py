@@ -7,10 +7,11 @@ stored and read back unchanged.
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field_validator
+
+from .._time import unix_time
 
 TEMP_PREFIX = "temp:"
 """State keys starting with this live for one run and are never persisted."""
@@ -29,7 +30,7 @@ class _RecordBase(BaseModel):
 
     seq: int = 0
     """Position in the session's history, numbered from 1 by the store on commit; 0 until then."""
-    at: float = Field(default_factory=time.time)
+    at: float = Field(default_factory=unix_time)
     """Wall-clock time the record was made (unix seconds)."""
 
 

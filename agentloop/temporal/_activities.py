@@ -1,0 +1,247 @@
+"""The activities: a model call streamed from the provider, and one tool call (tool middleware
+included), both run on the worker with the worker's own agent objects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, final
+
+import anyio
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from .._actions import Toolbox, error_result, make_terminal
+from .._context import StateView
+from .._errors import ModelError, UserError
+from .._final import final_text
+from .._middleware import ToolCall, compose
+from ..models._types import ModelResponse, RunContext
+from . import _codec
+from ._durable import DELTAS_SIGNAL
+from ._store import error_of_store, perform
+
+if TYPE_CHECKING:
+    from ._durable import TemporalAgent
+
+BATCH_SECONDS = 0.05  # deltas gathered into one signal: a signal costs 8-10 ms
+
+
+class Activities:
+    """The activities of the agents one worker serves (bound to them: no global registry)."""
+
+    def __init__(self, agents: Mapping[str, TemporalAgent[Any]]) -> None:
+        self._agents = agents
+
+    def _agent(self, name: str) -> TemporalAgent[Any]:
+        durable = self._agents.get(name)
+        if durable is None:
+            raise ApplicationError(
+                f"this worker serves no agent named {name!r}", type="AgentMismatch"
+            )
+        return durable
+
+    @activity.defn(name="agentloop.model")
+    async def model(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Stream one reply; send its deltas to the workflow in batches as they come."""
+        durable = self._agent(payload["agent"])
+        model = durable.agent.resolved_model()
+        request = _codec.decode_request(payload["request"])
+        info = activity.info()
+        if info.workflow_id is None:
+            raise ApplicationError("the model activity streams to its workflow: it has none")
+        handle = activity.client().get_workflow_handle(info.workflow_id)
+        sender = _Batches(handle, payload["call"], _heartbeat_every(info))
+        failure: ApplicationError | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sender.send_all)
+            try:
+                async with model.stream(request) as deltas:
+                    async for delta in deltas:
+                        sender.add(_codec.encode_delta(delta))
+            except ModelError as exc:
+                failure = ApplicationError(
+                    str(exc),
+                    _codec.model_error_details(exc),
+                    type="agentloop.ModelError",
+                    non_retryable=True,
+                )
+            except Exception as exc:  # the driver's own fault: the run fails, as in-process
+                failure = ApplicationError(
+                    f"{type(exc).__name__}: {exc}", type="agentloop.Fault", non_retryable=True
+                )
+            await sender.close()  # what streamed before a failure goes too
+        if failure is not None:
+            raise failure
+        return {"batches": sender.sent}
+
+    @activity.defn(name="agentloop.store")
+    async def store(self, payload: dict[str, Any]) -> Any:
+        """One call of a durable session run on the worker's session store."""
+        durable = self._agent(payload["agent"])
+        store = durable.agent.store
+        if store is None:
+            raise error_of_store(
+                UserError(
+                    f"agent {durable.name!r} has no store on this worker: a durable run with a "
+                    "session needs Agent(store=...) on every worker"
+                )
+            )
+        return await perform(store, payload["op"], payload["args"])
+
+    @activity.defn(name="agentloop.tool")
+    async def tool(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Run one action through the agent's tool middleware and its tool."""
+        durable = self._agent(payload["agent"])
+        agent = durable.agent
+        action = _codec.decode_action(payload["action"])
+        before: dict[str, Any] = payload["run"]["state"]
+        state = StateView(before)
+        run = _ActivityRun(payload["run"], state, agent.name, agent.max_steps)
+        call = ToolCall(action=action, run=run, step=payload["step"])
+        toolbox = Toolbox(durable.tools())
+        invoke = compose(agent.tool_middleware, make_terminal(toolbox, agent.tool_limits))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_heartbeat, _heartbeat_every(activity.info()))
+            try:
+                result = await invoke(call)
+            except Exception as exc:  # a tool middleware failed: still one action's error
+                message = f"tool middleware failed: {type(exc).__name__}: {exc}"
+                result = error_result(action, "tool_error", message)
+            tg.cancel_scope.cancel()
+        after = dict(state)
+        return {
+            "result": _codec.encode_result(result),
+            "set": {k: v for k, v in after.items() if k not in before or before[k] != v},
+            "deleted": [k for k in before if k not in after],
+        }
+
+
+def _heartbeat_every(info: activity.Info) -> float:
+    timeout = info.heartbeat_timeout
+    return timeout.total_seconds() / 3 if timeout else 10.0
+
+
+async def _heartbeat(every: float) -> None:
+    while True:
+        activity.heartbeat()
+        await anyio.sleep(every)
+
+
+class _Batches:
+    """Sends deltas to the workflow as signals, one batch at most every ``BATCH_SECONDS``,
+    from its own task: the stream never waits for a signal. Heartbeats go with each batch, and
+    alone while the provider is silent."""
+
+    def __init__(self, handle: Any, call: int, heartbeat: float) -> None:
+        self._handle = handle
+        self._call = call
+        self._heartbeat = heartbeat
+        self._pending: list[Any] = []
+        self._wake = anyio.Event()
+        self._closed = False
+        self._done = anyio.Event()
+        self.sent = 0
+
+    def add(self, delta: list[Any]) -> None:
+        self._pending.append(delta)
+        self._wake.set()
+
+    async def close(self) -> None:
+        """Send what is left, and wait until it is sent."""
+        self._closed = True
+        self._wake.set()
+        await self._done.wait()
+
+    async def send_all(self) -> None:
+        try:
+            while True:
+                if not self._pending:
+                    if self._closed:
+                        return
+                    with anyio.move_on_after(self._heartbeat):
+                        await self._wake.wait()
+                    self._wake = anyio.Event()
+                activity.heartbeat()
+                if not self._pending:
+                    continue
+                batch, self._pending = self._pending, []
+                began = anyio.current_time()
+                await self._handle.signal(
+                    DELTAS_SIGNAL, {"call": self._call, "index": self.sent, "deltas": batch}
+                )
+                self.sent += 1
+                if not self._closed:
+                    await anyio.sleep(max(0.0, BATCH_SECONDS - (anyio.current_time() - began)))
+        finally:
+            self._done.set()
+
+
+@final
+class _ActivityRun(RunContext):
+    """The run as a tool sees it inside its activity: the workflow's facts, and a copy of the
+    state whose changes go back to the workflow with the result."""
+
+    __slots__ = ("_facts", "_max_steps", "_name", "_scratch", "_state")
+
+    def __init__(
+        self, facts: dict[str, Any], state: StateView, agent_name: str, max_steps: int
+    ) -> None:
+        self._facts = facts
+        self._state = state
+        self._name = agent_name
+        self._max_steps = max_steps
+        self._scratch: dict[int, dict[str, Any]] = {}
+
+    @property
+    def run_id(self) -> str:
+        return str(self._facts["run_id"])
+
+    @property
+    def parent_run_id(self) -> str | None:
+        return self._facts.get("parent_run_id")
+
+    @property
+    def root_run_id(self) -> str:
+        return str(self._facts["root_run_id"])
+
+    @property
+    def agent_name(self) -> str:
+        return self._name
+
+    @property
+    def branch(self) -> str:
+        return str(self._facts["branch"])
+
+    @property
+    def session_id(self) -> str | None:
+        return self._facts.get("session_id")
+
+    @property
+    def state(self) -> StateView:
+        return self._state
+
+    @property
+    def step(self) -> int:
+        return int(self._facts.get("step", 0))
+
+    @property
+    def max_steps(self) -> int:
+        return self._max_steps
+
+    @property
+    def last_step(self) -> bool:
+        return bool(self._facts.get("last_step"))
+
+    def is_final_answer(self, response: ModelResponse) -> bool:
+        return final_text(response, accept_thought=False) is not None
+
+    @property
+    def deps(self) -> Any:
+        return None
+
+    @property
+    def variables(self) -> Mapping[str, Any]:
+        return dict(self._facts.get("variables") or {})
+
+    def scratch(self, owner: object) -> dict[str, Any]:
+        return self._scratch.setdefault(id(owner), {})

@@ -1,0 +1,159 @@
+"""What crosses between a durable run's workflow and its activities, as JSON values.
+
+Temporal's default converter carries plain JSON; the engine's values are dataclasses. Each is
+encoded here by pydantic from its own type, so nothing is pickled and a worker of another
+version reads (or refuses) exactly what the JSON says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from .. import _errors
+from .._errors import ModelConnectionError, ModelError, ModelStreamError
+from .._steps import Action, ActionResult
+from ..models import _types as mt
+
+
+@dataclass(frozen=True, slots=True)
+class _WireRequest:
+    """A ``ModelRequest`` without its run (the activity's model needs none of it)."""
+
+    messages: tuple[mt.Message, ...]
+    tools: tuple[mt.ToolSpec, ...]
+    tool_mode: mt.ToolMode
+    stop: tuple[str, ...]
+    output_schema: mt.OutputSchema | None
+    settings: mt.ModelSettings
+    max_reply_chars: int | None
+
+
+_DELTA_TYPES: dict[str, type[Any]] = {
+    cls.__name__: cls
+    for cls in (
+        mt.TextPiece,
+        mt.ThoughtPiece,
+        mt.ThoughtDone,
+        mt.ToolCallStart,
+        mt.ToolCallArgsDelta,
+        mt.ToolCallEnd,
+        mt.ProviderBlock,
+        mt.CitationDelta,
+        mt.UsageDelta,
+        mt.FinishDelta,
+    )
+}
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: Any) -> TypeAdapter[Any]:
+    """The type's adapter, built once (a fixed handful of types)."""
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
+
+
+def encode_request(request: mt.ModelRequest) -> dict[str, Any]:
+    wire = _WireRequest(
+        messages=request.messages,
+        tools=request.tools,
+        tool_mode=request.tool_mode,
+        stop=request.stop,
+        output_schema=request.output_schema,
+        settings=request.settings,
+        max_reply_chars=request.max_reply_chars,
+    )
+    encoded: dict[str, Any] = _adapter(_WireRequest).dump_python(wire, mode="json")
+    return encoded
+
+
+def decode_request(data: dict[str, Any]) -> mt.ModelRequest:
+    wire: _WireRequest = _adapter(_WireRequest).validate_python(data)
+    return mt.ModelRequest(
+        messages=wire.messages,
+        tools=wire.tools,
+        tool_mode=wire.tool_mode,
+        stop=wire.stop,
+        output_schema=wire.output_schema,
+        settings=wire.settings,
+        max_reply_chars=wire.max_reply_chars,
+    )
+
+
+def encode_delta(delta: mt.ModelDelta) -> list[Any]:
+    """``[type name, fields]``: some deltas have the same fields (``TextPiece``,
+    ``ThoughtPiece``), so the type is named."""
+    cls = type(delta)
+    return [cls.__name__, _adapter(cls).dump_python(delta, mode="json")]
+
+
+def decode_delta(data: list[Any]) -> mt.ModelDelta:
+    name, fields = data
+    cls = _DELTA_TYPES.get(name)
+    if cls is None:
+        raise ValueError(f"unknown model delta {name!r} (a worker of another agentloop version?)")
+    delta: mt.ModelDelta = _adapter(cls).validate_python(fields)
+    return delta
+
+
+def encode_action(action: Action) -> dict[str, Any]:
+    encoded: dict[str, Any] = _adapter(Action).dump_python(action, mode="json")
+    return encoded
+
+
+def decode_action(data: dict[str, Any]) -> Action:
+    action: Action = _adapter(Action).validate_python(data)
+    return action
+
+
+def encode_result(result: ActionResult) -> dict[str, Any]:
+    encoded: dict[str, Any] = _adapter(ActionResult).dump_python(result, mode="json")
+    return encoded
+
+
+def decode_result(data: dict[str, Any]) -> ActionResult:
+    result: ActionResult = _adapter(ActionResult).validate_python(data)
+    return result
+
+
+def model_error_details(error: ModelError) -> dict[str, Any]:
+    """What the workflow needs to raise the same error for the engine's retry layer."""
+    return {
+        "class": type(error).__name__,
+        "message": error.message,
+        "provider": error.provider,
+        "model": error.model,
+        "status": error.status,
+        "retry_after": error.retry_after,
+        "retryable": error.retryable,
+    }
+
+
+def model_error_of(details: dict[str, Any]) -> ModelError:
+    """The ``ModelError`` a model activity failed with, as its class (falling back to a stream
+    error that keeps its ``retryable``)."""
+    cls = getattr(_errors, str(details.get("class")), None)
+    kwargs = {
+        "provider": details.get("provider"),
+        "model": details.get("model"),
+        "status": details.get("status"),
+        "retry_after": details.get("retry_after"),
+    }
+    message = str(details.get("message", "the model call failed"))
+    if isinstance(cls, type) and issubclass(cls, ModelError) and cls is not ModelStreamError:
+        error = cls(message, **kwargs)
+        if error.retryable == bool(details.get("retryable")):
+            return error
+    return ModelStreamError(message, retryable=bool(details.get("retryable")), **kwargs)
+
+
+def worker_lost(reason: str) -> ModelError:
+    """A model activity that ended without a reply of its own (its worker died, it timed out):
+    a connection error, so the engine's retry layer tries again on another worker."""
+    return ModelConnectionError(f"the model activity failed: {reason}")

