@@ -307,7 +307,7 @@ async def _loop(
                 tool_mode=plan.tool_mode,
                 stop=plan.stop,
                 output_schema=plan.output_schema,
-                settings=plan.settings,
+                settings=_settings(run, plan),
                 run=run.context,
                 max_reply_chars=plan.max_reply_chars,
             )
@@ -329,6 +329,15 @@ async def _loop(
         await run.emit(ev.StepFinished, step=step)
         if done is not None:
             return done
+
+
+def _settings(run: _Run, plan: Plan) -> mt.ModelSettings:
+    """The plan's settings; a forced ``tool_choice`` (``required``, or a tool's name) holds
+    until a tool has been called, then the model may answer (else it could never end)."""
+    settings = plan.settings
+    if settings.tool_choice in (None, "auto", "none") or not any(s.actions for s in run.steps):
+        return settings
+    return dataclasses.replace(settings, tool_choice=None)
 
 
 async def _prompt(

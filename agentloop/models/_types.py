@@ -342,7 +342,9 @@ class ModelSettings:
         thinking_budget: Tokens for reasoning (Anthropic's thinking budget).
         reasoning_effort: OpenAI's reasoning effort (``"low"``, ``"medium"``, ``"high"``).
         tool_choice: ``"auto"``, ``"required"`` (some tool must be called), ``"none"``, or a
-            tool's wire name (that tool must be called). Sent only with tools.
+            tool's wire name (that tool must be called). Sent only with tools. In a run, a
+            forced choice holds until a tool has been called: later steps leave the choice
+            to the model, so that it can answer.
         parallel_tool_calls: ``False`` asks for at most one tool call per reply (Anthropic's
             ``disable_parallel_tool_use``). Sent only with tools.
         prompt_cache_key: OpenAI's ``prompt_cache_key``: requests with the same key are routed

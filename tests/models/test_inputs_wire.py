@@ -218,6 +218,15 @@ async def test_tool_choice_parallel_calls_and_cache_key(api: str) -> None:
     assert body["prompt_cache_key"] == "tenant-7"
 
 
+async def test_a_forced_tool_choice_holds_until_a_tool_was_called() -> None:
+    """``required`` forces the first step's call; the next request leaves the choice to the
+    model, which answers (a choice forced on every step would never let the run end)."""
+    settings = ModelSettings(tool_choice="required")
+    result, bodies = await _run("openai-chat", "go", tools=[weather], settings=settings)
+    assert result.error is None and len(bodies) == 2
+    assert bodies[0]["tool_choice"] == "required" and "tool_choice" not in bodies[1]
+
+
 async def test_tool_choice_modes() -> None:
     """``required`` is Anthropic's ``any``; ``none`` is ``none`` everywhere; no tools, no
     ``tool_choice`` (the APIs refuse one without tools)."""
