@@ -16,14 +16,17 @@ and those below, and no modules import each other in a cycle.
 4. The values of a run: ``_steps``, ``_decisions`` (approvals and external results),
    ``_events``, ``_final``, ``_cost``, ``_retry``,
    ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``),
-   ``_inputs`` (a run's input of text, images and files).
+   ``_usage_limits``, ``_guardrails`` and ``_handoff`` (the controls an agent is configured
+   with), ``_inputs`` (a run's input of text, images and files).
 5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
 6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_window`` (the
    context window), ``_threads``,
    ``_actions`` (the action executor), ``_session_run`` (the session lifecycle, ``SessionScope``),
    ``_waiting`` (calls that wait for a decision, and a waiting run's resume state),
    ``_plan`` (what a run reads of its agent, ``RunnableAgent``, and its frozen ``Plan``),
-   ``_run``, ``_tracing``, ``_turn``, ``_loop``, ``_agent``.
+   ``_run``, ``_controls`` (usage limits, guardrails, validators and handoffs on the
+   engine's seams),
+   ``_tracing``, ``_turn``, ``_loop``, ``_agent``.
 7. This module, the public facade.
 8. Seam users: ``goals``, ``mcp``, ``testing``, ``cli``. They import public seams only: the
    packages ``agentloop``, ``agentloop.models`` (with ``models.openai`` and
@@ -60,6 +63,7 @@ from ._errors import AgentLoopError as AgentLoopError
 from ._errors import AgentLoopWarning as AgentLoopWarning
 from ._errors import ContentFiltered as ContentFiltered
 from ._errors import DecisionsPending as DecisionsPending
+from ._errors import GuardrailTripped as GuardrailTripped
 from ._errors import MaxStepsExceeded as MaxStepsExceeded
 from ._errors import ModelAuthError as ModelAuthError
 from ._errors import ModelBadRequest as ModelBadRequest
@@ -70,6 +74,7 @@ from ._errors import ModelNotFound as ModelNotFound
 from ._errors import ModelOverloaded as ModelOverloaded
 from ._errors import ModelRateLimited as ModelRateLimited
 from ._errors import ModelRefused as ModelRefused
+from ._errors import ModelRetry as ModelRetry
 from ._errors import ModelServerError as ModelServerError
 from ._errors import ModelStreamError as ModelStreamError
 from ._errors import ModelTimeout as ModelTimeout
@@ -86,6 +91,8 @@ from ._errors import SessionError as SessionError
 from ._errors import SessionNotFound as SessionNotFound
 from ._errors import SessionStoreError as SessionStoreError
 from ._errors import ToolError as ToolError
+from ._errors import ToolRetriesExceeded as ToolRetriesExceeded
+from ._errors import UsageLimitExceeded as UsageLimitExceeded
 from ._errors import UserError as UserError
 from ._events import ActionArgsDelta as ActionArgsDelta
 from ._events import ActionAwaiting as ActionAwaiting
@@ -98,6 +105,7 @@ from ._events import ContextTrimmed as ContextTrimmed
 from ._events import Event as Event
 from ._events import ModelCallFinished as ModelCallFinished
 from ._events import ModelCallStarted as ModelCallStarted
+from ._events import PartialOutput as PartialOutput
 from ._events import ProviderEvent as ProviderEvent
 from ._events import RunFailed as RunFailed
 from ._events import RunFinished as RunFinished
@@ -107,6 +115,12 @@ from ._events import StepFinished as StepFinished
 from ._events import TextDelta as TextDelta
 from ._events import ThoughtDelta as ThoughtDelta
 from ._events import event_from_json as event_from_json
+from ._guardrails import InputGuardrail as InputGuardrail
+from ._guardrails import OutputGuardrail as OutputGuardrail
+from ._guardrails import OutputValidator as OutputValidator
+from ._guardrails import ToolGuardrail as ToolGuardrail
+from ._guardrails import Tripwire as Tripwire
+from ._handoff import Handoff as Handoff
 from ._instrument import Instrumentation as Instrumentation
 from ._middleware import ModelCall as ModelCall
 from ._middleware import ModelMiddleware as ModelMiddleware
@@ -123,10 +137,12 @@ from ._steps import PendingCall as PendingCall
 from ._steps import RunErrorInfo as RunErrorInfo
 from ._steps import RunResult as RunResult
 from ._steps import Step as Step
+from ._usage_limits import UsageLimits as UsageLimits
 from ._version import __version__ as __version__
 from ._window import ContextWindow as ContextWindow
 from ._window import Summarizer as Summarizer
 from ._window import summarize_with as summarize_with
+from .models import FallbackModel as FallbackModel
 from .models import FilePart as FilePart
 from .models import ImagePart as ImagePart
 from .models import Message as Message
@@ -173,8 +189,12 @@ __all__ = [
     "Edit",
     "Event",
     "ExternalResult",
+    "FallbackModel",
     "FilePart",
+    "GuardrailTripped",
+    "Handoff",
     "ImagePart",
+    "InputGuardrail",
     "Instrumentation",
     "MaxStepsExceeded",
     "Memory",
@@ -196,12 +216,16 @@ __all__ = [
     "ModelRefused",
     "ModelRequest",
     "ModelResponse",
+    "ModelRetry",
     "ModelServerError",
     "ModelSettings",
     "ModelStreamError",
     "ModelTimeout",
     "NothingToResume",
+    "OutputGuardrail",
     "OutputInvalid",
+    "OutputValidator",
+    "PartialOutput",
     "PendingCall",
     "Plain",
     "PriceTable",
@@ -237,11 +261,16 @@ __all__ = [
     "ToolCallNext",
     "ToolContext",
     "ToolError",
+    "ToolGuardrail",
     "ToolLimits",
     "ToolMiddleware",
+    "ToolRetriesExceeded",
     "Toolkit",
     "Toolset",
+    "Tripwire",
     "Usage",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "UserError",
     "activity",
     "event_from_json",

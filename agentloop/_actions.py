@@ -21,7 +21,7 @@ import anyio
 import sniffio
 from anyio.abc import TaskGroup
 
-from ._errors import ToolError
+from ._errors import ModelRetry, ToolError
 from ._middleware import ToolCall
 from ._steps import Action, ActionErrorKind, ActionResult, RunResult, split_images
 from ._threads import Job, NoWorkerThread, borrow_nowait
@@ -401,6 +401,8 @@ async def _invoke_tool(toolbox: Toolbox, limits: ToolLimits, call: ToolCall) -> 
         return error_result(action, "tool_error", str(exc), max_chars)
     except ToolError as exc:
         return error_result(action, "tool_error", str(exc), max_chars)
+    except ModelRetry as exc:
+        return error_result(action, "retry", exc.message, max_chars)
     except Exception as exc:
         return error_result(action, "tool_error", f"{type(exc).__name__}: {exc}", max_chars)
     except anyio.get_cancelled_exc_class() as exc:

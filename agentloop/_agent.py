@@ -21,6 +21,8 @@ from ._actions import SUBAGENT, SubrunOutput
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError
 from ._generic import subscript_callable
+from ._guardrails import Guardrail, OutputValidator, check_guardrails
+from ._handoff import Handoff, handoff_of, transferred
 from ._inputs import RunInput, input_message_parts
 from ._instrument import Instrumentation
 from ._instrument import coerce as coerce_instrument
@@ -33,6 +35,7 @@ from ._run import Emitter, Launch, run_of
 from ._session_run import Memory, SessionSpec, unfinished_runs
 from ._steps import RunResult
 from ._time import new_id
+from ._usage_limits import UsageLimits
 from ._waiting import decode_state
 from ._window import ContextWindow
 from .models._base import Model
@@ -116,6 +119,18 @@ class Agent(Generic[DepsT, OutputT]):
         context_window: Bounds each request's prompt in tokens over a long run: older tool
             results elided, then older steps summarised (``ContextWindow``); ``None``
             replays every step.
+        usage_limits: Limits on a run's tokens, requests, tool calls and cost
+            (``usage_limit_exceeded``).
+        guardrails: ``InputGuardrail``, ``OutputGuardrail`` and ``ToolGuardrail`` checks; a
+            trip ends the run with ``guardrail_tripped``.
+        output_validators: ``async (run_context, output) -> output`` checks of the answer, in
+            order; ``ModelRetry(reason)`` asks the model again with the reason.
+        output_retries: How often the output validators may ask again in one run; one more
+            ends the run with ``output_invalid``.
+        handoffs: Agents this one may hand the conversation over to (``Agent``, ``Handoff``,
+            or the name of an agent the run reaches through handoffs); the model sees each as
+            a ``transfer_to_<agent>`` tool. The run goes on under the other agent, and a
+            session remembers it for its next run.
     """
 
     model: Model | str
@@ -146,6 +161,11 @@ class Agent(Generic[DepsT, OutputT]):
     approver: Approver | None = None
     approval_timeout: float | None = 300.0
     context_window: ContextWindow | None = None
+    usage_limits: UsageLimits | None = None
+    guardrails: Sequence[Guardrail] = ()
+    output_validators: Sequence[OutputValidator] = ()
+    output_retries: int = 1
+    handoffs: Sequence[Agent[Any, Any] | Handoff | str] = ()
     _derived: _Derived = field(init=False)
 
     def __post_init__(self) -> None:
@@ -186,6 +206,14 @@ class Agent(Generic[DepsT, OutputT]):
             raise UserError("lease_ttl must be positive")
         if self.approval_timeout is not None and self.approval_timeout <= 0:
             raise UserError("approval_timeout must be positive (or None: no limit)")
+        if self.usage_limits is not None and not isinstance(self.usage_limits, UsageLimits):
+            raise UserError(f"usage_limits must be a UsageLimits, not {self.usage_limits!r}")
+        object.__setattr__(self, "guardrails", check_guardrails(self.guardrails))
+        object.__setattr__(self, "output_validators", tuple(self.output_validators))
+        if not all(callable(v) for v in self.output_validators):
+            raise UserError("output_validators must be async functions (run_context, output)")
+        if self.output_retries < 0:
+            raise UserError("output_retries must not be negative")
         if self.approver is not None and not callable(self.approver):
             raise UserError(f"approver must be an async function, not {self.approver!r}")
         # The one write to a frozen field: what the agent derives from its settings.
@@ -233,9 +261,19 @@ class Agent(Generic[DepsT, OutputT]):
         return self._derived.tools
 
     @property
+    def handoff_targets(self) -> tuple[Handoff, ...]:
+        """``handoffs`` as ``Handoff`` values (an agent or a name is one with the defaults)."""
+        return self._derived.handoffs
+
+    @property
     def toolsets(self) -> tuple[Toolset, ...]:
         """The toolsets among ``tools`` (their tools are listed when a run starts)."""
         return self._derived.toolsets
+
+    @property
+    def typed_output(self) -> Output | None:
+        """``output_type``'s schema and validator; ``None`` for a plain-text answer."""
+        return self._derived.output
 
     @property
     def output_schema(self) -> OutputSchema | None:
@@ -768,6 +806,7 @@ class _Derived:
     system messages, rendered for each distinct set of inputs."""
 
     __slots__ = (
+        "handoffs",
         "instructions",
         "instrumentation",
         "model",
@@ -780,7 +819,10 @@ class _Derived:
     )
 
     def __init__(self, agent: Agent[Any, Any]) -> None:
-        self.tools, self.toolsets = _tools_and_toolsets(agent.tools)
+        self.handoffs = _handoffs(agent.handoffs)
+        self.tools, self.toolsets = _tools_and_toolsets(
+            [*agent.tools, *(_transfer_tool(h) for h in self.handoffs)]
+        )
         self.subagents = tuple(
             child
             for t in self.tools
@@ -816,6 +858,32 @@ def _instructions(source: str | None) -> jinja2.Template | str | None:
         return compile_template(source)
     except UserError as exc:
         raise UserError(f"instructions: {exc}; {_PLAIN_HINT}") from None
+
+
+def _handoffs(entries: Sequence[Agent[Any, Any] | Handoff | str]) -> tuple[Handoff, ...]:
+    """``Agent(handoffs=...)`` as ``Handoff`` values, checked."""
+    handoffs = tuple(handoff_of(entry) for entry in entries)
+    names = [h.target_name for h in handoffs]
+    if len(set(names)) != len(names):
+        raise UserError(f"handoffs name an agent twice: {names}")
+    for handoff in handoffs:
+        target = handoff.agent
+        if not isinstance(target, Agent | str):
+            raise UserError(f"a handoff is to an Agent or an agent's name, not {target!r}")
+    return handoffs
+
+
+def _transfer_tool(handoff: Handoff) -> Tool:
+    """The tool the model calls to hand over (the loop sees its call and switches agents)."""
+    name = handoff.target_name
+    description = f"Hand the conversation over to the agent {name!r}." + (
+        f" {handoff.description}" if handoff.description else ""
+    )
+
+    async def transfer() -> str:
+        return transferred(name)
+
+    return tool(name=handoff.tool_name, description=description)(transfer)
 
 
 def _tools_and_toolsets(

@@ -21,7 +21,10 @@
     │   ├── ReplyTooLarge          a reply exceeded the size limit
     │   ├── ModelRefused           the model refused (finish outcome ``refusal``)
     │   ├── ReplyTruncated         the reply was cut by a token limit (``length``, ``incomplete``)
-    │   └── ContentFiltered        the provider's content filter stopped the reply
+    │   ├── ContentFiltered        the provider's content filter stopped the reply
+    │   ├── UsageLimitExceeded     a ``UsageLimits`` limit (tokens, requests, tool calls, cost)
+    │   ├── GuardrailTripped       an input, output or tool guardrail tripped
+    │   └── ToolRetriesExceeded    a tool raised ``ModelRetry`` more often than its budget
     ├── RunDeadlineExceeded        the run's own deadline passed
     ├── RunCancelled               ``run.cancel(reason)`` stopped a streamed run
     ├── ToolError                  raised by a tool to hand the model a clean error message
@@ -32,6 +35,9 @@
         └── SessionStoreError      the store's database failed: unreachable, corrupt, read-only,
                                    full; names the store and gives a hint
 
+``ModelRetry`` is a control signal, not a failure: a tool or an output validator raises it to
+ask the model again, so it is outside the tree.
+
 Cancellation is never an ``AgentLoopError``: it stays the host's own cancellation exception.
 """
 
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -192,13 +199,19 @@ class RunError(AgentLoopError):
     Args:
         message: Why the run has no usable answer.
         result: The run's ``RunResult``, with its steps and usage.
+        details: What the error is about, as data (``RunErrorInfo.details``): the limit and
+            the figures of a ``UsageLimitExceeded``, the name and information of a
+            ``GuardrailTripped``.
     """
 
     kind: str = "run_error"
 
-    def __init__(self, message: str, *, result: Any = None) -> None:
+    def __init__(
+        self, message: str, *, result: Any = None, details: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.result = result
+        self.details: Mapping[str, Any] = dict(details or {})
 
 
 class MaxStepsExceeded(RunError):
@@ -232,6 +245,39 @@ class DecisionsPending(RunError):
     kind = "decisions_pending"
 
 
+class UsageLimitExceeded(RunError):
+    """A ``UsageLimits`` limit was reached: ``details`` names the ``limit``, its ``allowed``
+    value and the figure (``used``) that passed it, or would have with the next call."""
+
+    kind = "usage_limit_exceeded"
+
+
+class GuardrailTripped(RunError):
+    """A guardrail tripped: ``details`` holds its ``guardrail`` name, its ``stage``
+    (``input``, ``output``, ``tool_call`` or ``tool_result``) and its ``info``."""
+
+    kind = "guardrail_tripped"
+
+
+class ToolRetriesExceeded(RunError):
+    """A tool raised ``ModelRetry`` more often than its budget (``ToolLimits.max_retries``)."""
+
+    kind = "tool_retries_exceeded"
+
+
+class ModelRetry(Exception):
+    """Raise in a tool or an output validator to reject what the model sent: ``message`` is
+    fed back to it and it tries again, within the tool's or the validators' retry budget.
+
+    Args:
+        message: Why, in words the model can act on.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 RUN_ERRORS: dict[str, type[RunError]] = {
     cls.kind: cls
     for cls in (
@@ -241,6 +287,9 @@ RUN_ERRORS: dict[str, type[RunError]] = {
         ModelRefused,
         ReplyTruncated,
         ContentFiltered,
+        UsageLimitExceeded,
+        GuardrailTripped,
+        ToolRetriesExceeded,
     )
 }
 

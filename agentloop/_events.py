@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from ._steps import ActionResult, PendingCall, RunErrorInfo, RunResult, Step
-from .models._types import FinishReason, ProviderPart, Usage
+from .models._types import DiscardReason, FinishReason, ProviderPart, Usage
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -27,8 +27,11 @@ class _Event:
     Args:
         run_id: The id of the run that emitted it.
         parent_run_id: The parent run's id, for a sub-agent's run; else ``None``.
-        branch: The run's branch (the agent's name; ``parent.child`` for a sub-agent's run).
+        branch: The run's branch (the agent's name; ``parent.child`` for a sub-agent's run;
+            after a handoff, the agent handed over to takes the branch's last part).
         seq: The event's number, counted per root run (shared by its sub-runs).
+        agent: The name of the agent the run is under when it emits it (it changes with a
+            handoff).
         type: The event's kind (its JSON discriminator), fixed per class.
     """
 
@@ -36,6 +39,7 @@ class _Event:
     parent_run_id: str | None = None
     branch: str
     seq: int
+    agent: str = ""
 
     def to_json(self) -> str:
         """The event as JSON (``event_from_json`` reads it back)."""
@@ -54,14 +58,13 @@ class _Event:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunStarted(_Event):
-    """A run began.
+    """A run began (``agent`` is the agent it starts under: a session's active agent, after
+    a handoff in an earlier run).
 
     Args:
-        agent: The agent's name.
         input: The run's input (empty for a resumed run).
     """
 
-    agent: str
     input: str
     type: Literal["run_started"] = "run_started"
 
@@ -143,6 +146,24 @@ class AnswerDelta(_Event):
     text: str
     section: int = 0
     type: Literal["answer_delta"] = "answer_delta"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PartialOutput(_Event):
+    """The structured answer (``output_type``) as far as it has streamed, validated: each one
+    replaces the one before. Fields not yet streamed have their defaults; a string still
+    streaming is cut where the stream is. Sent when the answer grew by a quarter since the
+    last one (at least 64 characters), and when it is complete, so a long answer costs linear
+    work. Withdrawn with its attempt (``AttemptDiscarded``).
+
+    Args:
+        attempt: The attempt that produced it.
+        output: The partial answer, of the output type.
+    """
+
+    attempt: int
+    output: Any
+    type: Literal["partial_output"] = "partial_output"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -264,14 +285,16 @@ class AttemptDiscarded(_Event):
 
     Args:
         attempt: The attempt withdrawn.
-        reason: ``retry`` (the stream failed and is asked again), ``goal`` (goal enforcement)
-            or ``middleware`` (a model middleware discarded it).
-        error: For a ``retry``, why the attempt failed.
-        retry_in: For a ``retry``, the seconds before the next attempt.
+        reason: ``retry`` (the stream failed and is asked again), ``goal`` (goal enforcement),
+            ``middleware`` (a model middleware discarded it), ``fallback`` (the model failed
+            and the next fallback model is asked), ``guardrail`` (a guardrail tripped on it)
+            or ``limit`` (a usage limit was reached while it streamed).
+        error: For a ``retry`` or a ``fallback``, why the attempt failed.
+        retry_in: For a ``retry`` or a ``fallback``, the seconds before the next attempt.
     """
 
     attempt: int
-    reason: Literal["retry", "goal", "middleware"]
+    reason: DiscardReason
     error: RunErrorInfo | None = None
     retry_in: float | None = None
     type: Literal["attempt_discarded"] = "attempt_discarded"
@@ -347,6 +370,7 @@ Event: TypeAlias = (
     | TextDelta
     | ThoughtDelta
     | AnswerDelta
+    | PartialOutput
     | ActionArgsDelta
     | ProviderEvent
     | ActionStarted
@@ -371,6 +395,7 @@ EVENT_TYPES: tuple[type[_Event], ...] = (
     TextDelta,
     ThoughtDelta,
     AnswerDelta,
+    PartialOutput,
     ActionArgsDelta,
     ProviderEvent,
     ActionStarted,

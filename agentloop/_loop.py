@@ -19,6 +19,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 
+from . import _controls as controls
 from . import _events as ev
 from ._actions import (
     Executor,
@@ -32,10 +33,12 @@ from ._actions import (
 )
 from ._decisions import Decision, Deny, Edit, ExternalResult
 from ._errors import (
+    GuardrailTripped,
     MaxStepsExceeded,
     OutputInvalid,
     RunDeadlineExceeded,
     RunError,
+    UsageLimitExceeded,
 )
 from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visible_thought
 from ._middleware import ModelCall, compose
@@ -59,6 +62,7 @@ from ._waiting import (
 )
 from ._window import ContextFitter
 from .models import _types as mt
+from .models._types import DiscardReason
 from .tools._tool import Tool
 from .tools._toolset import run_scope
 
@@ -98,13 +102,15 @@ async def _execute(launch: Launch) -> RunResult:
             )
         except Exception as exc:
             refused = launch.start()  # a run that never held its session: it starts, and fails
-            await refused.emit(ev.RunStarted, agent=refused.agent.name, input=refused.user_input)
+            await refused.emit(ev.RunStarted, input=refused.user_input)
             await _failed(refused, exc)
             raise
     run = launch.start(session)
+    if session is not None:
+        controls.restore_agent(run)  # the agent the session's last handoff handed over to
     cancelled = False
     try:
-        await run.emit(ev.RunStarted, agent=run.agent.name, input=run.user_input)
+        await run.emit(ev.RunStarted, input=run.user_input)
         if session is not None and session.earlier_result is not None:
             result = session.earlier_result  # its run_key names a finished run: never run twice
         else:
@@ -253,31 +259,20 @@ def _raise_exit(group: BaseExceptionGroup[BaseException]) -> None:
 async def _loop(
     run: _Run, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
 ) -> RunResult:
-    plan = run.plan = plan_run(run.agent, toolbox, run.variables)
-    tool_middleware = plan.tool_middleware
-    if run.instrument is not None:
-        tool_middleware = (tool_span(run), *tool_middleware)
-    effects = run.effects
-    executor = Executor(
-        run=run.context,
-        task_group=tg,
-        toolbox=toolbox,
-        call=compose(tool_middleware, make_terminal(toolbox, plan.tool_limits))
-        if effects is None
-        else effects.tool_call(toolbox),
-        limits=plan.tool_limits,
-        on_start=lambda pending: _action_started(run, pending),
-        on_finish=run.action_finished,
-        exits=exits,
-    )
+    if not controls.hands_over_to_toolsets(run):
+        return await _steps(run, tg, toolbox, exits, None)
+    async with AsyncExitStack() as stack:  # the scopes of toolsets of agents handed over to
+        return await _steps(run, tg, toolbox, exits, stack)
 
-    def untraced(request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
-        return call_model(run, executor, request)
 
-    model_terminal: ModelCall = untraced
-    if run.instrument is not None:
-        model_terminal = traced_model_call(run, untraced)
-    model_call = compose(plan.model_middleware, model_terminal)
+async def _steps(
+    run: _Run,
+    tg: TaskGroup,
+    toolbox: Toolbox,
+    exits: list[BaseException],
+    stack: AsyncExitStack | None,
+) -> RunResult:
+    plan, executor, model_call = _engine(run, tg, toolbox, exits)
     # One user message for the whole run: the same object in every step's prompt lets the
     # driver reuse its encoded JSON instead of encoding it again on every step.
     user = (
@@ -314,10 +309,13 @@ async def _loop(
             try:
                 response = await model_call(request)
             except RunError as exc:
+                await _withdraw(run, exc)
                 return await _ended(run, _result(run, error=exc))
             if fitter is not None:
                 fitter.observe(response.usage)
         step, done = await _settle(run, executor, response)
+        if run.stopped is not None and (done is None or done.error is None) and not step.pending:
+            done = _result(run, step=step, error=run.stopped)  # a control stopped the run
         if done is not None and done.pending:  # waits on decisions: the step stays in flight
             if session is not None:
                 await session.commit_waiting(step)
@@ -329,6 +327,79 @@ async def _loop(
         await run.emit(ev.StepFinished, step=step)
         if done is not None:
             return done
+        handoff = controls.handoff_called(step, plan)
+        if handoff is not None:  # the run goes on under the other agent
+            target = controls.hand_over(run, handoff)
+            tools: Sequence[Tool] = target.static_tools
+            if stack is not None and target.toolsets:
+                tools = await _resolve_tools(run, stack)
+            toolbox = Toolbox(tools)
+            plan, executor, model_call = _engine(run, tg, toolbox, exits)
+            run.replayed = (
+                [replay_step(s, plan.tool_mode) for s in run.steps]
+                if handoff.history == "full"
+                else []
+            )
+            # The other agent's window, over the history it is handed.
+            window = plan.context_window
+            fitter = ContextFitter(window) if window is not None else None
+
+
+def _engine(
+    run: _Run, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
+) -> tuple[Plan, Executor, ModelCall]:
+    """The run's plan under its agent, its action executor and its model call chain (made
+    again when a handoff changes the agent)."""
+    plan = run.plan = plan_run(run.agent, toolbox, run.variables)
+    run.toolbox = toolbox
+    tool_middleware = plan.tool_middleware
+    control_tool = controls.tool_middleware(plan)
+    if control_tool is not None:
+        tool_middleware = (*tool_middleware, control_tool)
+    if run.instrument is not None:
+        tool_middleware = (tool_span(run), *tool_middleware)
+    effects = run.effects
+    executor = Executor(
+        run=run.context,
+        task_group=tg,
+        toolbox=toolbox,
+        call=compose(tool_middleware, make_terminal(toolbox, plan.tool_limits))
+        if effects is None
+        else effects.tool_call(toolbox),
+        limits=plan.tool_limits,
+        on_start=lambda pending: _action_started(run, pending),
+        on_finish=run.action_finished,
+        exits=exits,
+    )
+
+    def untraced(request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
+        return call_model(run, executor, request)
+
+    model_terminal: ModelCall = untraced
+    if run.instrument is not None:
+        model_terminal = traced_model_call(run, untraced)
+    model_middleware = plan.model_middleware
+    check_input = controls.input_middleware(plan.input_guardrails)
+    if check_input is not None:
+        model_middleware = (*model_middleware, check_input)
+    return plan, executor, compose(model_middleware, model_terminal)
+
+
+async def _withdraw(run: _Run, error: RunError) -> None:
+    """A control ended the run during a model call: what its attempts streamed is withdrawn
+    (a usage limit's cut, a tripped guardrail's cancelled call); their actions still run."""
+    reason: DiscardReason
+    if isinstance(error, UsageLimitExceeded):
+        reason = "limit"
+    elif isinstance(error, GuardrailTripped):
+        reason = "guardrail"
+    else:
+        return  # another result error (a reply too large) keeps what it streamed, as before
+    for record in run.attempts.values():
+        if record.streamed:
+            run.discard(record.n, reason)
+    run.attempts.clear()
+    await run.flush_discards()
 
 
 def _settings(run: _Run, plan: Plan) -> mt.ModelSettings:
@@ -644,6 +715,18 @@ async def _settle(
         if not isinstance(exc, ValidationError):
             raise
         return step(thought=thought, answer=text, feedback=_output_feedback(exc)), None
+    if controls.has_answer_checks(plan):
+        output, rejection, error = await controls.check_answer(run, output)
+        if rejection is not None:
+            return step(thought=thought, answer=text, feedback=rejection), None
+        if error is not None:
+            if isinstance(error, GuardrailTripped) and own is not None and own.streamed:
+                run.attempts[attempt] = own  # withdrawn: the answer it streamed is not the run's
+                run.discard(attempt, "guardrail")
+                run.attempts.clear()
+                await run.flush_discards()
+            done = step(thought=thought, answer=text)
+            return done, _result(run, step=done, error=error)
     done = step(thought=thought, answer=text)
     return done, _result(run, step=done, text=text, output=output)
 
@@ -724,6 +807,10 @@ def _result(
         steps=steps,
         usage=run.usage,
         usage_by_model=dict(run.usage_by_model),
-        error=RunErrorInfo(kind=error.kind, message=str(error)) if error is not None else None,
+        error=_error_info(error) if error is not None else None,
         state=run.state.snapshot(),
     )
+
+
+def _error_info(error: RunError) -> RunErrorInfo:
+    return RunErrorInfo(kind=error.kind, message=str(error), details=dict(error.details) or None)

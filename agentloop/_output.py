@@ -57,3 +57,56 @@ def strip_fence(text: str) -> str:
     """The answer without the Markdown code fence models like to wrap JSON in."""
     match = _FENCE.match(text)
     return match.group(1) if match else text.strip()
+
+
+_MIN_GROWTH = 64  # characters an answer grows by before it is parsed again
+
+
+class PartialParser:
+    """Parses a structured answer as it streams, into partial validated outputs: again only
+    once it grew by a quarter (at least ``_MIN_GROWTH`` characters), so that the work on a
+    reply of n characters stays O(n)."""
+
+    __slots__ = ("_chunks", "_last", "_length", "_parsed_at", "output")
+
+    def __init__(self, output: Output) -> None:
+        self.output = output
+        self._chunks: list[str] = []
+        self._length = 0
+        self._parsed_at = 0
+        self._last: Any = None
+
+    def feed(self, text: str, *, final: bool = False) -> tuple[bool, Any]:
+        """Add streamed text; ``(True, value)`` when a new partial output is ready."""
+        if text:
+            self._chunks.append(text)
+            self._length += len(text)
+        grown = self._length - self._parsed_at
+        if not final and grown < max(_MIN_GROWTH, self._parsed_at // 4):
+            return False, None
+        if not grown:
+            return False, None
+        self._parsed_at = self._length
+        joined = "".join(self._chunks)
+        self._chunks = [joined]
+        value = self._parse(joined)
+        if value is None or value == self._last:
+            return False, None
+        self._last = value
+        return True, value
+
+    def _parse(self, text: str) -> Any:
+        from pydantic import ValidationError
+
+        body = text.lstrip()
+        if body.startswith("```"):  # a fence still open: its first line is not JSON
+            body = body.partition("\n")[2]
+            body = body.removesuffix("```").rstrip().removesuffix("```")
+        if not body:
+            return None
+        try:
+            return self.output.adapter.validate_json(
+                body, experimental_allow_partial="trailing-strings"
+            )
+        except (ValidationError, ValueError):
+            return None  # not yet an object of the type (a required field still missing)

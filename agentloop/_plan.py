@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._prompt import RESPONSE_MARKER
@@ -11,10 +11,20 @@ from ._prompt import RESPONSE_MARKER
 if TYPE_CHECKING:
     from ._actions import Toolbox
     from ._decisions import Approver
+    from ._guardrails import (
+        Guardrail,
+        InputGuardrail,
+        OutputGuardrail,
+        OutputValidator,
+        ToolGuardrail,
+    )
+    from ._handoff import Handoff
     from ._instrument import Instrumentation
     from ._middleware import ModelMiddleware, ToolMiddleware
+    from ._output import Output
     from ._retry import RetryPolicy
     from ._session_run import Memory
+    from ._usage_limits import UsageLimits
     from ._window import ContextWindow
     from .models._base import Model
     from .models._types import Message, ModelSettings, OutputSchema, ToolMode, ToolSpec
@@ -66,6 +76,18 @@ class RunnableAgent(Protocol):
 
     @property
     def context_window(self) -> ContextWindow | None: ...
+    @property
+    def usage_limits(self) -> UsageLimits | None: ...
+    @property
+    def guardrails(self) -> Sequence[Guardrail]: ...
+    @property
+    def output_validators(self) -> Sequence[OutputValidator]: ...
+    @property
+    def output_retries(self) -> int: ...
+    @property
+    def typed_output(self) -> Output | None: ...
+    @property
+    def handoff_targets(self) -> Sequence[Handoff]: ...
     def resolved_model(self) -> Model: ...
     def effective_tool_mode(self, has_tools: bool) -> ToolMode: ...
     def render_instructions(self, variables: Mapping[str, Any]) -> str | None: ...
@@ -102,6 +124,14 @@ class Plan:
     model_middleware: Sequence[ModelMiddleware]
     tool_middleware: Sequence[ToolMiddleware]
     context_window: ContextWindow | None = None
+    usage_limits: UsageLimits | None = None
+    input_guardrails: tuple[InputGuardrail, ...] = ()
+    output_guardrails: tuple[OutputGuardrail, ...] = ()
+    tool_guardrails: tuple[ToolGuardrail, ...] = ()
+    output_validators: tuple[OutputValidator, ...] = ()
+    output_retries: int = 1
+    handoffs: Mapping[str, Handoff] = field(default_factory=dict)
+    typed_output: Output | None = None
 
 
 def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any]) -> Plan:
@@ -135,4 +165,17 @@ def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any
         model_middleware=agent.model_middleware,
         tool_middleware=agent.tool_middleware,
         context_window=agent.context_window,
+        usage_limits=agent.usage_limits,
+        input_guardrails=_of_kind(agent.guardrails, "input"),
+        output_guardrails=_of_kind(agent.guardrails, "output"),
+        tool_guardrails=_of_kind(agent.guardrails, "tool"),
+        output_validators=tuple(agent.output_validators),
+        output_retries=agent.output_retries,
+        handoffs={h.tool_name: h for h in agent.handoff_targets},
+        typed_output=agent.typed_output,
     )
+
+
+def _of_kind(guardrails: Sequence[Guardrail], kind: str) -> tuple[Any, ...]:
+    """The guardrails of one kind (``input``, ``output``, ``tool``), in order."""
+    return tuple(g for g in guardrails if type(g).__name__.lower().startswith(kind))

@@ -13,6 +13,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from . import _events as ev
 from ._actions import PendingAction
 from ._context import StateView
+from ._errors import ToolRetriesExceeded
 from ._final import REACT_REMINDER, final_text
 from ._instrument import Instrumentation
 from ._instrument import resolve as resolve_instrument
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
     from ._actions import Toolbox
     from ._decisions import Approver, Decision
+    from ._errors import RunError
     from ._middleware import ToolCall
     from ._plan import Plan, RunnableAgent
     from ._session_run import Loaded, SessionScope, SessionSpec
@@ -129,6 +131,7 @@ class Emitter:
             parent_run_id=run.parent_run_id,
             branch=run.branch,
             seq=self._seq,
+            agent=run.agent.name,
             **fields,
         )
 
@@ -199,6 +202,8 @@ class _Run:
         agent = launch.agent
         parent = launch.parent
         self.agent = agent
+        self.entry_agent = agent  # the agent the run started with (a handoff changes ``agent``)
+        self.entry_branch = launch.branch
         self.run_id = launch.run_id if session is None else session.run_id
         self.parent_run_id = parent.run_id if parent is not None else None
         self.root_run_id: str = parent.root_run_id if parent is not None else self.run_id
@@ -239,6 +244,13 @@ class _Run:
         self._attempt_count = 0
         self.attempts: dict[int, AttemptRecord] = {}
         self._pending_discards: list[dict[str, Any]] | None = None  # made on need
+        # Controls (``_controls``): why the run must stop once its step's actions are done,
+        # the tool calls made, each tool's ``ModelRetry`` count, the answers rejected.
+        self.stopped: RunError | None = None
+        self.tool_calls = 0
+        self.tool_retries: dict[str, int] = {}
+        self.output_retries = 0
+        self.toolbox: Toolbox | None = None  # the run's tools, under its agent (``_loop``)
         loaded = session.loaded if session is not None else launch.loaded
         if session is not None:
             self.session_id = session.session_id
@@ -286,13 +298,39 @@ class _Run:
         await self.emitter.emit(self, cls, fields)
 
     def action_finished(self, result: ActionResult) -> Awaitable[None]:
-        """Emit ``ActionFinished`` (the executor's ``on_finish``)."""
+        """Emit ``ActionFinished`` (the executor's ``on_finish``); count a ``ModelRetry``
+        against its tool's budget."""
+        if result.error_kind == "retry":
+            self._count_retry(result)
         return self.emit(ev.ActionFinished, result=result)
+
+    def _count_retry(self, result: ActionResult) -> None:
+        """One more ``ModelRetry`` of ``result``'s tool: past ``ToolLimits.max_retries`` the
+        run stops with ``tool_retries_exceeded``."""
+        used = self.tool_retries.get(result.name, 0) + 1
+        self.tool_retries[result.name] = used
+        budget = self.plan.tool_limits.max_retries
+        found = self.toolbox.find(result.name, result.path) if self.toolbox is not None else None
+        if isinstance(found, tuple) and found[1].retries is not None:
+            budget = found[1].retries  # the tool's own
+        if used > budget:
+            self.stop(
+                ToolRetriesExceeded(
+                    f"tool {result.name!r} asked the model to retry more than "
+                    f"max_retries={budget} times: {result.error}",
+                    details={"tool": result.name, "max_retries": budget},
+                )
+            )
 
     async def flush_discards(self) -> None:
         pending, self._pending_discards = self._pending_discards, None
         for fields in pending or ():
             await self.emitter.emit(self, ev.AttemptDiscarded, fields)
+
+    def stop(self, error: RunError) -> None:
+        """End the run with ``error`` once the step in progress is done (the first one wins)."""
+        if self.stopped is None:
+            self.stopped = error
 
     # -- usage ---------------------------------------------------------------------------------
 
@@ -427,6 +465,14 @@ class RunView(RunContext):
     @property
     def deps(self) -> Any:
         return self._run.deps
+
+    @property
+    def usage(self) -> Usage:
+        return self._run.usage
+
+    @property
+    def tool_calls(self) -> int:
+        return self._run.tool_calls
 
     @property
     def variables(self) -> Mapping[str, Any]:

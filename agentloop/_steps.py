@@ -25,6 +25,7 @@ ActionErrorKind: TypeAlias = Literal[
     "duplicate_tag",  # another action of the step has the same tag
     "not_run",  # the reply came on the run's last allowed step (max_steps): nothing ran
     "denied",  # a call that needed approval was denied (Deny, or an approver's timeout)
+    "retry",  # the tool raised ModelRetry: the model is told why and may call it again
 ]
 
 
@@ -196,12 +197,17 @@ class RunErrorInfo:
 
     Args:
         kind: ``max_steps_exceeded``, ``output_invalid``, ``reply_too_large``, ``refused``,
-            ``truncated`` or ``content_filtered`` (the ``RunError`` subclass it raises as).
+            ``truncated``, ``content_filtered``, ``usage_limit_exceeded``,
+            ``guardrail_tripped`` or ``tool_retries_exceeded`` (the ``RunError`` subclass it
+            raises as).
         message: What happened, in words.
+        details: What it is about, as data: a usage limit's ``limit``, ``allowed`` and
+            ``used``; a guardrail's ``guardrail``, ``stage`` and ``info``.
     """
 
     kind: str
     message: str
+    details: Mapping[str, Any] | None = None
 
 
 @subscript_callable
@@ -275,7 +281,7 @@ class RunResult(Generic[OutputT]):
         """``raise_on_error=True``: a result with an error raises the matching ``RunError``."""
         if self.error is not None:
             cls = RUN_ERRORS.get(self.error.kind, RunError)
-            raise cls(self.error.message, result=self)
+            raise cls(self.error.message, result=self, details=self.error.details)
 
     def unwrap(self) -> OutputT:
         """The output, or the matching ``RunError`` raised when the run ended without one

@@ -12,12 +12,14 @@ import anyio
 from . import _events as ev
 from . import _react_parser as rp
 from ._actions import PendingAction, action_of, refusal
-from ._errors import ModelError, ModelTimeout, ReplyTooLarge
+from ._errors import ModelError, ModelTimeout, ReplyTooLarge, UsageLimitExceeded
+from ._output import PartialParser
 from ._steps import RunErrorInfo
 from ._time import fail_after
 from ._tracing import attempt_failed
 from .models import _types as mt
 from .models._assemble import ResponseBuilder
+from .models._fallback import FallbackModel
 
 # Keys of ReAct text pieces other than answers (an answer's key is its section, from 0).
 _TEXT = -2
@@ -26,6 +28,8 @@ _THOUGHT = -1
 if TYPE_CHECKING:
     from ._actions import Executor
     from ._run import AttemptRecord, _Run
+    from .models._base import Model
+    from .models._types import DiscardReason
 
 
 async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) -> mt.ModelResponse:
@@ -33,22 +37,48 @@ async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) ->
 
     A failed attempt is discarded (``AttemptDiscarded(reason="retry")``, sent at once) only when
     another attempt follows, after the policy's wait. A plain loop: the policy (tenacity's
-    strategies) is consulted only after a failure, so a waiting run holds no retry machinery."""
-    policy = run.plan.retry
+    strategies) is consulted only after a failure, so a waiting run holds no retry machinery.
+    With a ``FallbackModel``, a model the policy gives up on hands over to the next one (its
+    attempts counted afresh: each model gets the policy's, the fallback none of its own), on
+    the errors it falls back on. Usage limits are checked before each attempt, while it
+    streams, and after it."""
+    plan = run.plan
+    policy = plan.retry
+    chain = plan.model
+    fallback = chain if isinstance(chain, FallbackModel) else None
+    models = fallback.models if fallback is not None else (chain,)
+    limits = plan.usage_limits
     try:
         with fail_after(policy.deadline):
+            index = 0
             number = 1
             while True:
-                attempt = _Attempt(run, executor, request)
+                if limits is not None:
+                    exceeded = limits.before_call(run.usage, request.messages)
+                    if exceeded is not None:
+                        raise exceeded
+                attempt = _Attempt(run, executor, request, models[index])
                 try:
-                    return await attempt.stream()
+                    response = await attempt.stream()
                 except ModelError as exc:
                     wait = policy.next_wait(exc, number)
                     if wait is None:
-                        raise
-                    await _discard_failed(run, attempt, exc, wait)
+                        if fallback is None or index + 1 == len(models):
+                            raise
+                        if not fallback.falls_back(exc):
+                            raise
+                        await _discard_failed(run, attempt, exc, 0.0, "fallback")
+                        index, number = index + 1, 1
+                        continue
+                    await _discard_failed(run, attempt, exc, wait, "retry")
                     await anyio.sleep(wait)
-                number += 1
+                    number += 1
+                    continue
+                if limits is not None:
+                    exceeded = limits.after_call(run.usage, run.usage_by_model)
+                    if exceeded is not None:
+                        raise exceeded
+                return response
     except TimeoutError:
         raise ModelTimeout(
             f"model call deadline of {policy.deadline:g}s exceeded",
@@ -57,22 +87,34 @@ async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) ->
         ) from None
 
 
-async def _discard_failed(run: _Run, failed: _Attempt, error: ModelError, wait: float) -> None:
+async def _discard_failed(
+    run: _Run, failed: _Attempt, error: ModelError, wait: float, reason: DiscardReason
+) -> None:
     attempt_failed(run, failed.record.n, error)
     why = RunErrorInfo(kind=type(error).__name__, message=str(error))
-    run.discard(failed.record.n, "retry", error=why, retry_in=wait)
+    run.discard(failed.record.n, reason, error=why, retry_in=wait)
     await run.flush_discards()
 
 
 class _Attempt:
     """Streams one attempt; collects its parts and seals its actions."""
 
-    def __init__(self, run: _Run, executor: Executor, request: mt.ModelRequest) -> None:
+    def __init__(
+        self, run: _Run, executor: Executor, request: mt.ModelRequest, model: Model
+    ) -> None:
         self.run = run
         self.executor = executor
         self.request = request
+        self.model = model
         self.record: AttemptRecord = run.open_attempt()
-        self.builder = ResponseBuilder(provider=run.plan.model.provider)
+        self.builder = ResponseBuilder(provider=model.provider)
+        limits = run.plan.usage_limits
+        # The characters the reply may stream before an output limit is passed (estimated).
+        self.limit_chars = limits.streamed_chars(run.usage) if limits is not None else None
+        typed = run.plan.typed_output
+        # A structured answer streams as partial outputs (to a caller who streams events).
+        self.partial = PartialParser(typed) if typed is not None and run.emitting else None
+        self.partial_section = 0
         self.parser = rp.ReactParser() if request.tool_mode == "react" else None
         self.calls: dict[str, tuple[int, str]] = {}  # native call id -> (index, tool name)
         self.tags: set[str] | None = None  # the sealed calls' ids, made with the first
@@ -84,7 +126,7 @@ class _Attempt:
     async def stream(self) -> mt.ModelResponse:
         run, record = self.run, self.record
         plan = run.plan
-        model = plan.model
+        model = self.model
         await run.emit(ev.ModelCallStarted, attempt=record.n, step=len(run.steps), model=model.name)
         policy = plan.retry
         try:
@@ -93,6 +135,8 @@ class _Attempt:
                     await self._consume(deltas, policy.idle_timeout)
             if self.parser is not None and not self.cut:
                 await self._react_events(self.parser.close())
+            if self.partial is not None:
+                await self._partial("", final=True)
         except TimeoutError:
             return await self._failed(
                 ModelTimeout(
@@ -101,6 +145,9 @@ class _Attempt:
             )
         except ModelError as exc:
             return await self._failed(exc)
+        except UsageLimitExceeded:
+            await self._account(None)  # cut mid-stream: the call still counts
+            raise
         response = self._build()
         await self._account(response)
         return response
@@ -139,6 +186,8 @@ class _Attempt:
         match delta:
             case mt.TextPiece(text=text):
                 self._count(text)
+                if self.partial is not None:
+                    return self._text_and_partial(text)
                 if run.emitting:
                     return run.emit(ev.TextDelta, attempt=n, text=text)
             case mt.ThoughtPiece(text=text):
@@ -191,6 +240,11 @@ class _Attempt:
                     self._piece(section, text)
                     if run.emitting:
                         await run.emit(ev.AnswerDelta, attempt=n, text=text, section=section)
+                    if self.partial is not None:
+                        if section != self.partial_section:  # a new answer replaces the last
+                            self.partial = PartialParser(self.partial.output)
+                            self.partial_section = section
+                        await self._partial(text)
                 case rp.ActionPiece(index=index, text=text):
                     self.record.streamed = True
                     if run.emitting:
@@ -219,6 +273,19 @@ class _Attempt:
                     )
                 case rp.StreamCut():
                     self.cut = True
+
+    async def _text_and_partial(self, text: str) -> None:
+        await self.run.emit(ev.TextDelta, attempt=self.record.n, text=text)
+        await self._partial(text)
+
+    async def _partial(self, text: str, *, final: bool = False) -> None:
+        """Feed the structured answer's parser; send the partial output it makes, if any."""
+        partial = self.partial
+        if partial is None or (self.parser is None and self.calls):
+            return  # text beside native tool calls is not the answer
+        ready, value = partial.feed(text, final=final)
+        if ready:
+            await self.run.emit(ev.PartialOutput, attempt=self.record.n, output=value)
 
     def _piece(self, key: int, text: str) -> None:
         self.record.streamed = True
@@ -258,11 +325,16 @@ class _Attempt:
         limit = self.run.plan.max_reply_chars
         if limit is not None and self.chars > limit:
             raise ReplyTooLarge(f"the reply exceeded {limit} characters")
+        budget = self.limit_chars
+        if budget is not None and self.chars > budget:
+            limits = self.run.plan.usage_limits
+            if limits is not None:
+                raise limits.while_streaming(self.run.usage, self.chars)
 
     def _build(self, **fields: object) -> mt.ModelResponse:
         response = self.builder.build(
             attempt=self.record.n,
-            model_name=self.run.plan.model.name,
+            model_name=self.model.name,
             _attempts=self.run,
             **fields,
         )
@@ -308,7 +380,7 @@ class _Attempt:
     async def _account(self, response: mt.ModelResponse | None) -> None:
         usage = response.usage if response is not None else None
         counted = mt.UNKNOWN_USAGE if usage is None else _one_request(usage)
-        model = self.run.plan.model
+        model = self.model
         self.run.count_usage(f"{model.provider}:{model.name}", counted)
         if self.run.emitting:
             await self.run.emit(

@@ -17,6 +17,7 @@ PUBLIC_PACKAGES = {
     "agentloop.sessions": "sessions.md",
     "agentloop.goals": "goals.md",
     "agentloop.mcp": "mcp.md",
+    "agentloop.web": "web.md",
     "agentloop.testing": "testing.md",
     "agentloop.temporal": "temporal.md",
 }

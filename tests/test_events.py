@@ -67,6 +67,7 @@ def _sample(cls: type[Any]) -> Any:
         "tokens_before": 1200,
         "tokens_after": 700,
         "max_tokens": 1000,
+        "output": {"name": "Oslo", "districts": ["a"]},
     }
     fields = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.name != "type"}
     if cls.__name__ == "ActionFinished":

@@ -39,6 +39,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentloop._instrument",
         "agentloop._output",
         "agentloop._inputs",
+        "agentloop._usage_limits",
+        "agentloop._guardrails",
+        "agentloop._handoff",
     ),
     ("agentloop.tools",),  # tool definitions
     # the engine
@@ -51,17 +54,30 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentloop._waiting",),
     ("agentloop._plan",),
     ("agentloop._run",),
+    ("agentloop._controls",),
     ("agentloop._tracing",),
     ("agentloop._turn",),
     ("agentloop._loop",),
     ("agentloop._agent",),
     ("agentloop",),  # the public facade
-    ("agentloop.goals", "agentloop.mcp", "agentloop.testing", "agentloop.cli"),  # seam users
+    (
+        "agentloop.goals",
+        "agentloop.mcp",
+        "agentloop.testing",
+        "agentloop.web",
+        "agentloop.cli",
+    ),  # seam users
     ("agentloop.temporal",),  # a second driver of the engine: durable runs on Temporal
     ("agentloop.__main__",),
 )
 
-SEAM_USERS = ("agentloop.goals", "agentloop.mcp", "agentloop.testing", "agentloop.cli")
+SEAM_USERS = (
+    "agentloop.goals",
+    "agentloop.mcp",
+    "agentloop.testing",
+    "agentloop.web",
+    "agentloop.cli",
+)
 
 # What a seam user may import: the public packages and modules (besides its own package).
 PUBLIC = frozenset(

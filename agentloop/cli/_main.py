@@ -1,4 +1,4 @@
-"""``agentloop``: the command line (``demo``, ``run``, ``chat``, ``emulate``).
+"""``agentloop``: the command line (``demo``, ``run``, ``chat``, ``emulate``, ``serve``).
 
 Errors are one line on stderr, never a traceback (``AGENTLOOP_DEBUG=1`` shows it): exit status 2
 for a mistake in what was asked (a bad model string, tool path or store URL, a missing key), 1
@@ -116,6 +116,46 @@ def build_parser() -> argparse.ArgumentParser:
     emulate.add_argument("-q", "--quiet", action="store_true", help="do not log requests")
     emulate.add_argument(
         "--backend", choices=("asyncio", "trio"), default="asyncio", help=argparse.SUPPRESS
+    )
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve an agent over HTTP: its API (SSE, AG-UI, Vercel) and a page",
+        description="Serves AGENT (module:attribute, like app:agent) with uvicorn: POST "
+        "/api/runs starts a run, GET /api/runs/RUN/events streams it (resumable with "
+        "Last-Event-ID), and / is a page that shows it. Listens on 127.0.0.1 unless given a "
+        "token: any other address without --token-env is refused. Needs agentloop[web].",
+    )
+    serve.add_argument("agent", help="the agent, as module:attribute")
+    serve.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8000, help="the port (default 8000)")
+    serve.add_argument(
+        "--token-env",
+        metavar="VAR",
+        help="require `Authorization: Bearer <token>`, the token read from environment "
+        "variable VAR (needed to listen beyond this machine)",
+    )
+    serve.add_argument("--store", metavar="URL", help="the session store (default: in memory)")
+    serve.add_argument(
+        "--max-runs-per-caller",
+        type=_positive_int,
+        default=8,
+        metavar="N",
+        help="runs one caller may have going at once (default 8; one more is 429)",
+    )
+    serve.add_argument(
+        "--max-streams-per-caller",
+        type=_positive_int,
+        default=32,
+        metavar="N",
+        help="event streams one caller may hold open (default 32; one more is 429)",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="an origin allowed to call the API from a browser (repeatable; default none)",
     )
     return parser
 
@@ -268,6 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _emulate(args)
         except (Exception, KeyboardInterrupt) as exc:
             return _failed(exc)
+    if args.command == "serve":  # uvicorn stops on Ctrl-C itself
+        try:
+            return _serve(args)
+        except (Exception, KeyboardInterrupt) as exc:
+            return _failed(exc)
     program: ProgramEnd | None = None
     if argv is None and threading.current_thread() is threading.main_thread():
         program = ProgramEnd()
@@ -297,6 +342,43 @@ def _emulate(args: argparse.Namespace) -> int:
         backend=args.backend,
     )
     return emulate_command(options)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        from agentloop import web
+    except ImportError as exc:
+        raise UserError(
+            f"agentloop serve needs the web extra: pip install 'agentloop[web]' ({exc})"
+        ) from None
+    auth = web.bearer_token(args.token_env) if args.token_env else None
+    web.check_bind(args.host, auth)  # before anything is imported or opened
+    agent = web.load_agent(args.agent)
+    limits = web.WebLimits(
+        max_runs_per_owner=args.max_runs_per_caller,
+        max_streams_per_owner=args.max_streams_per_caller,
+    )
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "auth": auth,
+        "limits": limits,
+        "cors_origins": args.cors_origin,
+    }
+
+    async def main() -> None:
+        from ._setup import open_store
+
+        store = open_store(args.store) if args.store else None
+        async with agent:
+            if store is None:
+                await web.serve(agent, **options)
+                return
+            async with store:
+                await web.serve(agent, store=store, **options)
+
+    anyio.run(main)
+    return 0
 
 
 def _failed(exc: BaseException, program: ProgramEnd | None = None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._assemble import ResponseBuilder as ResponseBuilder
 from ._assemble import collect as collect
 from ._base import Model as Model
+from ._fallback import FallbackModel as FallbackModel
 from ._registry import register_provider as register_provider
 from ._registry import resolve_model as resolve_model
 from ._types import IMAGE_TYPES as IMAGE_TYPES
@@ -48,6 +49,7 @@ from ._types import wire_tool_name as wire_tool_name
 __all__ = [
     "IMAGE_TYPES",
     "CitationDelta",
+    "FallbackModel",
     "FilePart",
     "FinishDelta",
     "FinishReason",

@@ -741,7 +741,7 @@ ModelStream: TypeAlias = AbstractAsyncContextManager[AsyncIterator[ModelDelta]]
 # ---------------------------------------------------------------------------------------------
 # The run, as middleware and tools see it (the engine implements these; drivers never use them)
 
-DiscardReason: TypeAlias = Literal["retry", "goal", "middleware"]
+DiscardReason: TypeAlias = Literal["retry", "goal", "middleware", "fallback", "guardrail", "limit"]
 
 
 class AttemptLog(Protocol):
@@ -816,6 +816,17 @@ class RunContext(Protocol[DepsT_co]):
 
     @property
     def variables(self) -> Mapping[str, Any]: ...
+
+    @property
+    def usage(self) -> Usage:
+        """The run's usage so far: every model call it made (discarded attempts and ended
+        sub-runs included), as ``UsageLimits`` counts it."""
+        ...
+
+    @property
+    def tool_calls(self) -> int:
+        """The tool calls the run has made so far (as ``UsageLimits.tool_calls`` counts)."""
+        ...
 
     def scratch(self, owner: object) -> dict[str, Any]:
         """A per-run, per-branch dict private to ``owner`` (usually a middleware object).

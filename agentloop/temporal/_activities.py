@@ -15,7 +15,7 @@ from .._context import StateView
 from .._errors import ModelError, UserError
 from .._final import final_text
 from .._middleware import ToolCall, compose
-from ..models._types import ModelResponse, RunContext
+from ..models._types import ModelResponse, RunContext, Usage
 from . import _codec
 from ._durable import DELTAS_SIGNAL
 from ._store import error_of_store, perform
@@ -242,6 +242,14 @@ class _ActivityRun(RunContext):
     @property
     def variables(self) -> Mapping[str, Any]:
         return dict(self._facts.get("variables") or {})
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(**(self._facts.get("usage") or {}))
+
+    @property
+    def tool_calls(self) -> int:
+        return int(self._facts.get("tool_calls", 0))
 
     def scratch(self, owner: object) -> dict[str, Any]:
         return self._scratch.setdefault(id(owner), {})

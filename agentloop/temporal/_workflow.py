@@ -15,6 +15,7 @@ cancelled through its handle.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -209,6 +210,8 @@ class _ToolEffects:
                     "last_step": run.last_step,
                     "variables": dict(run.variables),
                     "state": dict(state),
+                    "usage": dataclasses.asdict(run.usage),
+                    "tool_calls": run.tool_calls,
                 },
             },
             result_type=dict,

@@ -48,6 +48,9 @@ class ToolLimits:
             ``default_tool_limiter()``).
         thread_limiter: Worker threads for sync tools (default: 32 per event loop,
             ``default_thread_limiter()``).
+        max_retries: How often each tool may raise ``ModelRetry`` in one run (each time the
+            model is told why and may call it again); one more ends the run with
+            ``tool_retries_exceeded``.
     """
 
     max_actions_per_step: int = 64
@@ -55,3 +58,4 @@ class ToolLimits:
     max_output_chars: int = 100_000
     tool_limiter: anyio.CapacityLimiter | None = None
     thread_limiter: anyio.CapacityLimiter | None = None
+    max_retries: int = 3

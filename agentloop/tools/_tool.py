@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import re
@@ -74,6 +75,8 @@ class Activity:
         requires_approval: A call waits for a decision before it runs (``True``, or a
             predicate on the call and the run's context).
         external: The caller runs it (``Tool.external``): a call waits for its result.
+        retries: How often it may raise ``ModelRetry`` in one run (``None``: the agent's
+            ``ToolLimits.max_retries``).
     """
 
     path: str | None
@@ -90,6 +93,7 @@ class Activity:
     on_invalid: Callable[[ValidationError], Any] | None = None
     requires_approval: bool | ApprovalRule = False
     external: bool = False
+    retries: int | None = None
 
     @property
     def may_wait(self) -> bool:
@@ -456,6 +460,7 @@ def tool(
     serial_key: Callable[[RunContext], str] | None = None,
     on_invalid: Callable[[ValidationError], Any] | None = None,
     requires_approval: bool | ApprovalRule = False,
+    retries: int | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -472,6 +477,7 @@ def tool(
     serial_key: Callable[[RunContext], str] | None = None,
     on_invalid: Callable[[ValidationError], Any] | None = None,
     requires_approval: bool | ApprovalRule = False,
+    retries: int | None = None,
 ) -> Tool[..., Any] | Callable[[Callable[..., Any]], Tool[..., Any]]:
     """Make a tool of an ``async def`` or plain ``def`` function.
 
@@ -506,9 +512,22 @@ def tool(
             arguments.
         requires_approval: A call waits for a decision first (``True``, or a predicate on the
             call and the run's context).
+        retries: How often it may raise ``ModelRetry`` in one run before the run ends with
+            ``tool_retries_exceeded`` (``None``: the agent's ``ToolLimits.max_retries``).
     """
+    if retries is not None and retries < 0:
+        raise UserError(f"tool {name or ''!r}: retries must not be negative")
 
     def wrap(f: Callable[..., Any]) -> Tool[..., Any]:
+        made = _wrap(f)
+        if retries is None:
+            return made
+        activities = {
+            k: dataclasses.replace(a, retries=retries) for k, a in made.activities.items()
+        }
+        return Tool(name=made.name, description=made.description, activities=activities)
+
+    def _wrap(f: Callable[..., Any]) -> Tool[..., Any]:
         tool_name = check_name("tool", name or f.__name__)
         if schema is not None:
             summary, _ = parse_docstring(inspect.getdoc(f))

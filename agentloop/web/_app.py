@@ -1,0 +1,398 @@
+"""The HTTP API and the built-in page, as a Starlette app (closed by default).
+
+POST   /api/runs                      {"input", "session"?}  → 201 {"run", "session", "events"}
+GET    /api/runs/{run}/events         ?protocol=agentloop|ag-ui|vercel  (SSE, Last-Event-ID)
+DELETE /api/runs/{run}                stop the run                      → 204
+POST   /api/sessions/{session}/resume {"decisions"?}                    → 201 as for a run
+GET    /api/sessions/{session}        the session's history
+POST   /api/ag-ui                     AG-UI's RunAgentInput → AG-UI events (SSE)
+POST   /api/chat                      the Vercel AI SDK's chat request → UI message stream
+GET    /                              the page (no build step; it renders text, never HTML)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agentloop import (
+    Agent,
+    Approve,
+    Decision,
+    Deny,
+    Edit,
+    ExternalResult,
+    NothingToResume,
+    SessionBusy,
+    SessionNotFound,
+    UserError,
+)
+from agentloop.sessions import SessionStore
+
+from ._hub import LogTrimmed, RunHub, RunLog, TooMany, WebLimits
+from ._protocols import PROTOCOLS
+from ._sse import last_event_id, sse_response
+
+Auth = Callable[[Request], Awaitable[str | None]]
+"""Who a request is from (the owner of the sessions it may touch), or ``None`` to refuse it."""
+
+# The page's only script is /app.js; it may talk to this origin only and renders text only.
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+_SECURITY = {
+    "content-security-policy": _CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+LOCAL_OWNER = "local"
+
+
+def bearer_token(env: str = "AGENTLOOP_TOKEN") -> Auth:
+    """An ``Auth`` that admits requests bearing the token in environment variable ``env``
+    (``Authorization: Bearer …``); all of them share one owner. Raises ``UserError`` at once
+    if the variable is unset or empty.
+
+    Args:
+        env: The environment variable holding the token.
+    """
+    token = os.environ.get(env, "")
+    if not token:
+        raise UserError(f"bearer_token: environment variable {env} is not set")
+    owner = "bearer:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+    expected = f"Bearer {token}".encode()
+
+    async def check(request: Request) -> str | None:
+        given = request.headers.get("authorization", "").encode()
+        return owner if secrets.compare_digest(given, expected) else None
+
+    return check
+
+
+async def _local(request: Request) -> str | None:
+    return LOCAL_OWNER
+
+
+def create_app(
+    agent: Agent[Any, Any],
+    *,
+    store: SessionStore | None = None,
+    auth: Auth | None = None,
+    limits: WebLimits | None = None,
+    cors_origins: Sequence[str] = (),
+    page: bool = True,
+) -> Starlette:
+    """The HTTP API serving ``agent`` (and its page at ``/``), as a Starlette app to mount or
+    serve with any ASGI server. Runs go on in the app's lifespan, not in a request: a client
+    that disconnects reconnects to the same run.
+
+    Without ``auth`` every request is one owner's: fit for 127.0.0.1 only (``serve`` refuses
+    another address without it). CORS is off unless ``cors_origins`` names the origins.
+
+    Args:
+        agent: The agent that serves every run.
+        store: Where sessions live (default: the agent's store, else in memory).
+        auth: Who a request is from (``bearer_token()``, or your own); ``None`` → 401.
+        limits: Bounds on bodies, inputs, runs and streams per caller, and event logs.
+        cors_origins: Origins allowed to call the API from a browser.
+        page: Serve the built-in page at ``/``.
+    """
+    hub = RunHub(agent, store=store, limits=limits)
+    who = auth or _local
+    body_limit = hub.limits.max_body_bytes
+
+    async def owner(request: Request) -> str:
+        found = await who(request)
+        if found is None:
+            raise HTTPException(401, "unauthorized", headers={"www-authenticate": "Bearer"})
+        return found
+
+    async def body(request: Request) -> dict[str, Any]:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > body_limit:
+            raise HTTPException(413, f"request bodies are limited to {body_limit} bytes")
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > body_limit:
+                raise HTTPException(413, f"request bodies are limited to {body_limit} bytes")
+        try:
+            parsed = json.loads(data or b"{}")
+        except ValueError:
+            raise HTTPException(400, "the body must be JSON") from None
+        if not isinstance(parsed, dict):
+            raise HTTPException(400, "the body must be a JSON object")
+        return parsed
+
+    def started(log: RunLog) -> JSONResponse:
+        return JSONResponse(
+            {"run": log.id, "session": log.session, "events": f"/api/runs/{log.id}/events"},
+            status_code=201,
+        )
+
+    async def start_run(request: Request) -> Response:
+        caller = await owner(request)
+        data = await body(request)
+        session = data.get("session")
+        if session is not None and not isinstance(session, str):
+            raise HTTPException(400, "session must be a string")
+        _check_input(data.get("input"), hub.limits)
+        with _errors():
+            return started(await hub.start(caller, data["input"], session=session))
+
+    async def resume(request: Request) -> Response:
+        caller = await owner(request)
+        data = await body(request)
+        decisions = _decisions(data.get("decisions"))
+        with _errors():
+            log = await hub.resume(caller, request.path_params["session"], decisions=decisions)
+            return started(log)
+
+    async def events(request: Request) -> Response:
+        caller = await owner(request)
+        protocol = request.query_params.get("protocol", "agentloop")
+        if protocol not in PROTOCOLS:
+            raise HTTPException(400, f"protocol must be one of {', '.join(PROTOCOLS)}")
+        with _errors():
+            log = hub.log(caller, request.path_params["run"])
+            return _stream(hub, caller, log, last_event_id(request), protocol)
+
+    async def cancel(request: Request) -> Response:
+        caller = await owner(request)
+        with _errors():
+            hub.cancel(caller, request.path_params["run"])
+        return Response(status_code=204)
+
+    async def history(request: Request) -> Response:
+        caller = await owner(request)
+        session = request.path_params["session"]
+        with _errors():
+            records = await hub.history(caller, session)
+        return JSONResponse({"session": session, "history": records})
+
+    async def ag_ui(request: Request) -> Response:
+        caller = await owner(request)
+        data = await body(request)
+        thread = data.get("threadId") or data.get("thread_id")
+        if data.get("resume"):  # answers to the interrupts of a waiting run
+            if not isinstance(thread, str):
+                raise HTTPException(400, "resuming needs the threadId of the waiting run")
+            decisions = _decisions(_ag_ui_decisions(data["resume"]))
+            with _errors():
+                log = await hub.resume(caller, thread, decisions=decisions)
+                return _stream(hub, caller, log, None, "ag-ui")
+        text = _last_user_text(data.get("messages"))
+        _check_input(text, hub.limits)
+        with _errors():
+            log = await _start_in(hub, caller, text, thread)
+            return _stream(hub, caller, log, None, "ag-ui")
+
+    async def chat(request: Request) -> Response:
+        caller = await owner(request)
+        data = await body(request)
+        text = _last_user_text(data.get("messages"))
+        _check_input(text, hub.limits)
+        with _errors():
+            log = await _start_in(hub, caller, text, data.get("id"))
+            return _stream(hub, caller, log, None, "vercel")
+
+    async def index(request: Request) -> Response:
+        return Response(_asset("index.html"), media_type="text/html", headers=_SECURITY)
+
+    async def script(request: Request) -> Response:
+        return Response(_asset("app.js"), media_type="text/javascript", headers=_SECURITY)
+
+    async def style(request: Request) -> Response:
+        return Response(_asset("app.css"), media_type="text/css", headers=_SECURITY)
+
+    routes = [
+        Route("/api/runs", start_run, methods=["POST"]),
+        Route("/api/runs/{run}/events", events, methods=["GET"]),
+        Route("/api/runs/{run}", cancel, methods=["DELETE"]),
+        Route("/api/sessions/{session}/resume", resume, methods=["POST"]),
+        Route("/api/sessions/{session}", history, methods=["GET"]),
+        Route("/api/ag-ui", ag_ui, methods=["POST"]),
+        Route("/api/chat", chat, methods=["POST"]),
+    ]
+    if page:
+        routes += [
+            Route("/", index, methods=["GET"]),
+            Route("/app.js", script, methods=["GET"]),
+            Route("/app.css", style, methods=["GET"]),
+        ]
+    middleware = []
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST", "DELETE"],
+                allow_headers=["authorization", "content-type", "last-event-id"],
+            )
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with hub:
+            yield
+
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _as_json},
+    )
+    app.state.hub = hub
+    return app
+
+
+async def _as_json(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, HTTPException):
+        raise exc
+    return JSONResponse(
+        {"error": exc.detail}, status_code=exc.status_code, headers=dict(exc.headers or {})
+    )
+
+
+def _stream(hub: RunHub, owner: str, log: RunLog, after: int | None, protocol: str) -> Response:
+    hub.open_stream(owner)
+    try:
+        response = sse_response(log, after=after, protocol=protocol)
+    except BaseException:
+        hub.close_stream(owner)
+        raise
+    inner = response.body_iterator
+
+    async def counted() -> AsyncIterator[Any]:
+        try:
+            async for frame in inner:
+                yield frame
+        finally:
+            hub.close_stream(owner)
+
+    response.body_iterator = counted()
+    return response
+
+
+async def _start_in(hub: RunHub, owner: str, text: str, thread: Any) -> RunLog:
+    """A run in the caller's thread: continued if it is theirs, made theirs if it is new."""
+    if thread is not None and not isinstance(thread, str):
+        raise HTTPException(400, "the thread id must be a string")
+    if thread:
+        found = await hub.store.get(thread)
+        if found is None:
+            await hub.store.create(thread, user=owner)
+    return await hub.start(owner, text, session=thread or None)
+
+
+def _check_input(text: Any, limits: WebLimits) -> None:
+    if not isinstance(text, str) or not text.strip():
+        raise HTTPException(400, "input must be a non-empty string")
+    if len(text) > limits.max_input_chars:
+        raise HTTPException(413, f"inputs are limited to {limits.max_input_chars} characters")
+
+
+def _last_user_text(messages: Any) -> str:
+    """The text of the last user message, in AG-UI's or the Vercel AI SDK's form."""
+    if not isinstance(messages, list):
+        raise HTTPException(400, "messages must be a list")
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        parts = message.get("parts") or (content if isinstance(content, list) else [])
+        texts = [
+            p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"
+        ]
+        return "".join(texts)
+    raise HTTPException(400, "no user message")
+
+
+def _ag_ui_decisions(entries: Any) -> dict[str, Any]:
+    """AG-UI's resume entries as decisions: ``cancelled`` denies; ``resolved`` takes a payload
+    in the decisions' own form (``{"decision": ...}``), approves with no payload or ``true``,
+    denies with ``false``, and gives any other payload as an external tool's result."""
+    if not isinstance(entries, list):
+        raise HTTPException(400, "resume must be a list")
+    decided: dict[str, Any] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("interruptId"), str):
+            raise HTTPException(400, "each resume entry needs an interruptId")
+        payload = entry.get("payload")
+        if entry.get("status") == "cancelled" or payload is False:
+            decided[entry["interruptId"]] = {"decision": "deny", "reason": "cancelled"}
+        elif payload is None or payload is True:
+            decided[entry["interruptId"]] = {"decision": "approve"}
+        elif isinstance(payload, dict) and "decision" in payload:
+            decided[entry["interruptId"]] = payload
+        else:
+            decided[entry["interruptId"]] = {"decision": "result", "output": payload}
+    return decided
+
+
+def _decisions(raw: Any) -> dict[str, Decision] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise HTTPException(400, "decisions must be an object keyed by pending call id")
+    decided: dict[str, Decision] = {}
+    for call_id, spec in raw.items():
+        if not isinstance(spec, Mapping):
+            raise HTTPException(400, f"decision for {call_id!r} must be an object")
+        kind = spec.get("decision")
+        if kind == "approve":
+            decided[call_id] = Approve()
+        elif kind == "deny":
+            decided[call_id] = Deny(reason=str(spec.get("reason") or "the call was denied"))
+        elif kind == "edit" and isinstance(spec.get("arguments"), Mapping):
+            decided[call_id] = Edit(arguments=spec["arguments"])
+        elif kind == "result":
+            error = spec.get("error")
+            decided[call_id] = ExternalResult(
+                output=spec.get("output"), error=None if error is None else str(error)
+            )
+        else:
+            raise HTTPException(
+                400, f"decision for {call_id!r}: approve, deny, edit (with arguments) or result"
+            )
+    return decided
+
+
+@contextlib.contextmanager
+def _errors() -> Any:
+    """The runtime's refusals as HTTP statuses."""
+    try:
+        yield
+    except SessionBusy as exc:
+        raise HTTPException(409, str(exc) or "the session is busy") from None
+    except SessionNotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+    except NothingToResume as exc:
+        raise HTTPException(409, str(exc) or "nothing to resume") from None
+    except TooMany as exc:
+        raise HTTPException(429, str(exc)) from None
+    except LogTrimmed as exc:
+        raise HTTPException(410, str(exc)) from None
+    except (UserError, ValueError) as exc:
+        raise HTTPException(400, str(exc)) from None
+
+
+def _asset(name: str) -> bytes:
+    return resources.files("agentloop.web").joinpath("static", name).read_bytes()

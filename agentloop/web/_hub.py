@@ -1,0 +1,387 @@
+"""Runs that outlive their HTTP connection: each runs in the hub's task group and appends its
+events to a bounded log, so a client that reconnects reads on from the ``seq`` it last saw and
+the prompt never runs twice: events have a log wherever they must outlive a connection.
+"""
+
+from __future__ import annotations
+
+import bisect
+import secrets
+from collections import defaultdict
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Self, final
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from agentloop import (
+    Agent,
+    AgentLoopError,
+    Decision,
+    Event,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    RunWaiting,
+    SessionBusy,
+    SessionNotFound,
+    UserError,
+)
+from agentloop.sessions import InMemoryStore, SessionStore
+
+TERMINAL = (RunFinished, RunFailed, RunWaiting)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WebLimits:
+    """What one server allows, so that no caller can exhaust it.
+
+    Args:
+        max_body_bytes: The largest request body read; a larger one is 413.
+        max_input_chars: The longest run input; a longer one is 413.
+        max_runs_per_owner: Runs one owner may have going at once; one more is 429.
+        max_streams_per_owner: Event streams one owner may hold open at once; one more is 429.
+        max_events_per_run: Events a run's log keeps; older ones are dropped, and a client
+            resuming from before them gets 410.
+        finished_runs_kept: Ended runs whose logs stay readable (oldest forgotten first).
+    """
+
+    max_body_bytes: int = 64 * 1024
+    max_input_chars: int = 32_000
+    max_runs_per_owner: int = 8
+    max_streams_per_owner: int = 32
+    max_events_per_run: int = 20_000
+    finished_runs_kept: int = 1_000
+
+
+class TooMany(AgentLoopError):
+    """An owner is at one of its ``WebLimits`` (HTTP 429)."""
+
+
+class LogTrimmed(AgentLoopError):
+    """The events after the client's ``Last-Event-ID`` are no longer kept (HTTP 410)."""
+
+
+@final
+class RunLog:
+    """One invocation's events, in order, readable from any ``seq`` while it runs and after.
+
+    Args:
+        id: The invocation's id (what the HTTP API calls the run).
+        session: The session it runs in.
+        owner: Who started it.
+        max_events: The events kept; older ones are dropped.
+    """
+
+    def __init__(self, *, id: str, session: str, owner: str, max_events: int) -> None:
+        self.id = id
+        self.session = session
+        self.owner = owner
+        self._max = max_events
+        self._events: list[Event] = []
+        self._seqs: list[int] = []
+        self._dropped = 0
+        self._changed = anyio.Event()
+        self._ended = anyio.Event()
+        self.done = False
+        self.cancel_scope = anyio.CancelScope()
+
+    def append(self, event: Event) -> None:
+        """Add the run's next event, dropping the oldest beyond the bound.
+
+        Args:
+            event: The event.
+        """
+        self._events.append(event)
+        self._seqs.append(event.seq)
+        if len(self._events) > self._max:
+            cut = len(self._events) - self._max
+            del self._events[:cut], self._seqs[:cut]
+            self._dropped += cut
+        self._wake()
+
+    def close(self) -> None:
+        self.done = True
+        self._ended.set()
+        self._wake()
+
+    async def wait_done(self) -> None:
+        """Wait until the run has ended (its last event is in the log)."""
+        await self._ended.wait()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def events(self) -> list[Event]:
+        """The events kept so far (for encoders that rebuild their state)."""
+        return list(self._events)
+
+    def start_index(self, after: int | None) -> int:
+        """Where a reader that last saw ``after`` goes on; ``LogTrimmed`` if that is gone.
+
+        Args:
+            after: The seq the reader last saw (``None``: from the start).
+        """
+        if after is None:
+            if self._dropped:
+                raise LogTrimmed(f"the first {self._dropped} events of this run are not kept")
+            return 0
+        if self._dropped and (not self._seqs or after < self._seqs[0] - 1):
+            raise LogTrimmed(f"the events after {after} are no longer kept")
+        return bisect.bisect_right(self._seqs, after)
+
+    async def follow(self, index: int) -> AsyncIterator[tuple[int, Event]]:
+        """The events from position ``index`` on, waiting for new ones until the run ends.
+
+        Args:
+            index: Where to start (``start_index``).
+        """
+        absolute = index + self._dropped
+        while True:
+            local = absolute - self._dropped
+            if local < 0:
+                raise LogTrimmed("the reader fell behind the run's event log bound")
+            if local < len(self._events):
+                yield local, self._events[local]
+                absolute += 1
+                continue
+            if self.done:
+                return
+            await self._changed.wait()
+
+
+@final
+class RunHub:
+    """Starts and resumes an agent's runs for HTTP callers, keeps their event logs, and holds
+    each caller to its own sessions and to the ``WebLimits``. Use it as an async context
+    manager (the web app does, in its lifespan): leaving it cancels the runs still going.
+
+    Args:
+        agent: The agent that serves every run.
+        store: Where sessions live (default: the agent's store, else a new ``InMemoryStore``).
+        limits: The server's bounds.
+    """
+
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        *,
+        store: SessionStore | None = None,
+        limits: WebLimits | None = None,
+    ) -> None:
+        self.agent = agent
+        self.store: SessionStore = store or agent.store or InMemoryStore()
+        self.limits = limits or WebLimits()
+        self._logs: dict[str, RunLog] = {}
+        self._ended: list[str] = []
+        self._running: dict[str, int] = defaultdict(int)
+        self._streams: dict[str, int] = defaultdict(int)
+        self._busy: set[str] = set()
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> Self:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if self._tg is None:
+            raise RuntimeError("RunHub left without being entered")
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    # -- starting ---------------------------------------------------------------------------
+
+    async def start(self, owner: str, input: str, *, session: str | None = None) -> RunLog:
+        """Start a run on ``session`` (a new session when ``None``) once its first event is in
+        the log. ``SessionBusy`` if a run holds the session, ``SessionNotFound`` if it is not
+        the owner's, ``TooMany`` at the owner's run bound, ``UserError`` for a bad input.
+
+        Args:
+            owner: Who asks (what the auth said).
+            input: The user's message.
+            session: The owner's session to continue; ``None`` makes a new one.
+        """
+        if not input.strip():
+            raise UserError("input must be a non-empty string")
+        if len(input) > self.limits.max_input_chars:
+            raise UserError(f"input is longer than {self.limits.max_input_chars} characters")
+        if session is None:
+            session = secrets.token_hex(16)  # unguessable: owning it is knowing it, and more
+            await self.store.create(session, user=owner)
+        else:
+            await self._owned(owner, session)
+        return await self._launch(owner, session, "run", input=input)
+
+    async def resume(
+        self, owner: str, session: str, *, decisions: Mapping[str, Decision] | None = None
+    ) -> RunLog:
+        """Resume the session's waiting or unfinished run (with ``decisions`` for its pending
+        calls); errors as for ``start``, and ``NothingToResume``.
+
+        Args:
+            owner: Who asks.
+            session: The owner's session.
+            decisions: The decisions on its pending calls, by ``PendingCall.id``.
+        """
+        await self._owned(owner, session)
+        return await self._launch(owner, session, "resume", decisions=decisions)
+
+    async def history(self, owner: str, session: str) -> list[dict[str, Any]]:
+        """The session's records, oldest first, as JSON values.
+
+        Args:
+            owner: Who asks.
+            session: The owner's session.
+        """
+        found = await self._owned(owner, session)
+        return [record.model_dump(mode="json") for record in found.history]
+
+    async def _owned(self, owner: str, session: str) -> Any:
+        found = await self.store.get(session) if _plausible(session) else None
+        if found is None or found.user != owner:
+            raise SessionNotFound(f"no session {session!r}")  # another's is as good as none
+        return found
+
+    async def _launch(
+        self,
+        owner: str,
+        session: str,
+        kind: Literal["run", "resume"],
+        *,
+        input: str = "",
+        decisions: Mapping[str, Decision] | None = None,
+    ) -> RunLog:
+        if self._tg is None:
+            raise UserError("use the hub as `async with RunHub(agent) as hub:`")
+        if session in self._busy:
+            raise SessionBusy(f"a run holds session {session!r}")
+        if self._running[owner] >= self.limits.max_runs_per_owner:
+            raise TooMany(f"at most {self.limits.max_runs_per_owner} runs at once per caller")
+        log = RunLog(
+            id=secrets.token_hex(16),
+            session=session,
+            owner=owner,
+            max_events=self.limits.max_events_per_run,
+        )
+        self._busy.add(session)
+        self._running[owner] += 1  # both undone by _drive, however it ends
+        await self._tg.start(self._drive, log, kind, input, decisions)
+        return log
+
+    async def _drive(
+        self,
+        log: RunLog,
+        kind: Literal["run", "resume"],
+        input: str,
+        decisions: Mapping[str, Decision] | None,
+        *,
+        task_status: TaskStatus[None],
+    ) -> None:
+        started = False
+        try:
+            with log.cancel_scope:
+                if kind == "run":
+                    stream = self.agent.stream(input, session=log.session, store=self.store)
+                else:
+                    stream = self.agent.stream_resume(
+                        session=log.session, store=self.store, decisions=decisions
+                    )
+                held: list[Event] = []  # until the run is past its start, which may refuse
+                async with stream as run:
+                    async for event in run:
+                        if not started and isinstance(event, RunStarted | RunFailed):
+                            held.append(event)
+                            continue
+                        if not started:
+                            started = self._started(log, held, task_status)
+                        log.append(event)
+                refusal = None
+                if not started:
+                    try:
+                        run.result  # noqa: B018  raises why the run never began (busy, …)
+                    except (UserError, SessionBusy) as exc:
+                        refusal = exc
+                    except Exception:
+                        pass  # a run that failed later than its start: stream its failure
+                if refusal is not None:
+                    raise refusal
+                if not started:
+                    started = self._started(log, held, task_status)
+        except Exception as exc:
+            if not started:
+                raise
+            if not isinstance(exc, AgentLoopError):
+                raise
+        finally:
+            log.close()
+            self._busy.discard(log.session)
+            self._running[log.owner] -= 1
+            if not self._running[log.owner]:
+                del self._running[log.owner]
+            if started:
+                self._ended.append(log.id)
+                while len(self._ended) > self.limits.finished_runs_kept:
+                    self._logs.pop(self._ended.pop(0), None)
+
+    def _started(self, log: RunLog, held: list[Event], task_status: TaskStatus[None]) -> bool:
+        self._logs[log.id] = log
+        for event in held:
+            log.append(event)
+        task_status.started()
+        return True
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def log(self, owner: str, run: str) -> RunLog:
+        """The run's log, if the owner's; else ``SessionNotFound``.
+
+        Args:
+            owner: Who asks.
+            run: The run's id (``RunLog.id``).
+        """
+        found = self._logs.get(run)
+        if found is None or found.owner != owner:
+            raise SessionNotFound(f"no run {run!r}")
+        return found
+
+    def cancel(self, owner: str, run: str) -> None:
+        """Stop the owner's run (its tools and model stream are cancelled).
+
+        Args:
+            owner: Who asks.
+            run: The run's id.
+        """
+        self.log(owner, run).cancel_scope.cancel()
+
+    def open_stream(self, owner: str) -> None:
+        """Count an event stream the owner opens; ``TooMany`` at the bound.
+
+        Args:
+            owner: Who opens it.
+        """
+        if self._streams[owner] >= self.limits.max_streams_per_owner:
+            raise TooMany(f"at most {self.limits.max_streams_per_owner} open streams per caller")
+        self._streams[owner] += 1
+
+    def close_stream(self, owner: str) -> None:
+        """Count an event stream the owner closed.
+
+        Args:
+            owner: Who had it open.
+        """
+        self._streams[owner] -= 1
+        if not self._streams[owner]:
+            del self._streams[owner]  # one entry per caller with streams open, no more
+
+
+def _plausible(session: str) -> bool:
+    return 0 < len(session) <= 200 and session.isprintable()

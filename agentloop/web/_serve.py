@@ -1,0 +1,103 @@
+"""``agentloop serve``: an agent's HTTP API and page under uvicorn, closed by default."""
+
+from __future__ import annotations
+
+import importlib
+import ipaddress
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from agentloop import Agent, UserError
+from agentloop.sessions import SessionStore
+
+from ._app import Auth, create_app
+from ._hub import WebLimits
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is an address only this machine can reach."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, auth: Auth | None) -> None:
+    """Refuse to serve beyond this machine without authentication, saying why: anyone who can
+    reach the server could run the agent's tools with its privileges.
+
+    Args:
+        host: The address to listen on.
+        auth: The authentication, if any.
+    """
+    if auth is None and not is_loopback(host):
+        raise UserError(
+            f"refusing to listen on {host} without authentication: anyone who can reach it "
+            "could run the agent's tools with this server's privileges. Set a bearer token "
+            "(--token-env VAR, or auth=bearer_token('VAR')), pass your own auth, or listen "
+            "on 127.0.0.1"
+        )
+
+
+def load_agent(spec: str) -> Agent[Any, Any]:
+    """The agent named by ``module:attribute`` (the current directory is importable).
+
+    Args:
+        spec: ``module:attribute``, like ``app:agent``.
+    """
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise UserError(f"expected module:attribute (like app:agent), not {spec!r}")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise UserError(f"cannot import {module_name!r}: {exc}") from None
+    found: Any = module
+    for name in attribute.split("."):
+        try:
+            found = getattr(found, name)
+        except AttributeError:
+            raise UserError(f"{module_name!r} has no attribute {attribute!r}") from None
+    if not isinstance(found, Agent):
+        raise UserError(f"{spec} is a {type(found).__name__}, not an Agent")
+    return found
+
+
+async def serve(
+    agent: Agent[Any, Any],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    auth: Auth | None = None,
+    store: SessionStore | None = None,
+    limits: WebLimits | None = None,
+    cors_origins: Sequence[str] = (),
+    log_level: str = "info",
+) -> None:
+    """Serve ``agent`` (``create_app``) with uvicorn until cancelled. Any address but a
+    loopback one needs ``auth``: without it this raises ``UserError`` and serves nothing.
+    Runs on asyncio (uvicorn's loop).
+
+    Args:
+        agent: The agent to serve.
+        host: The address to listen on.
+        port: The port (0 picks a free one).
+        auth: Who a request is from (``bearer_token()``, or your own).
+        store: Where sessions live.
+        limits: The server's bounds.
+        cors_origins: Origins allowed to call the API from a browser.
+        log_level: uvicorn's log level.
+    """
+    import uvicorn
+
+    check_bind(host, auth)
+    app = create_app(agent, store=store, auth=auth, limits=limits, cors_origins=cors_origins)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5
+    )
+    await uvicorn.Server(config).serve()

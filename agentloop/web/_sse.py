@@ -1,0 +1,77 @@
+"""A run's event log as a server-sent event response: each frame's ``id:`` is the ``seq`` of the
+event it comes from, so a reconnecting ``EventSource`` (``Last-Event-ID``) reads on from there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+
+from ._hub import RunLog
+from ._protocols import Encoder, encoder
+
+
+def last_event_id(request: Request) -> int | None:
+    """The ``seq`` a reconnecting client last saw (its ``Last-Event-ID`` header, or the
+    ``last_event_id`` query parameter for clients that cannot set headers), if any.
+
+    Args:
+        request: The request for the event stream.
+    """
+    raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError("Last-Event-ID must be an event's seq (an integer)") from None
+
+
+def sse_response(
+    log: RunLog,
+    *,
+    after: int | None = None,
+    protocol: str = "agentloop",
+    ping: float = 15.0,
+    send_timeout: float = 30.0,
+) -> EventSourceResponse:
+    """Stream ``log`` from the event after seq ``after`` (all of it when ``None``) in
+    ``protocol`` (``agentloop``, ``ag-ui`` or ``vercel``). ``LogTrimmed`` if those events are
+    no longer kept; ``ValueError`` for an unknown protocol.
+
+    Args:
+        log: The run's event log (``RunHub.log``).
+        after: The seq the client last saw (``last_event_id(request)``).
+        protocol: The wire protocol of the frames.
+        ping: Seconds between keep-alive comments.
+        send_timeout: Seconds a frame may wait on a client that does not read before the
+            stream is dropped (the run never waits on it: it writes to the log).
+    """
+    codec = encoder(protocol, thread_id=log.session)
+    start = log.start_index(after)
+    for event in log.events()[:start]:
+        codec.encode(event)  # rebuild the encoder's state; sent before, not again
+    return EventSourceResponse(
+        _frames(log, start, codec),
+        headers={**codec.headers, "cache-control": "no-store"},
+        ping=ping,
+        send_timeout=send_timeout,
+    )
+
+
+async def _frames(log: RunLog, start: int, codec: Encoder) -> AsyncIterator[ServerSentEvent]:
+    async for _, event in log.follow(start):
+        messages = codec.encode(event)
+        for n, message in enumerate(messages):
+            last = n == len(messages) - 1
+            yield ServerSentEvent(data=_data(message), id=str(event.seq) if last else None)
+    for message in codec.end():
+        yield ServerSentEvent(data=_data(message))
+
+
+def _data(message: Any) -> str:
+    return message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
