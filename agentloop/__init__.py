@@ -17,9 +17,10 @@ and those below, and no modules import each other in a cycle.
    ``_events``, ``_final``, ``_cost``, ``_retry``,
    ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``),
    ``_usage_limits``, ``_guardrails`` and ``_handoff`` (the controls an agent is configured
-   with).
+   with), ``_inputs`` (a run's input of text, images and files).
 5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
-6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_threads``,
+6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_window`` (the
+   context window), ``_threads``,
    ``_actions`` (the action executor), ``_session_run`` (the session lifecycle, ``SessionScope``),
    ``_waiting`` (calls that wait for a decision, and a waiting run's resume state),
    ``_plan`` (what a run reads of its agent, ``RunnableAgent``, and its frozen ``Plan``),
@@ -100,6 +101,7 @@ from ._events import ActionFinished as ActionFinished
 from ._events import ActionStarted as ActionStarted
 from ._events import AnswerDelta as AnswerDelta
 from ._events import AttemptDiscarded as AttemptDiscarded
+from ._events import ContextTrimmed as ContextTrimmed
 from ._events import Event as Event
 from ._events import ModelCallFinished as ModelCallFinished
 from ._events import ModelCallStarted as ModelCallStarted
@@ -137,7 +139,12 @@ from ._steps import RunResult as RunResult
 from ._steps import Step as Step
 from ._usage_limits import UsageLimits as UsageLimits
 from ._version import __version__ as __version__
+from ._window import ContextWindow as ContextWindow
+from ._window import Summarizer as Summarizer
+from ._window import summarize_with as summarize_with
 from .models import FallbackModel as FallbackModel
+from .models import FilePart as FilePart
+from .models import ImagePart as ImagePart
 from .models import Message as Message
 from .models import Model as Model
 from .models import ModelRequest as ModelRequest
@@ -173,6 +180,8 @@ __all__ = [
     "Approver",
     "AttemptDiscarded",
     "ContentFiltered",
+    "ContextTrimmed",
+    "ContextWindow",
     "Cost",
     "Decision",
     "DecisionsPending",
@@ -181,8 +190,10 @@ __all__ = [
     "Event",
     "ExternalResult",
     "FallbackModel",
+    "FilePart",
     "GuardrailTripped",
     "Handoff",
+    "ImagePart",
     "InputGuardrail",
     "Instrumentation",
     "MaxStepsExceeded",
@@ -242,6 +253,7 @@ __all__ = [
     "StateView",
     "Step",
     "StepFinished",
+    "Summarizer",
     "TextDelta",
     "ThoughtDelta",
     "Tool",
@@ -262,6 +274,7 @@ __all__ = [
     "UserError",
     "activity",
     "event_from_json",
+    "summarize_with",
     "tool",
 ]
 

@@ -23,7 +23,7 @@ from anyio.abc import TaskGroup
 
 from ._errors import ModelRetry, ToolError
 from ._middleware import ToolCall
-from ._steps import Action, ActionErrorKind, ActionResult, RunResult
+from ._steps import Action, ActionErrorKind, ActionResult, RunResult, split_images
 from ._threads import Job, NoWorkerThread, borrow_nowait
 from ._time import fail_after
 from .models._types import RunContext, ToolCallPart, ToolSpec
@@ -543,6 +543,7 @@ def success_result(action: Action, value: Any, max_chars: int) -> ActionResult:
 
 
 def _success(action: Action, value: Any, max_chars: int) -> ActionResult:
+    value, images = split_images(value)
     if not isinstance(value, str):  # text, the common case, goes as it is
         from pydantic import BaseModel
         from pydantic_core import to_jsonable_python
@@ -572,6 +573,7 @@ def _success(action: Action, value: Any, max_chars: int) -> ActionResult:
         input=action.input,
         output=value,
         attempt=action.attempt,
+        images=images,
     )
     content = result.content
     if len(content) > max_chars:
@@ -583,6 +585,7 @@ def _success(action: Action, value: Any, max_chars: int) -> ActionResult:
             input=action.input,
             output=truncated,
             attempt=action.attempt,
+            images=images,
         )
     return result
 

@@ -23,6 +23,7 @@ from ._errors import RunCancelled, ToolError, UserError
 from ._generic import subscript_callable
 from ._guardrails import Guardrail, OutputValidator, check_guardrails
 from ._handoff import Handoff, handoff_of, transferred
+from ._inputs import RunInput, input_message_parts
 from ._instrument import Instrumentation
 from ._instrument import coerce as coerce_instrument
 from ._loop import execute, shed
@@ -36,6 +37,7 @@ from ._steps import RunResult
 from ._time import new_id
 from ._usage_limits import UsageLimits
 from ._waiting import decode_state
+from ._window import ContextWindow
 from .models._base import Model
 from .models._registry import resolve_model, split_model_string
 from .models._types import Message, ModelSettings, OutputSchema, ToolMode
@@ -114,6 +116,9 @@ class Agent(Generic[DepsT, OutputT]):
             the call pending: the run waits). A sub-agent without one asks its parent's.
         approval_timeout: Seconds the approver may take; then the call is denied, the
             reason recorded (``None``: no limit).
+        context_window: Bounds each request's prompt in tokens over a long run: older tool
+            results elided, then older steps summarised (``ContextWindow``); ``None``
+            replays every step.
         usage_limits: Limits on a run's tokens, requests, tool calls and cost
             (``usage_limit_exceeded``).
         guardrails: ``InputGuardrail``, ``OutputGuardrail`` and ``ToolGuardrail`` checks; a
@@ -155,6 +160,7 @@ class Agent(Generic[DepsT, OutputT]):
     instrument: Instrumentation | bool | None = None
     approver: Approver | None = None
     approval_timeout: float | None = 300.0
+    context_window: ContextWindow | None = None
     usage_limits: UsageLimits | None = None
     guardrails: Sequence[Guardrail] = ()
     output_validators: Sequence[OutputValidator] = ()
@@ -390,7 +396,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def _launch(
         self,
-        user_input: str,
+        user_input: RunInput,
         emitter: Emitter,
         *,
         memory: Sequence[Message] = (),
@@ -405,8 +411,7 @@ class Agent(Generic[DepsT, OutputT]):
         decisions: Mapping[str, Decision] | None = None,
         resume_state: Mapping[str, Any] | None = None,
     ) -> Launch:
-        if not isinstance(user_input, str):
-            raise UserError(f"input must be a string, not {type(user_input).__name__}")
+        text, input_parts = input_message_parts(user_input)
         spec = None
         if session is not None:
             store = store or self.store
@@ -443,7 +448,8 @@ class Agent(Generic[DepsT, OutputT]):
         return Launch(
             agent=self,
             run_id=new_id(),
-            user_input=user_input,
+            user_input=text,
+            input_parts=input_parts,
             branch=self.name,
             emitter=emitter,
             state=StateView(state),
@@ -457,7 +463,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     async def run(
         self,
-        input: str,
+        input: RunInput,
         *,
         session: str | None = None,
         store: SessionStore | None = None,
@@ -484,7 +490,7 @@ class Agent(Generic[DepsT, OutputT]):
         A model failure after retries, the run's deadline and runtime faults raise.
 
         Args:
-            input: The user's message.
+            input: The user's message: text, or a sequence of text, images and files.
             session: The session this run continues (needs a store).
             store: The session store, instead of the agent's ``store``.
             wait_for_session: Seconds to wait for a session another run holds (``None``:
@@ -518,7 +524,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def stream(
         self,
-        input: str,
+        input: RunInput,
         *,
         session: str | None = None,
         store: SessionStore | None = None,
@@ -536,7 +542,7 @@ class Agent(Generic[DepsT, OutputT]):
         run. Leaving the block early cancels the run cleanly. Options as for ``run``.
 
         Args:
-            input: The user's message.
+            input: The user's message: text, or a sequence of text, images and files.
             session: The session this run continues (needs a store).
             store: The session store, instead of the agent's ``store``.
             wait_for_session: Seconds to wait for a session another run holds (``None``:
@@ -743,7 +749,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def run_sync(
         self,
-        input: str,
+        input: RunInput,
         *,
         backend: Literal["asyncio", "trio"] = "asyncio",
         **kwargs: Any,
@@ -753,7 +759,7 @@ class Agent(Generic[DepsT, OutputT]):
         (``UserError`` here).
 
         Args:
-            input: The user's message.
+            input: The user's message: text, or a sequence of text, images and files.
             backend: The event loop to start: ``"asyncio"`` or ``"trio"``.
             **kwargs: The options of ``run``.
         """

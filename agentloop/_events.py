@@ -338,6 +338,31 @@ class RunFailed(_Event):
     type: Literal["run_failed"] = "run_failed"
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ContextTrimmed(_Event):
+    """The next request's prompt was trimmed to fit the agent's ``ContextWindow``: older tool
+    results elided, then older steps summarised (or dropped, without a summarizer). It comes
+    before that request's ``ModelCallStarted``. Token counts are estimates, corrected by the
+    provider's reported usage.
+
+    Args:
+        step: The step whose request was trimmed.
+        elided_results: Tool results (or ReAct result turns) elided by this trim.
+        summarized_steps: Earlier steps folded into the summary (or dropped) by this trim.
+        tokens_before: The prompt's estimated tokens before the trim.
+        tokens_after: Its estimated tokens after.
+        max_tokens: The window's budget.
+    """
+
+    step: int
+    elided_results: int
+    summarized_steps: int
+    tokens_before: int
+    tokens_after: int
+    max_tokens: int
+    type: Literal["context_trimmed"] = "context_trimmed"
+
+
 Event: TypeAlias = (
     RunStarted
     | ModelCallStarted
@@ -357,6 +382,7 @@ Event: TypeAlias = (
     | RunFinished
     | RunWaiting
     | RunFailed
+    | ContextTrimmed
 )
 """Any event a run streams. Every event has ``run_id``, ``parent_run_id`` (a sub-agent's
 parent run, else ``None``), ``branch``, ``seq`` (counted per root run, shared by its sub-runs)
@@ -381,6 +407,7 @@ EVENT_TYPES: tuple[type[_Event], ...] = (
     RunFinished,
     RunWaiting,
     RunFailed,
+    ContextTrimmed,
 )
 
 

@@ -60,6 +60,7 @@ from ._waiting import (
     step_pending,
     subrun_waits,
 )
+from ._window import ContextFitter
 from .models import _types as mt
 from .models._types import DiscardReason
 from .tools._tool import Tool
@@ -274,8 +275,14 @@ async def _steps(
     plan, executor, model_call = _engine(run, tg, toolbox, exits)
     # One user message for the whole run: the same object in every step's prompt lets the
     # driver reuse its encoded JSON instead of encoding it again on every step.
-    user = mt.Message.user(run.user_input)
+    user = (
+        mt.Message(role="user", parts=run.input_parts)
+        if run.input_parts
+        else mt.Message.user(run.user_input)
+    )
     session = run.session
+    window = plan.context_window
+    fitter = ContextFitter(window) if window is not None else None
     if run.resumed:
         run.replayed = [replay_step(step, plan.tool_mode) for step in run.steps]
         check_decisions(run.committed_reply, run.decisions, toolbox, prefix=run.call_prefix)
@@ -290,17 +297,12 @@ async def _steps(
         response = run.take_committed_reply()
         if response is None:
             request = mt.ModelRequest(
-                messages=build_prompt(
-                    system=plan.system,
-                    memory=run.memory,
-                    user_input=user,
-                    replayed=run.replayed,
-                ),
+                messages=await _prompt(run, plan, user, fitter),
                 tools=plan.specs,
                 tool_mode=plan.tool_mode,
                 stop=plan.stop,
                 output_schema=plan.output_schema,
-                settings=plan.settings,
+                settings=_settings(run, plan),
                 run=run.context,
                 max_reply_chars=plan.max_reply_chars,
             )
@@ -309,6 +311,8 @@ async def _steps(
             except RunError as exc:
                 await _withdraw(run, exc)
                 return await _ended(run, _result(run, error=exc))
+            if fitter is not None:
+                fitter.observe(response.usage)
         step, done = await _settle(run, executor, response)
         if run.stopped is not None and (done is None or done.error is None) and not step.pending:
             done = _result(run, step=step, error=run.stopped)  # a control stopped the run
@@ -336,6 +340,9 @@ async def _steps(
                 if handoff.history == "full"
                 else []
             )
+            # The other agent's window, over the history it is handed.
+            window = plan.context_window
+            fitter = ContextFitter(window) if window is not None else None
 
 
 def _engine(
@@ -393,6 +400,38 @@ async def _withdraw(run: _Run, error: RunError) -> None:
             run.discard(record.n, reason)
     run.attempts.clear()
     await run.flush_discards()
+
+
+def _settings(run: _Run, plan: Plan) -> mt.ModelSettings:
+    """The plan's settings; a forced ``tool_choice`` (``required``, or a tool's name) holds
+    until a tool has been called, then the model may answer (else it could never end)."""
+    settings = plan.settings
+    if settings.tool_choice in (None, "auto", "none") or not any(s.actions for s in run.steps):
+        return settings
+    return dataclasses.replace(settings, tool_choice=None)
+
+
+async def _prompt(
+    run: _Run, plan: Plan, user: mt.Message, fitter: ContextFitter | None
+) -> tuple[mt.Message, ...]:
+    """The step's prompt; under a ``ContextWindow``, trimmed to it (and the trim reported)."""
+    if fitter is None:
+        return build_prompt(
+            system=plan.system, memory=run.memory, user_input=user, replayed=run.replayed
+        )
+    head = (plan.system, *run.memory) if plan.system is not None else run.memory
+    messages, trim = await fitter.fit(head, user, run.replayed, run.context)
+    if trim is not None:
+        await run.emit(
+            ev.ContextTrimmed,
+            step=len(run.steps),
+            elided_results=trim.elided_results,
+            summarized_steps=trim.summarized_steps,
+            tokens_before=trim.tokens_before,
+            tokens_after=trim.tokens_after,
+            max_tokens=fitter.window.max_tokens,
+        )
+    return messages
 
 
 async def _admit(
@@ -515,6 +554,7 @@ def _waiting_result(run: _Run, held: Step) -> RunResult:
             waiting=held,
             state=run.state.snapshot(),
             memory=run.memory,
+            input_parts=run.input_parts,
         )
     return dataclasses.replace(_result(run), pending=held.pending, resume_state=resume_state)
 

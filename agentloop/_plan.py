@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._retry import RetryPolicy
     from ._session_run import Memory
     from ._usage_limits import UsageLimits
+    from ._window import ContextWindow
     from .models._base import Model
     from .models._types import Message, ModelSettings, OutputSchema, ToolMode, ToolSpec
     from .tools._limits import ToolLimits
@@ -72,6 +73,9 @@ class RunnableAgent(Protocol):
     def approver(self) -> Approver | None: ...
     @property
     def approval_timeout(self) -> float | None: ...
+
+    @property
+    def context_window(self) -> ContextWindow | None: ...
     @property
     def usage_limits(self) -> UsageLimits | None: ...
     @property
@@ -119,6 +123,7 @@ class Plan:
     retry: RetryPolicy
     model_middleware: Sequence[ModelMiddleware]
     tool_middleware: Sequence[ToolMiddleware]
+    context_window: ContextWindow | None = None
     usage_limits: UsageLimits | None = None
     input_guardrails: tuple[InputGuardrail, ...] = ()
     output_guardrails: tuple[OutputGuardrail, ...] = ()
@@ -159,6 +164,7 @@ def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any
         retry=agent.retry,
         model_middleware=agent.model_middleware,
         tool_middleware=agent.tool_middleware,
+        context_window=agent.context_window,
         usage_limits=agent.usage_limits,
         input_guardrails=_of_kind(agent.guardrails, "input"),
         output_guardrails=_of_kind(agent.guardrails, "output"),

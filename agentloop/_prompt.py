@@ -196,7 +196,9 @@ def _replay_actions(
     if tool_mode == "react":
         text = f"Thought: {thought}\n" if thought else ""
         text += "Actions: " + render_actions([_action_dict(r) for r in results])
-        return [Message.assistant(text), Message.user(react_results(results))]
+        images = tuple(image for r in results for image in r.images)
+        response = TextPart(text=react_results(results))
+        return [Message.assistant(text), Message(role="user", parts=(response, *images))]
     if parts is None:
         parts = tuple(r.as_call() for r in results)
     calls = {p.id for p in parts if isinstance(p, ToolCallPart)}
@@ -208,7 +210,12 @@ def _replay_actions(
             role="tool",
             parts=tuple(
                 ToolResultPart(
-                    id=r.tag, name=r.name, path=r.path, content=r.content, is_error=r.is_error
+                    id=r.tag,
+                    name=r.name,
+                    path=r.path,
+                    content=r.content,
+                    is_error=r.is_error,
+                    images=r.images,
                 )
                 for r in results
             ),

@@ -21,6 +21,7 @@ from ._steps import ActionResult, RunErrorInfo, Step
 from .models._types import (
     DiscardReason,
     FinishReason,
+    InputPart,
     Message,
     ModelResponse,
     RunContext,
@@ -173,6 +174,8 @@ class Launch:
     # continues from; and the decisions a resume brings, by pending call id.
     loaded: Loaded | None = None
     decisions: Mapping[str, Decision] | None = None
+    # The input's parts when it held images or files (``None`` for text: ``user_input``).
+    input_parts: tuple[InputPart, ...] | None = None
     call_prefix: str = ""  # a sub-run's pending call ids start with its parent's tag and "/"
     effects: Effects | None = None  # None: tools run as the run's own tasks
     instrument: Instrumentation | None = field(init=False)
@@ -205,6 +208,7 @@ class _Run:
         self.parent_run_id = parent.run_id if parent is not None else None
         self.root_run_id: str = parent.root_run_id if parent is not None else self.run_id
         self.user_input = launch.user_input
+        self.input_parts = launch.input_parts
         self.branch = launch.branch
         self.emitter = launch.emitter
         self.state = launch.state
@@ -258,6 +262,7 @@ class _Run:
             if loaded.run_id is not None:
                 self.resumed = True
                 self.user_input = loaded.user_input or ""
+                self.input_parts = loaded.input_parts
                 self.steps = list(loaded.steps)
                 self.committed_reply = loaded.reply
                 known = [*self.steps, *([loaded.reply] if loaded.reply is not None else [])]

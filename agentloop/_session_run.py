@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from pydantic import TypeAdapter
 
-    from .models._types import ModelResponse
+    from .models._types import InputPart, ModelResponse
     from .sessions import Lease, Record, RunEndRecord, RunRecord, Session, SessionStore
     from .sessions._base import BaseStore
 
@@ -95,6 +95,7 @@ class Loaded:
     memory: tuple[Message, ...]
     run_id: str | None = None
     user_input: str | None = None
+    input_parts: tuple[InputPart, ...] | None = None  # an input of images or files
     steps: tuple[Step, ...] = ()
     reply: Step | None = None  # the committed reply of the step in flight, without results
     finished: tuple[RunRecord, RunEndRecord] | None = None  # the run a run_key names, if ended

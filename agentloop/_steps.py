@@ -11,7 +11,7 @@ from typing_extensions import TypeVar
 
 from ._errors import RUN_ERRORS, DecisionsPending, RunError
 from ._generic import subscript_callable
-from .models._types import Part, ThoughtPart, ToolCallPart, Usage
+from .models._types import ImagePart, Part, ThoughtPart, ToolCallPart, Usage
 
 OutputT = TypeVar("OutputT", default=Any)
 
@@ -65,6 +65,8 @@ class ActionResult:
             or ``denied``.
         attempt: The model-call attempt whose reply held the action.
         subrun: A sub-agent's run (``Agent.as_tool``), with its steps.
+        images: Images the tool returned. A tool that returns an ``ImagePart``, or a list
+            holding some (with text), gets them here and the text as ``output``.
     """
 
     tag: str
@@ -76,6 +78,7 @@ class ActionResult:
     error_kind: ActionErrorKind | None = None
     attempt: int = 0
     subrun: RunResult | None = None
+    images: tuple[ImagePart, ...] = ()
 
     @property
     def is_error(self) -> bool:
@@ -97,6 +100,22 @@ class ActionResult:
             else json.dumps(self.input, ensure_ascii=False)
         )
         return ToolCallPart(id=self.tag, name=self.name, path=self.path, arguments=arguments)
+
+
+def split_images(value: Any) -> tuple[Any, tuple[ImagePart, ...]]:
+    """A tool's return value as its output and the images it holds: an ``ImagePart``, or a
+    list or tuple holding some, gives its other items as text (a line each) and its images."""
+    if isinstance(value, ImagePart):
+        value = (value,)
+    elif not (isinstance(value, list | tuple) and any(isinstance(v, ImagePart) for v in value)):
+        return value, ()
+    images = tuple(v for v in value if isinstance(v, ImagePart))
+    text = "\n".join(
+        v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+        for v in value
+        if not isinstance(v, ImagePart)
+    )
+    return text or f"[{len(images)} image(s) attached]", images
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -22,7 +22,9 @@ from ._decisions import Approve, Deny, Edit, ExternalResult
 from ._errors import UserError
 from ._session_run import Loaded, step_from_json, step_to_json
 from ._steps import PendingCall, Step
-from .models._types import Message  # the resume state's field: pydantic reads it at run time
+
+# The resume state's fields: pydantic reads them at run time.
+from .models._types import InputPart, Message
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -218,6 +220,7 @@ class ResumeState:
     reply: dict[str, Any]
     state: dict[str, Any]
     memory: tuple[Message, ...] = ()
+    input_parts: tuple[InputPart, ...] | None = None  # an input of images or files
 
 
 @functools.cache
@@ -237,6 +240,7 @@ def encode_state(
     waiting: Step,
     state: Mapping[str, Any],
     memory: Sequence[Message],
+    input_parts: tuple[InputPart, ...] | None = None,
 ) -> dict[str, Any]:
     """The JSON-compatible state a run without a session resumes from."""
     value = ResumeState(
@@ -249,6 +253,7 @@ def encode_state(
         reply=step_to_json(waiting),
         state=dict(state),
         memory=tuple(memory),
+        input_parts=input_parts,
     )
     encoded: dict[str, Any] = _state_adapter().dump_python(value, mode="json")
     return encoded
@@ -284,6 +289,7 @@ def decode_state(data: object, *, agent: str, state: StateView | None = None) ->
         memory=value.memory,
         run_id=value.run_id,
         user_input=value.input,
+        input_parts=value.input_parts,
         steps=steps,
         reply=reply,
     )

@@ -62,12 +62,17 @@ def _sample(cls: type[Any]) -> Any:
         "decision": "edit",
         "by": "resume",
         "arguments": {"x": 3},
+        "elided_results": 3,
+        "summarized_steps": 2,
+        "tokens_before": 1200,
+        "tokens_after": 700,
+        "max_tokens": 1000,
         "output": {"name": "Oslo", "districts": ["a"]},
     }
     fields = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.name != "type"}
     if cls.__name__ == "ActionFinished":
         fields["result"] = step.actions[0]
-    if cls.__name__ == "ModelCallStarted":
+    if cls.__name__ in ("ModelCallStarted", "ContextTrimmed"):
         fields["step"] = 3
     if cls.__name__ == "RunWaiting":
         waiting = dataclasses.replace(step, pending=(values["call"],))

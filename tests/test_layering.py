@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentloop._middleware",
         "agentloop._instrument",
         "agentloop._output",
+        "agentloop._inputs",
         "agentloop._usage_limits",
         "agentloop._guardrails",
         "agentloop._handoff",
@@ -46,6 +47,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the engine
     ("agentloop._react_parser",),
     ("agentloop._prompt",),
+    ("agentloop._window",),
     ("agentloop._threads",),
     ("agentloop._actions",),
     ("agentloop._session_run",),

@@ -19,6 +19,7 @@ from .. import (
     ActionStarted,
     AnswerDelta,
     AttemptDiscarded,
+    ContextTrimmed,
     Event,
     ProviderEvent,
     RunFailed,
@@ -99,6 +100,14 @@ class PlainView:
                 )
             case RunWaiting():
                 self._line(f"■ {waiting_text(event.result)}", event)
+            case ContextTrimmed():
+                self._line(
+                    f"✂ context trimmed to fit {event.max_tokens:,} tokens: "
+                    f"{_n(event.elided_results, 'result')} elided, "
+                    f"{_n(event.summarized_steps, 'step')} summarised "
+                    f"(~{event.tokens_before:,} → ~{event.tokens_after:,} tokens)",
+                    event,
+                )
             case RunFinished():
                 self._run_finished(event)
             case RunFailed():
@@ -157,6 +166,10 @@ class PlainView:
             self._line(f"■ sub-agent answered: {short(answer_text(result), 100)}", event)
             return
         counts = f"{_n(len(result.steps), 'step')}, {_n(result.usage.requests, 'model call')}"
+        usage = result.usage
+        if usage.input_tokens or usage.output_tokens:
+            cached = f" ({usage.cache_read_tokens:,} cached)" if usage.cache_read_tokens else ""
+            counts += f", {usage.input_tokens:,} tokens in{cached}, {usage.output_tokens:,} out"
         last = result.steps[-1].attempt if result.steps else 0
         said = self._said.get((event.run_id, last, "answer")) or self._said.get(
             (event.run_id, last, "model"), []

@@ -6,6 +6,7 @@ Nothing here imports ``mcp``: listings and results are read by attribute, so thi
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import json
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from typing import Any
 
 from .. import ToolError, UserError
+from ..models import IMAGE_TYPES, ImagePart
 from ..tools import Activity, Tool, checked_args_model
 
 logger = logging.getLogger("agentloop.mcp")
@@ -195,7 +197,8 @@ def _clip(text: str, limit: int = 200) -> str:
 def output(server: str, tool: str, result: Any) -> Any:
     """A ``CallToolResult`` as our result: structured content when the server gave it (and the
     blocks are only its text rendering), else the blocks as text, with images, audio and
-    binary resources described. ``isError`` raises ``ToolError``: an error result the model
+    binary resources described; images (of a type providers take) also come back as
+    ``ImagePart`` values, after the text. ``isError`` raises ``ToolError``: an error result the model
     sees."""
     blocks: Sequence[Any] = result.content or ()
     if result.is_error:
@@ -204,7 +207,20 @@ def output(server: str, tool: str, result: Any) -> Any:
     structured = result.structured_content
     if structured is not None and all(getattr(b, "type", None) == "text" for b in blocks):
         return structured
+    images = [image for image in map(_image, blocks) if image is not None]
+    if images:  # the model sees them where its API takes images in a tool result
+        return [render(blocks), *images]
     return render(blocks)
+
+
+def _image(block: Any) -> ImagePart | None:
+    if getattr(block, "type", None) != "image" or block.mime_type not in IMAGE_TYPES:
+        return None
+    try:
+        data = base64.b64decode(block.data, validate=True)
+    except ValueError:
+        return None
+    return ImagePart(data=data, media_type=block.mime_type)
 
 
 def render(blocks: Iterable[Any]) -> str:

@@ -12,9 +12,13 @@ from ._base import Model as Model
 from ._fallback import FallbackModel as FallbackModel
 from ._registry import register_provider as register_provider
 from ._registry import resolve_model as resolve_model
+from ._types import IMAGE_TYPES as IMAGE_TYPES
 from ._types import CitationDelta as CitationDelta
+from ._types import FilePart as FilePart
 from ._types import FinishDelta as FinishDelta
 from ._types import FinishReason as FinishReason
+from ._types import ImagePart as ImagePart
+from ._types import InputPart as InputPart
 from ._types import Message as Message
 from ._types import ModelDelta as ModelDelta
 from ._types import ModelProfile as ModelProfile
@@ -43,10 +47,14 @@ from ._types import UsageDelta as UsageDelta
 from ._types import wire_tool_name as wire_tool_name
 
 __all__ = [
+    "IMAGE_TYPES",
     "CitationDelta",
     "FallbackModel",
+    "FilePart",
     "FinishDelta",
     "FinishReason",
+    "ImagePart",
+    "InputPart",
     "Message",
     "Model",
     "ModelDelta",

@@ -21,11 +21,14 @@ from agentloop._errors import ModelConnectionError
 from ._bounds import STRUCTURE_CHARS, Meter
 from ._encode import FragmentCache, assemble, dumps, join_items, parse_arguments
 from ._errors_map import stream_error
+from ._media import anthropic_block
 from ._sse import SSEEvent
 from ._types import (
     CitationDelta,
+    FilePart,
     FinishDelta,
     FinishReason,
+    ImagePart,
     Message,
     ModelDelta,
     ModelRequest,
@@ -52,6 +55,8 @@ __all__ = ["DEFAULT_MAX_TOKENS", "PROVIDER", "AnthropicDecoder", "build_anthropi
 PROVIDER = "anthropic"
 DEFAULT_MAX_TOKENS = 4096
 _OWNED = frozenset({"model", "stream"})
+# Three breakpoints of the four allowed: tools, system, the history's end.
+_EPHEMERAL = {"type": "ephemeral"}
 
 _FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -66,6 +71,26 @@ _FINISH: dict[str, FinishReason] = {
 
 def encode_anthropic_message(message: Message) -> bytes:
     """One message as zero or one Anthropic message (``tool`` messages become user turns)."""
+    blocks = _blocks(message)
+    if not blocks:
+        return b""
+    return dumps(
+        {"role": "assistant" if message.role == "assistant" else "user", "content": blocks}
+    )
+
+
+def _marked_message(message: Message) -> bytes:
+    """The message with a cache breakpoint on its last block (thinking blocks take none)."""
+    blocks = _blocks(message)
+    if not blocks or blocks[-1].get("type") in ("thinking", "redacted_thinking"):
+        return encode_anthropic_message(message)
+    blocks[-1] = {**blocks[-1], "cache_control": _EPHEMERAL}
+    return dumps(
+        {"role": "assistant" if message.role == "assistant" else "user", "content": blocks}
+    )
+
+
+def _blocks(message: Message) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if message.role == "assistant":
         for part in message.parts:
@@ -92,32 +117,50 @@ def encode_anthropic_message(message: Message) -> bytes:
                     )
             elif isinstance(part, ProviderPart) and part.provider == PROVIDER:
                 blocks.append(dict(part.data))
-        role = "assistant"
-    else:
-        for part in message.parts:
-            if isinstance(part, ToolResultPart):
-                block: dict[str, Any] = {
-                    "type": "tool_result",
-                    "tool_use_id": part.id,
-                    "content": part.content,
-                }
-                if part.is_error:
-                    block["is_error"] = True
-                blocks.append(block)
-        for part in message.parts:
-            if isinstance(part, TextPart) and part.text:
-                blocks.append({"type": "text", "text": part.text})
-        role = "user"
-    if not blocks:
-        return b""
-    return dumps({"role": role, "content": blocks})
+        return blocks
+    for part in message.parts:  # results first: they must follow their calls at once
+        if isinstance(part, ToolResultPart):
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.id}
+            if part.images:
+                block["content"] = [
+                    {"type": "text", "text": part.content},
+                    *(anthropic_block(image) for image in part.images),
+                ]
+            else:
+                block["content"] = part.content
+            if part.is_error:
+                block["is_error"] = True
+            blocks.append(block)
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.text:
+            blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart | FilePart):
+            blocks.append(anthropic_block(part))
+    return blocks
 
 
 def encode_anthropic_tool(tool: ToolSpec) -> bytes:
+    return dumps(_tool_item(tool))
+
+
+def _tool_item(tool: ToolSpec) -> dict[str, Any]:
     item: dict[str, Any] = {"name": tool.name, "input_schema": tool.parameters}
     if tool.description:
         item["description"] = tool.description
-    return dumps(item)
+    return item
+
+
+def _tool_choice(settings: ModelSettings) -> dict[str, Any] | None:
+    choice, parallel = settings.tool_choice, settings.parallel_tool_calls
+    if choice is None and parallel is None:
+        return None
+    kinds = {"auto": "auto", "required": "any", "none": "none", None: "auto"}
+    out: dict[str, Any] = {"type": kinds.get(choice, "tool")}
+    if out["type"] == "tool":
+        out["name"] = choice
+    if parallel is False and out["type"] != "none":
+        out["disable_parallel_tool_use"] = True
+    return out
 
 
 def build_anthropic_body(
@@ -145,19 +188,31 @@ def build_anthropic_body(
         value = getattr(settings, key)
         if value is not None:
             head.setdefault(key, value)
+    cache = settings.prompt_caching
     system = [m.text for m in request.messages if m.role == "system"]
     if system:
-        head.setdefault("system", "\n\n".join(system))
+        text = "\n\n".join(system)
+        if cache:
+            head.setdefault("system", [{"type": "text", "text": text, "cache_control": _EPHEMERAL}])
+        else:
+            head.setdefault("system", text)
     if request.stop:
         head.setdefault("stop_sequences", list(request.stop))
-    fragments = (
-        messages.get(m, encode_anthropic_message) for m in request.messages if m.role != "system"
-    )
+    history = [m for m in request.messages if m.role != "system"]
+    fragments = [messages.get(m, encode_anthropic_message) for m in history]
+    if cache:  # the history's end: the next step's request reads all of it from the cache
+        last = next((i for i in range(len(fragments) - 1, -1, -1) if fragments[i]), None)
+        if last is not None:
+            fragments[last] = _marked_message(history[last])
     raw = [("messages", join_items(fragments))]
     if request.tool_mode == "native" and request.tools:
-        raw.append(
-            ("tools", join_items(tools.get(t, encode_anthropic_tool) for t in request.tools))
-        )
+        specs = [tools.get(t, encode_anthropic_tool) for t in request.tools]
+        if cache:
+            specs[-1] = dumps({**_tool_item(request.tools[-1]), "cache_control": _EPHEMERAL})
+        raw.append(("tools", join_items(specs)))
+        choice = _tool_choice(settings)
+        if choice is not None:
+            head.setdefault("tool_choice", choice)
     return assemble(head, raw)
 
 

@@ -21,10 +21,13 @@ from agentloop._errors import ModelConnectionError, ModelStreamError
 from ._bounds import STRUCTURE_CHARS, Meter
 from ._encode import FragmentCache, assemble, dumps, is_strict_schema, join_items
 from ._errors_map import stream_error
+from ._media import chat_block
 from ._sse import SSEEvent
 from ._types import (
+    FilePart,
     FinishDelta,
     FinishReason,
+    ImagePart,
     Message,
     ModelDelta,
     ModelRequest,
@@ -43,7 +46,13 @@ from ._types import (
     UsageDelta,
 )
 
-__all__ = ["ChatDecoder", "build_chat_body", "chat_usage", "encode_chat_message"]
+__all__ = [
+    "ChatDecoder",
+    "build_chat_body",
+    "chat_usage",
+    "encode_chat_message",
+    "openai_tool_choice",
+]
 
 # Body keys the driver owns: ``extra`` may not replace them.
 _OWNED = frozenset({"model", "stream", "n"})
@@ -57,21 +66,46 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
+def _result_items(results: list[ToolResultPart]) -> list[dict[str, Any]]:
+    """Tool messages, then one user message with the images they returned: a Chat Completions
+    tool message takes text only."""
+    items: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": p.id, "content": p.content} for p in results
+    ]
+    images = [(p, image) for p in results for image in p.images]
+    if images:
+        content: list[dict[str, Any]] = []
+        for p, image in images:
+            content.append({"type": "text", "text": f"Image returned by {p.name} ({p.id}):"})
+            content.append(chat_block(image))
+        items.append({"role": "user", "content": content})
+    return items
+
+
+def _user_content(message: Message) -> str | list[dict[str, Any]]:
+    """Text, or content parts when the message holds images or files."""
+    if not any(isinstance(p, ImagePart | FilePart) for p in message.parts):
+        return "".join(p.text for p in message.parts if isinstance(p, TextPart))
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.text:
+            content.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart | FilePart):
+            content.append(chat_block(part))
+    return content
+
+
 def encode_chat_message(message: Message) -> bytes:
     """One message as zero or more comma-separated Chat Completions messages."""
     role = message.role
+    results = [p for p in message.parts if isinstance(p, ToolResultPart)]
     if role == "tool":
-        return b",".join(
-            dumps({"role": "tool", "tool_call_id": p.id, "content": p.content})
-            for p in message.parts
-            if isinstance(p, ToolResultPart)
-        )
+        return b",".join(dumps(item) for item in _result_items(results))
     if role != "assistant":
-        text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
-        results = [p for p in message.parts if isinstance(p, ToolResultPart)]
-        items = [{"role": "tool", "tool_call_id": p.id, "content": p.content} for p in results]
-        if text or not results:
-            items.append({"role": role, "content": text})
+        items = _result_items(results)
+        content = _user_content(message)
+        if content or not results:
+            items.append({"role": role, "content": content})
         return b",".join(dumps(item) for item in items)
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -136,10 +170,26 @@ def build_chat_body(
         if is_strict_schema(schema.json_schema):
             json_schema["strict"] = True
         head.setdefault("response_format", {"type": "json_schema", "json_schema": json_schema})
+    if settings.prompt_cache_key is not None:
+        head.setdefault("prompt_cache_key", settings.prompt_cache_key)
     raw = [("messages", join_items(messages.get(m, encode_chat_message) for m in request.messages))]
     if request.tool_mode == "native" and request.tools:
         raw.append(("tools", join_items(tools.get(t, encode_chat_tool) for t in request.tools)))
+        if settings.tool_choice is not None:
+            head.setdefault("tool_choice", openai_tool_choice(settings.tool_choice, nested=True))
+        if settings.parallel_tool_calls is not None:
+            head.setdefault("parallel_tool_calls", settings.parallel_tool_calls)
     return assemble(head, raw)
+
+
+def openai_tool_choice(choice: str, *, nested: bool) -> str | dict[str, Any]:
+    """``tool_choice`` for OpenAI: the mode, or the tool to call (Chat nests its name under
+    ``function``; Responses does not)."""
+    if choice in ("auto", "required", "none"):
+        return choice
+    if nested:
+        return {"type": "function", "function": {"name": choice}}
+    return {"type": "function", "name": choice}
 
 
 def chat_usage(usage: dict[str, Any]) -> Usage:

@@ -22,11 +22,15 @@ from agentloop._errors import ModelConnectionError
 from ._bounds import STRUCTURE_CHARS, Meter
 from ._encode import FragmentCache, assemble, dumps, is_strict_schema, join_items
 from ._errors_map import stream_error
+from ._media import responses_block
+from ._openai_chat import openai_tool_choice
 from ._sse import SSEEvent
 from ._types import (
     CitationDelta,
+    FilePart,
     FinishDelta,
     FinishReason,
+    ImagePart,
     Message,
     ModelDelta,
     ModelRequest,
@@ -54,7 +58,7 @@ PROVIDER = "openai-responses"
 _OWNED = frozenset({"model", "stream"})
 
 
-def _text_item(role: str, text: str) -> dict[str, Any]:
+def _text_item(role: str, text: Any) -> dict[str, Any]:
     return {"role": role, "content": text}
 
 
@@ -96,14 +100,38 @@ def encode_responses_message(message: Message) -> bytes:
         if texts:
             items.append(_text_item("assistant", "".join(texts)))
     else:
-        text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
         results = [p for p in message.parts if isinstance(p, ToolResultPart)]
         items += [
-            {"type": "function_call_output", "call_id": p.id, "output": p.content} for p in results
+            {"type": "function_call_output", "call_id": p.id, "output": _output(p)} for p in results
         ]
-        if role != "tool" and (text or not results):
-            items.append(_text_item("developer" if role == "system" else role, text))
+        if role != "tool":
+            content = _input_content(message)
+            if content or not results:
+                items.append(_text_item("developer" if role == "system" else role, content))
     return b",".join(dumps(item) for item in items)
+
+
+def _output(result: ToolResultPart) -> str | list[dict[str, Any]]:
+    """A function call's output: text, or text and images (the API takes both)."""
+    if not result.images:
+        return result.content
+    return [
+        {"type": "input_text", "text": result.content},
+        *(responses_block(image) for image in result.images),
+    ]
+
+
+def _input_content(message: Message) -> Any:
+    """Text, or input content items when the message holds images or files."""
+    if not any(isinstance(p, ImagePart | FilePart) for p in message.parts):
+        return "".join(p.text for p in message.parts if isinstance(p, TextPart))
+    content: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.text:
+            content.append({"type": "input_text", "text": part.text})
+        elif isinstance(part, ImagePart | FilePart):
+            content.append(responses_block(part))
+    return content
 
 
 def encode_responses_tool(tool: ToolSpec) -> bytes:
@@ -156,11 +184,17 @@ def build_responses_body(
     fragments = (
         messages.get(m, encode_responses_message) for m in request.messages if m is not first_system
     )
+    if settings.prompt_cache_key is not None:
+        head.setdefault("prompt_cache_key", settings.prompt_cache_key)
     raw = [("input", join_items(fragments))]
     if request.tool_mode == "native" and request.tools:
         raw.append(
             ("tools", join_items(tools.get(t, encode_responses_tool) for t in request.tools))
         )
+        if settings.tool_choice is not None:
+            head.setdefault("tool_choice", openai_tool_choice(settings.tool_choice, nested=False))
+        if settings.parallel_tool_calls is not None:
+            head.setdefault("parallel_tool_calls", settings.parallel_tool_calls)
     return assemble(head, raw)
 
 

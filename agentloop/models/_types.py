@@ -7,11 +7,12 @@ middleware sees). Drivers know nothing of steps, tools' code or goals.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeAlias
 
 from typing_extensions import TypeVar
 
@@ -116,9 +117,90 @@ class ToolCallPart:
         return wire_tool_name(self.name, self.path)
 
 
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+def _check_source(what: str, url: str | None, data: bytes | None) -> None:
+    if (url is None) == (data is None):
+        raise ValueError(f"{what} takes a url or data, exactly one of them")
+    if url is not None and not url.startswith(("https://", "http://", "data:")):
+        raise ValueError(f"{what} url must be http(s) or a data: URL, not {url[:40]!r}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImagePart:
+    """An image in a user message or a tool result: a URL the provider fetches, or the bytes.
+
+    ``media_type`` is required with ``data`` (``image/png``, ``image/jpeg``, ``image/gif`` or
+    ``image/webp``, the types all three APIs take); with a URL it is optional.
+
+    Args:
+        url: An ``https://`` (or ``data:``) URL.
+        data: The image's bytes.
+        media_type: The image's MIME type.
+        kind: The part's kind (its JSON discriminator), fixed per class.
+    """
+
+    # Sessions and events store the bytes as base64 (pydantic reads this).
+    __pydantic_config__: ClassVar[dict[str, str]] = {
+        "ser_json_bytes": "base64",
+        "val_json_bytes": "base64",
+    }
+
+    url: str | None = None
+    data: bytes | None = None
+    media_type: str | None = None
+    kind: Literal["image"] = "image"
+
+    def __post_init__(self) -> None:
+        _check_source("ImagePart", self.url, self.data)
+        if self.data is not None and self.media_type not in IMAGE_TYPES:
+            raise ValueError(
+                f"ImagePart media_type must be one of {', '.join(sorted(IMAGE_TYPES))}, "
+                f"not {self.media_type!r}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FilePart:
+    """A document in a user message (a PDF, or plain text where the provider takes it): a URL
+    or the bytes, with its MIME type; ``filename`` is shown to the model where the API has one.
+
+    Args:
+        media_type: The file's MIME type (``application/pdf``, ``text/plain``).
+        url: An ``https://`` URL.
+        data: The file's bytes.
+        filename: Its name.
+        kind: The part's kind (its JSON discriminator), fixed per class.
+    """
+
+    # Sessions and events store the bytes as base64 (pydantic reads this).
+    __pydantic_config__: ClassVar[dict[str, str]] = {
+        "ser_json_bytes": "base64",
+        "val_json_bytes": "base64",
+    }
+
+    media_type: str
+    url: str | None = None
+    data: bytes | None = None
+    filename: str | None = None
+    kind: Literal["file"] = "file"
+
+    def __post_init__(self) -> None:
+        _check_source("FilePart", self.url, self.data)
+
+
+def data_url(part: ImagePart | FilePart) -> str:
+    """The part as a URL: its own, or a base64 ``data:`` URL of its bytes."""
+    if part.url is not None:
+        return part.url
+    return f"data:{part.media_type};base64,{base64.b64encode(part.data or b'').decode()}"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolResultPart:
-    """The result of one action, replayed to the model. ``content`` is text (JSON for values).
+    """The result of one action, replayed to the model. ``content`` is text (JSON for values);
+    ``images`` are images the tool returned, sent where the API takes them in a result.
 
     Args:
         id: The id of the call it answers.
@@ -126,6 +208,7 @@ class ToolResultPart:
         path: The toolkit activity, or ``None``.
         content: The result as the model reads it.
         is_error: The action failed; ``content`` is the error message.
+        images: Images the tool returned (an MCP image, an ``ImagePart``).
         kind: The part's kind (its JSON discriminator), fixed per class.
     """
 
@@ -134,6 +217,7 @@ class ToolResultPart:
     path: str | None = None
     content: str
     is_error: bool = False
+    images: tuple[ImagePart, ...] = ()
     kind: Literal["tool_result"] = "tool_result"
 
     @property
@@ -159,7 +243,11 @@ class ProviderPart:
     kind: Literal["provider"] = "provider"
 
 
-Part: TypeAlias = TextPart | ThoughtPart | ToolCallPart | ToolResultPart | ProviderPart
+Part: TypeAlias = (
+    TextPart | ThoughtPart | ToolCallPart | ToolResultPart | ProviderPart | ImagePart | FilePart
+)
+# What a run's input may hold besides text (``Agent.run(["Describe it", ImagePart(...)])``).
+InputPart: TypeAlias = TextPart | ImagePart | FilePart
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 
 
@@ -253,6 +341,16 @@ class ModelSettings:
         seed: A seed, where the provider supports one.
         thinking_budget: Tokens for reasoning (Anthropic's thinking budget).
         reasoning_effort: OpenAI's reasoning effort (``"low"``, ``"medium"``, ``"high"``).
+        tool_choice: ``"auto"``, ``"required"`` (some tool must be called), ``"none"``, or a
+            tool's wire name (that tool must be called). Sent only with tools. In a run, a
+            forced choice holds until a tool has been called: later steps leave the choice
+            to the model, so that it can answer.
+        parallel_tool_calls: ``False`` asks for at most one tool call per reply (Anthropic's
+            ``disable_parallel_tool_use``). Sent only with tools.
+        prompt_cache_key: OpenAI's ``prompt_cache_key``: requests with the same key are routed
+            to the same cache.
+        prompt_caching: Place Anthropic ``cache_control`` breakpoints (tools, system, the
+            history's end); ``False`` sends none. OpenAI caches prefixes on its own.
         extra: Fields merged into the request body as they are.
     """
 
@@ -262,6 +360,10 @@ class ModelSettings:
     seed: int | None = None
     thinking_budget: int | None = None
     reasoning_effort: str | None = None
+    tool_choice: Literal["auto", "required", "none"] | str | None = None
+    parallel_tool_calls: bool | None = None
+    prompt_cache_key: str | None = None
+    prompt_caching: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..models import wire_tool_name
 from ._arguments import arguments_for
+from ._checks import request_problem
 from ._script import Chunk, RecordedRequest, ScriptedResponse
 from ._turns import EmulatedCall, EmulatedTurn, load_turns
 
@@ -68,6 +69,11 @@ class EmulatedProvider:
         script: The turns each conversation plays, in order (``EmulatedTurn`` objects or
             strings).
         tool_rounds: Rounds of tool calls before the answer.
+        prompt_tokens: The prompt tokens each reply's usage reports; ``None`` estimates them
+            from the request's size (a token per four bytes), as a long run's context
+            window needs.
+        check_requests: Refuse with a 400, as the API would, a request it documents it
+            refuses (a tool result without its call, a content part of the wrong shape).
     """
 
     def __init__(
@@ -78,7 +84,11 @@ class EmulatedProvider:
         answer: str = _ANSWER,
         script: Sequence[EmulatedTurn | str] | None = None,
         tool_rounds: int = 1,
+        prompt_tokens: int | None = 50,
+        check_requests: bool = True,
     ) -> None:
+        self._prompt_tokens = prompt_tokens
+        self._check = check_requests
         self._chunks = text_chunks
         self._pieces = _split(answer, text_chunks)
         self._answer = answer
@@ -113,6 +123,9 @@ class EmulatedProvider:
                 {"error": {"message": f"unknown endpoint {request.path}", "type": "not_found"}},
                 status=404,
             )
+        problem = request_problem(api, body) if self._check else None
+        if problem is not None:
+            return _bad_request(api, problem)
         n = next(self._ids)
         offered = _offered(api, body)
         if self._script is not None:
@@ -128,7 +141,12 @@ class EmulatedProvider:
                 _Call(name, json.dumps(arguments_for(offered.get(name), i)))
                 for i, name in enumerate(chosen)
             ]
-        return self._respond(api, n, text, pieces, calls, stream=bool(body.get("stream")))
+        prompt = self._prompt_tokens
+        if prompt is None:  # as a tokenizer would roughly count them: a character in four
+            prompt = max(1, len(request.body) // 4)
+        return self._respond(
+            api, n, text, pieces, calls, stream=bool(body.get("stream")), prompt=prompt
+        )
 
     def _scripted(
         self, api: str, body: dict[str, Any], offered: dict[str, Any]
@@ -153,22 +171,39 @@ class EmulatedProvider:
         return turn.text, calls
 
     def _respond(
-        self, api: str, n: int, text: str, pieces: list[str], calls: list[_Call], *, stream: bool
+        self,
+        api: str,
+        n: int,
+        text: str,
+        pieces: list[str],
+        calls: list[_Call],
+        *,
+        stream: bool,
+        prompt: int,
     ) -> ScriptedResponse:
         if api == "chat":
-            events = _chat_events(n, pieces, calls)
-            doc = _chat_doc(n, text, calls)
+            events = _chat_events(n, pieces, calls, prompt)
+            doc = _chat_doc(n, text, calls, prompt)
             done = [b"data: [DONE]\n\n"]
         elif api == "responses":
-            events, doc, done = _resp_events(n, pieces, calls), _resp_doc(n, text, calls), []
+            events = _resp_events(n, pieces, calls, prompt)
+            doc, done = _resp_doc(n, text, calls, prompt), []
         else:
-            events, doc, done = _anth_events(n, pieces, calls), _anth_doc(n, text, calls), []
+            events = _anth_events(n, pieces, calls, prompt)
+            doc, done = _anth_doc(n, text, calls, prompt), []
         if not stream:
             return ScriptedResponse.json(doc)
         if not self._delay:
             return ScriptedResponse.sse([b"".join([*events, *done])])
         chunks = [Chunk(e, self._delay if i else 0.0) for i, e in enumerate(events)]
         return ScriptedResponse.sse([*chunks, *(Chunk(d) for d in done)])
+
+
+def _bad_request(api: str, message: str) -> ScriptedResponse:
+    error = {"type": "invalid_request_error", "message": message}
+    if api == "anthropic":
+        return ScriptedResponse.json({"type": "error", "error": error}, status=400)
+    return ScriptedResponse.json({"error": {**error, "param": None, "code": None}}, status=400)
 
 
 def _api(path: str) -> str | None:
@@ -247,7 +282,12 @@ def _tool_results_done(api: str, body: dict[str, Any], rounds: int) -> bool:
 
 def _chat_tool_results_done(body: dict[str, Any], rounds: int = 1) -> bool:
     messages = body.get("messages") or [{}]
-    results = messages[-1].get("role") == "tool"
+    # Tool messages end it, or the user message after them with the images they returned.
+    results = messages[-1].get("role") == "tool" or (
+        len(messages) > 1
+        and messages[-1].get("role") == "user"
+        and messages[-2].get("role") == "tool"
+    )
     if rounds > 1:
         done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
         results = results and done >= rounds
@@ -307,14 +347,14 @@ def _chat_chunk(n: int, delta: dict[str, Any], finish: str | None = None) -> byt
     return b"data: " + _dumps(chunk) + b"\n\n"
 
 
-def _chat_usage(n: int, out: int) -> bytes:
-    usage = {"prompt_tokens": 50, "completion_tokens": out, "total_tokens": 50 + out}
+def _chat_usage(n: int, out: int, prompt: int) -> bytes:
+    usage = {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out}
     chunk = {"id": f"chatcmpl-emu{n}", "object": "chat.completion.chunk", "created": 1,
              "model": "emulated", "choices": [], "usage": usage}  # fmt: skip
     return b"data: " + _dumps(chunk) + b"\n\n"
 
 
-def _chat_events(n: int, pieces: list[str], calls: list[_Call]) -> list[bytes]:
+def _chat_events(n: int, pieces: list[str], calls: list[_Call], prompt: int) -> list[bytes]:
     content = None if calls and not pieces else ""
     out = [_chat_chunk(n, {"role": "assistant", "content": content})]
     out += [_chat_chunk(n, {"content": p}) for p in pieces]
@@ -327,10 +367,10 @@ def _chat_events(n: int, pieces: list[str], calls: list[_Call]) -> list[bytes]:
                 _chat_chunk(n, {"tool_calls": [{"index": i, "function": {"arguments": part}}]})
             )
     finish = "tool_calls" if calls else "stop"
-    return [*out, _chat_chunk(n, {}, finish), _chat_usage(n, 30 if calls else 20)]
+    return [*out, _chat_chunk(n, {}, finish), _chat_usage(n, 30 if calls else 20, prompt)]
 
 
-def _chat_doc(n: int, text: str, calls: list[_Call]) -> dict[str, Any]:
+def _chat_doc(n: int, text: str, calls: list[_Call], prompt: int) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     if calls:
         message["tool_calls"] = [
@@ -342,7 +382,7 @@ def _chat_doc(n: int, text: str, calls: list[_Call]) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-emu{n}", "object": "chat.completion", "created": 1, "model": "emulated",
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70},
+        "usage": {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20},
     }  # fmt: skip
 
 
@@ -353,10 +393,10 @@ def _event(kind: str, data: dict[str, Any]) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + _dumps({"type": kind, **data}) + b"\n\n"
 
 
-def _resp_usage(out: int) -> dict[str, Any]:
-    return {"input_tokens": 50, "input_tokens_details": {"cached_tokens": 0},
+def _resp_usage(out: int, prompt: int) -> dict[str, Any]:
+    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": out, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": 50 + out}  # fmt: skip
+            "total_tokens": prompt + out}  # fmt: skip
 
 
 def _resp_message(n: int, text: str, status: str) -> dict[str, Any]:
@@ -372,7 +412,7 @@ def _resp_call(n: int, i: int, call: _Call, arguments: str, status: str) -> dict
             "arguments": arguments, "call_id": f"call_{n}_{i}", "name": call.name}  # fmt: skip
 
 
-def _resp_events(n: int, pieces: list[str], calls: list[_Call]) -> list[bytes]:
+def _resp_events(n: int, pieces: list[str], calls: list[_Call], prompt: int) -> list[bytes]:
     out = [
         _event("response.created", {"response": {"id": f"resp_emu{n}", "status": "in_progress"}})
     ]
@@ -401,27 +441,27 @@ def _resp_events(n: int, pieces: list[str], calls: list[_Call]) -> list[bytes]:
         done = _resp_call(n, i, call, call.arguments, "completed")
         out.append(_event("response.output_item.done", {"output_index": at, "item": done}))
     out.append(_event("response.completed", {"response": {
-        "id": f"resp_emu{n}", "status": "completed", "usage": _resp_usage(30 if calls else 20)}}))  # fmt: skip
+        "id": f"resp_emu{n}", "status": "completed", "usage": _resp_usage(30 if calls else 20, prompt)}}))  # fmt: skip
     return out
 
 
-def _resp_doc(n: int, text: str, calls: list[_Call]) -> dict[str, Any]:
+def _resp_doc(n: int, text: str, calls: list[_Call], prompt: int) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     if text or not calls:
         output.append(_resp_message(n, text, "completed"))
     output += [_resp_call(n, i, c, c.arguments, "completed") for i, c in enumerate(calls)]
     return {"id": f"resp_emu{n}", "object": "response", "status": "completed",
-            "output": output, "usage": _resp_usage(20)}  # fmt: skip
+            "output": output, "usage": _resp_usage(20, prompt)}  # fmt: skip
 
 
 # -- Anthropic --------------------------------------------------------------------------------
 
 
-def _anth_start(n: int) -> bytes:
+def _anth_start(n: int, prompt: int) -> bytes:
     return _event("message_start", {"message": {
         "id": f"msg_emu{n}", "type": "message", "role": "assistant", "model": "emulated",
         "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": 50, "output_tokens": 1}}})  # fmt: skip
+        "usage": {"input_tokens": prompt, "output_tokens": 1}}})  # fmt: skip
 
 
 def _anth_end(stop: str, out: int) -> list[bytes]:
@@ -432,8 +472,8 @@ def _anth_end(stop: str, out: int) -> list[bytes]:
     ]  # fmt: skip
 
 
-def _anth_events(n: int, pieces: list[str], calls: list[_Call]) -> list[bytes]:
-    out = [_anth_start(n)]
+def _anth_events(n: int, pieces: list[str], calls: list[_Call], prompt: int) -> list[bytes]:
+    out = [_anth_start(n, prompt)]
     index = 0
     if pieces or not calls:
         out.append(_event("content_block_start",
@@ -455,13 +495,13 @@ def _anth_events(n: int, pieces: list[str], calls: list[_Call]) -> list[bytes]:
     return [*out, *_anth_end("tool_use" if calls else "end_turn", 30 if calls else 20)]
 
 
-def _anth_doc(n: int, text: str, calls: list[_Call]) -> dict[str, Any]:
+def _anth_doc(n: int, text: str, calls: list[_Call], prompt: int) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text or not calls else []
     content += [{"type": "tool_use", "id": f"toolu_emu{n}_{i}", "name": c.name,
                  "input": _decoded(c.arguments)} for i, c in enumerate(calls)]  # fmt: skip
     return {"id": f"msg_emu{n}", "type": "message", "role": "assistant", "model": "emulated",
             "content": content, "stop_reason": "tool_use" if calls else "end_turn",
-            "usage": {"input_tokens": 50, "output_tokens": 20}}  # fmt: skip
+            "usage": {"input_tokens": prompt, "output_tokens": 20}}  # fmt: skip
 
 
 def _decoded(arguments: str) -> Any:

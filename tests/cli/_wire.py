@@ -19,7 +19,7 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
-def _usage(prompt: int, completion: int) -> bytes:
+def _usage(prompt: int, completion: int, cached: int = 0) -> bytes:
     body = {
         "id": "chatcmpl-test",
         "object": "chat.completion.chunk",
@@ -30,16 +30,18 @@ def _usage(prompt: int, completion: int) -> bytes:
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
         },
     }
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
-def text_stream(text: str, *, size: int = 8) -> ScriptedResponse:
-    """A streamed text reply, in pieces of ``size`` characters."""
+def text_stream(text: str, *, size: int = 8, cached: int = 0) -> ScriptedResponse:
+    """A streamed text reply, in pieces of ``size`` characters; ``cached`` of its 20 prompt
+    tokens were read from the provider's cache."""
     pieces = [_chunk({"role": "assistant", "content": ""})]
     pieces += [_chunk({"content": text[i : i + size]}) for i in range(0, len(text), size)]
-    pieces += [_chunk({}, "stop"), _usage(20, len(text) // 4), b"data: [DONE]\n\n"]
+    pieces += [_chunk({}, "stop"), _usage(20, len(text) // 4, cached), b"data: [DONE]\n\n"]
     return ScriptedResponse.sse(pieces)
 
 

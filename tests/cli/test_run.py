@@ -147,6 +147,18 @@ def test_run_plain_shows_the_timeline(
     assert "Two." in out and "■ answer" in out
 
 
+def test_run_plain_summary_shows_tokens_and_cached_tokens(
+    server: ProviderServer, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The end summary counts the prompt tokens, those read from the provider's cache among
+    them, and the reply tokens."""
+    server.enqueue(tool_call_stream("add", {"a": 1, "b": 1}), text_stream("Two.", cached=16))
+    tools = f"{workdir / 'mytools.py'}:add"
+    assert main(["run", "1+1", *openai_args(server), "--tools", tools]) == 0
+    out = capsys.readouterr().out
+    assert "(2 steps, 2 model calls, 50 tokens in (16 cached), 11 out)" in out
+
+
 def test_run_goal_intercepts_a_premature_answer(
     server: ProviderServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

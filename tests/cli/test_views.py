@@ -246,3 +246,28 @@ async def test_the_live_view_shows_calls_awaiting_and_decided_and_stands_aside_t
     assert "approved transfer (by the approver)" in plain
     assert "waiting on decisions for 'b'" in plain
     assert tracker.result is not None and tracker.result.status == "waiting"
+
+
+async def test_plain_view_tells_what_the_context_window_trimmed() -> None:
+    """A ``ContextTrimmed`` event is a line of the timeline: what was elided and summarised,
+    and the prompt's size before and after."""
+    from agentloop import Agent, ContextWindow, tool
+    from agentloop.testing import Reply, ScriptedModel, call
+
+    @tool
+    async def fetch(query: str) -> str:
+        """A long document."""
+        return "x" * 8_000
+
+    model = ScriptedModel(
+        [Reply(calls=[call("fetch", {"query": str(i)}, id=f"c{i}")]) for i in range(4)]
+        + [Reply(text="done")]
+    )
+    window = ContextWindow(max_tokens=3_000, keep_steps=1)
+    out = io.StringIO()
+    tracker = Tracker()
+    async with Agent(model, tools=[fetch], context_window=window).stream("q") as run:
+        await follow(run, PlainView(out, tracker), tracker)
+    trimmed = [line for line in out.getvalue().splitlines() if "✂ context trimmed" in line]
+    assert trimmed, out.getvalue()
+    assert re.search(r"to fit 3,000 tokens: \d+ results? elided, \d+ steps? summarised", trimmed[0])

@@ -103,6 +103,7 @@ async def test_an_agent_calls_two_mcp_tools_at_once(make_server: Any) -> None:
     )
     assert add.output == {"result": 5}
     assert chart.output == "Sales by month\n\n[image: image/png, 108 bytes]"
+    assert [(i.media_type, len(i.data or b"")) for i in chart.images] == [("image/png", 108)]
     assert read.output == {"result": "contents of /etc/motd"}
     assert result.output == "done"
 

@@ -3,6 +3,7 @@ of configuration (a fake ``call`` stands in for the connection)."""
 
 from __future__ import annotations
 
+import base64
 import logging
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from mcp.types import Tool as MCPTool
 from agentloop import Agent, ToolError, UserError
 from agentloop.mcp import MCPHttpServer, MCPStdioServer
 from agentloop.mcp._convert import agent_names, build_tools, output
+from agentloop.models import ImagePart
 from agentloop.testing import Reply, ScriptedModel, call
 
 
@@ -139,7 +141,8 @@ async def test_arguments_are_checked_against_the_servers_schema_and_passed_whole
 
 def test_results_map_to_text_structured_values_and_errors() -> None:
     """Text joins with blank lines; structured content wins when the blocks are only its text;
-    images, audio and resources are described, never dropped; isError raises ToolError."""
+    images, audio and resources are described, never dropped, and images also come back as
+    ``ImagePart`` values after the text; isError raises ToolError."""
     text = CallToolResult(content=[TextContent(text="one"), TextContent(text="two")])
     assert output("s", "t", text) == "one\n\ntwo"
     structured = CallToolResult(content=[TextContent(text='{"n": 1}')], structured_content={"n": 1})
@@ -156,7 +159,9 @@ def test_results_map_to_text_structured_values_and_errors() -> None:
         ],
         structured_content={"ignored": "because an image would be lost"},
     )
-    assert output("s", "t", mixed).split("\n\n") == [
+    text, image = output("s", "t", mixed)
+    assert image == ImagePart(data=base64.b64decode(png), media_type="image/png")
+    assert text.split("\n\n") == [
         "see:",
         "[image: image/png, 1.8 kB]",
         "[audio: audio/wav, 3 bytes]",

@@ -181,8 +181,12 @@ async def test_chat_react_mode_and_settings(server: ProviderServer) -> None:
 async def test_anthropic_replay(server: ProviderServer) -> None:
     """Anthropic: signed thinking and redacted thinking replayed first-class, its own server-tool
     block replayed, other providers' reasoning dropped, tool results as a user turn with
-    ``is_error``, system messages joined into ``system``."""
-    body = await sent_body("anthropic", server, ModelRequest(messages=HISTORY, tools=(WEATHER,)))
+    ``is_error``, system messages joined into ``system`` (cache breakpoints off: their
+    placement is tested in test_inputs_wire)."""
+    request = ModelRequest(
+        messages=HISTORY, tools=(WEATHER,), settings=ModelSettings(prompt_caching=False)
+    )
+    body = await sent_body("anthropic", server, request)
     assert body["system"] == "Be brief.\n\nAnswer in French."
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Weather in Paris and the time?"}]},
