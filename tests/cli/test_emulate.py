@@ -24,6 +24,10 @@ from ._proc import COMMAND, ROOT, environment, run
 URL = re.compile(r"listening on (http://127\.0\.0\.1:(\d+)) ")
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Emulator:
     """``agentloop emulate ARGS`` in a child process, its URL read from what it prints."""
 
@@ -36,6 +40,9 @@ class Emulator:
             text=True,
             cwd=ROOT,
             env=environment(),
+            # Ctrl-C reaches the command as it does from a terminal, even when the suite was
+            # started with SIGINT ignored (``cmd &`` in a script): Python then keeps ignoring it.
+            preexec_fn=_default_sigint,
         )
         assert self.proc.stdout is not None
         first = self.proc.stdout.readline()
