@@ -1,5 +1,5 @@
 """``TemporalAgent``, an agent's durable face, and ``DurableRun``, a durable run as its caller
-sees it: the events (by long-polling the workflow) and the result."""
+sees it: the events (by polling the workflow) and the result."""
 
 from __future__ import annotations
 
@@ -35,13 +35,15 @@ OutputT = TypeVar("OutputT", default=str)
 
 WORKFLOW_NAME = "agentloop.AgentRun"
 EVENTS_UPDATE = "agentloop.events"
+EVENTS_QUERY = "agentloop.peek"
 DELTAS_SIGNAL = "agentloop.deltas"
 ACK_SIGNAL = "agentloop.ack"
 DECIDE_UPDATE = "agentloop.decide"
 WAITING_QUERY = "agentloop.waiting"
 MODEL_ACTIVITY = "agentloop.model"
 TOOL_ACTIVITY = "agentloop.tool"
-POLL_INTERVAL = 0.1  # the least time between two polls of one caller: bounds updates per run
+POLL_INTERVAL = 0.1  # the least time between two polls of one caller
+IDLE_POLLS = 20  # empty queries in a row (2 s) before the caller long-polls with an update
 
 
 class DurableRunFailed(AgentLoopError):
@@ -272,8 +274,10 @@ class DurableRun(Generic[OutputT]):
     last one seen; a caller that reconnects with ``TemporalAgent.attach(after_seq=...)`` goes
     on from there), then ``await run.result()``.
 
-    The events come in batches from a long-poll workflow update, polled at most every 0.1 s.
-    A finished run waits up to ``TemporalAgent.linger`` seconds for a caller that streams it
+    The events come in batches from a workflow query, polled at most every 0.1 s (not
+    recorded, no per-run limit); after 2 s without events, from a long-poll workflow update
+    (recorded, 2,000 per run on Temporal's defaults) until events come again. ``RunWaiting``
+    does not end the iteration: the run goes on once decided (``decide``). A finished run waits up to ``TemporalAgent.linger`` seconds for a caller that streams it
     to read its last event. Made by ``TemporalAgent.start`` and ``TemporalAgent.attach``.
 
     Args:
@@ -294,6 +298,8 @@ class DurableRun(Generic[OutputT]):
         self._streamed = False
         self._terminal_event: ev.Event | None = None
         self._last_poll = -POLL_INTERVAL
+        self._empty_polls = 0
+        self._announced = False
 
     def __aiter__(self) -> Self:
         return self
@@ -318,10 +324,20 @@ class DurableRun(Generic[OutputT]):
         if wait > 0:
             await anyio.sleep(wait)
         self._last_poll = anyio.current_time()
+        if not self._announced:
+            self._announced = True
+            await self._ack()  # a caller streams: the finished run lingers for it
+        reply: dict[str, Any] | None = None
+        if self._empty_polls < IDLE_POLLS:
+            reply = await self._peek()
+            if reply is not None and not reply["events"] and not reply["end"]:
+                self._empty_polls += 1
+                return
         try:
-            reply = await self._handle.execute_update(
-                EVENTS_UPDATE, self.last_seq, result_type=dict
-            )
+            if reply is None:
+                reply = await self._handle.execute_update(
+                    EVENTS_UPDATE, self.last_seq, result_type=dict
+                )
         except Exception as exc:  # the workflow closed between two polls
             if not await self._closed():
                 raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
@@ -329,8 +345,23 @@ class DurableRun(Generic[OutputT]):
             if not self._batch:
                 self._ended = True
             return
+        if reply["events"]:
+            self._empty_polls = 0
         output_type = self._durable.agent.output_type
         self._batch = deque(ev.event_from_json(e, output_type=output_type) for e in reply["events"])
+
+    async def _peek(self) -> dict[str, Any] | None:
+        """The events after the last seen, by query (``None``: no worker answered now, as
+        after a crash: the caller long-polls, which waits for one)."""
+        from temporalio.client import WorkflowQueryFailedError
+
+        try:
+            reply: dict[str, Any] = await self._handle.query(
+                EVENTS_QUERY, self.last_seq, result_type=dict
+            )
+        except (RPCError, WorkflowQueryFailedError):
+            return None
+        return reply
 
     async def _closed(self) -> bool:
         try:

@@ -43,6 +43,7 @@ from ._durable import (
     ACK_SIGNAL,
     DECIDE_UPDATE,
     DELTAS_SIGNAL,
+    EVENTS_QUERY,
     EVENTS_UPDATE,
     MODEL_ACTIVITY,
     TOOL_ACTIVITY,
@@ -271,8 +272,18 @@ class AgentRunWorkflow:
 
     @workflow.signal(name=ACK_SIGNAL)
     def ack(self, seq: int) -> None:
-        """The streaming caller has read up to ``seq``."""
+        """The streaming caller has read up to ``seq`` (its first ack says it streams: the
+        finished run then lingers for it to read the end)."""
+        self._polled = True
         self._acked = max(self._acked, seq)
+
+    @workflow.query(name=EVENTS_QUERY)
+    def peek(self, after: int) -> dict[str, Any]:
+        """The events after seq ``after``, at once (maybe none). A query is not recorded in
+        the history and has no per-run limit, unlike an update: a caller streaming a busy
+        run polls this, and long-polls ``events`` only while the run is idle."""
+        batch = self._log[after : after + MAX_BATCH]
+        return {"events": batch, "end": self._finished and after + len(batch) >= len(self._log)}
 
     # A poll left waiting when the workflow fails (an agent mismatch) is abandoned: its
     # caller falls back to the workflow's outcome.
