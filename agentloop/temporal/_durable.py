@@ -277,8 +277,9 @@ class DurableRun(Generic[OutputT]):
     The events come in batches from a workflow query, polled at most every 0.1 s (not
     recorded, no per-run limit); after 2 s without events, from a long-poll workflow update
     (recorded, 2,000 per run on Temporal's defaults) until events come again. ``RunWaiting``
-    does not end the iteration: the run goes on once decided (``decide``). A finished run waits up to ``TemporalAgent.linger`` seconds for a caller that streams it
-    to read its last event. Made by ``TemporalAgent.start`` and ``TemporalAgent.attach``.
+    does not end the iteration: the run goes on once decided (``decide``). A finished run
+    waits up to ``TemporalAgent.linger`` seconds for a caller that streams it to read its
+    last event. Made by ``TemporalAgent.start`` and ``TemporalAgent.attach``.
 
     Args:
         durable: The agent the run is of.
