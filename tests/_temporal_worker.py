@@ -2,7 +2,8 @@
 
 Usage: python tests/_temporal_worker.py TARGET TASK_QUEUE PROVIDER_URL LOG_PATH
 Serves ``crash_agent`` until killed. Tools and each opened model stream append a line to
-LOG_PATH with this process's pid, so the test knows whom to kill.
+LOG_PATH with this process's pid, so the test knows whom to kill. ``guarded`` needs approval:
+a run that calls it waits (the test of a worker killed while a run waits).
 """
 
 from __future__ import annotations
@@ -72,10 +73,20 @@ def crash_agent(url: str, log: str) -> Any:
         _log(log, f"done slow {ctx.idempotency_key}")
         return n * 10
 
+    @tool(requires_approval=True)
+    async def guarded(ctx: ToolContext, n: int) -> int:
+        """Return n, once a person approves.
+
+        Args:
+            n: the number
+        """
+        _log(log, f"run guarded {ctx.idempotency_key}")
+        return n
+
     agent = Agent(
         LoggedModel(url, log),
         name="crashy",
-        tools=[quick, slow],
+        tools=[quick, slow, guarded],
         retry=RetryPolicy(initial_wait=0.01, jitter=0.0),
     )
     fast = ActivityOptions(heartbeat=2.0)

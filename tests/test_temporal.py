@@ -551,3 +551,26 @@ def test_activity_options_are_checked() -> None:
         ActivityOptions(heartbeat=0)
     with pytest.raises(UserError, match="unknown tools"):
         TemporalAgent(Agent(ScriptedModel(["x"])), tool_activities={"nope": ActivityOptions()})
+
+
+async def test_a_busy_stream_is_read_by_queries_not_updates(temporal_target: str) -> None:
+    """Updates are recorded and limited per run (2,000 on the dev server); queries are
+    neither. A caller streaming a busy run for seconds makes no update at all: it long-polls
+    with an update only after the run has been idle for a while."""
+    script: list[EmulatedTurn | str] = ["word " * 30]
+    with ProviderServer(EmulatedProvider(script=script, chunk_delay=0.1, text_chunks=30)) as server:
+        async with emulated_agent(server.url, name="talker") as agent:
+            durable = TemporalAgent(agent, task_queue=_queue())
+            async with serving(temporal_target, durable) as client:
+                run = await durable.start(client, "talk")
+                deltas = [e async for e in run if isinstance(e, ev.TextDelta)]
+                history = await client.get_workflow_handle(run.run_id).fetch_history()
+    from temporalio.api.enums.v1 import EventType
+
+    updates = [
+        e
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+    ]
+    assert len(deltas) >= 10  # it streamed, over about three seconds
+    assert len(updates) <= 1, len(updates)

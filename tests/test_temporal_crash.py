@@ -143,3 +143,59 @@ async def test_a_run_survives_workers_killed_mid_tool_and_mid_stream(
     assert [[(a.name, a.input, a.output) for a in s.actions] for s in result.steps] == [
         [(a.name, a.input, a.output) for a in s.actions] for s in uninterrupted.steps
     ]
+
+
+async def test_a_worker_killed_while_its_run_waits_and_the_decision_reaching_another(
+    temporal_target: str, tmp_path: Path
+) -> None:
+    """The run waits on an approval; every worker that ran it is SIGKILLed; a new worker
+    process takes the decision, rebuilds the run from its history, and runs the call."""
+    script: list[EmulatedTurn | str] = [
+        EmulatedTurn(calls=[EmulatedCall("guarded", {"n": 3})]),
+        "guarded gave 3",
+    ]
+    log = tmp_path / "log.txt"
+    queue = f"wait-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def spawn(url: str) -> None:
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, str(WORKER), temporal_target, queue, url, str(log)], env=env
+            )
+        )
+
+    from agentloop import Approve
+    from agentloop import _events as ev
+
+    with ProviderServer(EmulatedProvider(script=script)) as provider:
+        try:
+            spawn(provider.url)
+            await _wait_for(log, lambda line: line[0] == "ready", 60)
+            durable = crash_agent(provider.url, str(log))
+            durable.task_queue = queue
+            client = await connect(temporal_target)
+            run = await durable.start(client, "guard it")
+            with anyio.fail_after(30):
+                async for event in run:
+                    if isinstance(event, ev.RunWaiting):
+                        break
+            first = processes[0]
+            first.kill()
+            first.wait()
+            spawn(provider.url)
+            await _wait_for(log, lambda _: sum(x[0] == "ready" for x in _lines(log)) == 2, 60)
+            with anyio.fail_after(30):
+                await run.decide({event.result.pending[0].id: Approve()})
+                result = await run.result()
+        finally:
+            for process in processes:
+                process.kill()
+                process.wait()
+    history = await client.get_workflow_handle(run.run_id).fetch_history()
+    replay = await replayer([durable]).replay_workflow(history, raise_on_replay_failure=False)
+    assert replay.replay_failure is None
+    assert result.output == "guarded gave 3"
+    ran = [line for line in _lines(log) if line[:2] == ["run", "guarded"]]
+    assert len(ran) == 1 and int(ran[0][-2]) == processes[1].pid

@@ -7,14 +7,17 @@ version reads (or refuses) exactly what the JSON says.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from .. import _errors
+from .._decisions import Approve, Decision, Deny, Edit, ExternalResult
 from .._errors import ModelConnectionError, ModelError, ModelStreamError
 from .._steps import Action, ActionResult
+from .._waiting import DecisionError
 from ..models import _types as mt
 
 
@@ -157,3 +160,35 @@ def worker_lost(reason: str) -> ModelError:
     """A model activity that ended without a reply of its own (its worker died, it timed out):
     a connection error, so the engine's retry layer tries again on another worker."""
     return ModelConnectionError(f"the model activity failed: {reason}")
+
+
+def encode_decisions(decisions: Mapping[str, Decision]) -> dict[str, Any]:
+    """Decisions by pending call id, as JSON (each one's ``kind`` names its class)."""
+    return {key: _adapter(Decision).dump_python(d, mode="json") for key, d in decisions.items()}
+
+
+def decode_decisions(data: Mapping[str, Any]) -> dict[str, Decision]:
+    """The decisions ``encode_decisions`` wrote; a value of no decision's form is a
+    ``DecisionError`` naming its call."""
+    from pydantic import ValidationError
+
+    decoded: dict[str, Decision] = {}
+    for key, value in data.items():
+        kind = value.get("kind") if isinstance(value, Mapping) else None
+        cls = _DECISION_TYPES.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise DecisionError(f"the decision for {key!r} is not a decision: {value!r}")
+        fields = {k: v for k, v in value.items() if k != "kind"}
+        try:
+            decoded[key] = _adapter(cls).validate_python(fields)
+        except ValidationError as exc:
+            raise DecisionError(f"the decision for {key!r} is not valid: {exc}") from None
+    return decoded
+
+
+_DECISION_TYPES: dict[str, type[Any]] = {
+    "approve": Approve,
+    "deny": Deny,
+    "edit": Edit,
+    "result": ExternalResult,
+}

@@ -1,5 +1,5 @@
 """``TemporalAgent``, an agent's durable face, and ``DurableRun``, a durable run as its caller
-sees it: the events (by long-polling the workflow) and the result."""
+sees it: the events (by polling the workflow) and the result."""
 
 from __future__ import annotations
 
@@ -17,25 +17,33 @@ from typing_extensions import TypeVar
 
 from .. import _errors
 from .. import _events as ev
+from .._decisions import Approve, Deny, Edit, ExternalResult
 from .._errors import AgentLoopError, UserError
 from .._steps import RunResult
 from .._time import new_id
+from .._waiting import DecisionError
 from ..goals import GoalToolSet
+from . import _codec
 from ._options import ActivityOptions
 
 if TYPE_CHECKING:
     from .._agent import Agent
+    from .._decisions import Decision
     from ..tools import Tool
 
 OutputT = TypeVar("OutputT", default=str)
 
 WORKFLOW_NAME = "agentloop.AgentRun"
 EVENTS_UPDATE = "agentloop.events"
+EVENTS_QUERY = "agentloop.peek"
 DELTAS_SIGNAL = "agentloop.deltas"
 ACK_SIGNAL = "agentloop.ack"
+DECIDE_UPDATE = "agentloop.decide"
+WAITING_QUERY = "agentloop.waiting"
 MODEL_ACTIVITY = "agentloop.model"
 TOOL_ACTIVITY = "agentloop.tool"
-POLL_INTERVAL = 0.1  # the least time between two polls of one caller: bounds updates per run
+POLL_INTERVAL = 0.1  # the least time between two polls of one caller
+IDLE_POLLS = 20  # empty queries in a row (2 s) before the caller long-polls with an update
 
 
 class DurableRunFailed(AgentLoopError):
@@ -71,6 +79,10 @@ class TemporalAgent(Generic[OutputT]):
             is 10): after a worker dies in the middle of one, its run waits this long before
             another worker takes over.
         store_seconds: Seconds one call of a session run on the worker's store may take.
+        decision_timeout: Seconds a run that waits on decisions waits for them (``None``: for
+            as long as it takes, days if need be; it holds no worker meanwhile). When they
+            pass, each call that needs approval is denied and each external call fails, the
+            reason saying so, and the run goes on.
     """
 
     def __init__(
@@ -84,7 +96,16 @@ class TemporalAgent(Generic[OutputT]):
         linger: float = 60.0,
         workflow_task_timeout: float = 10.0,
         store_seconds: float = 30.0,
+        decision_timeout: float | None = None,
     ) -> None:
+        if agent.approver is not None:
+            raise UserError(
+                "a durable run cannot ask a live approver: it would run inside the workflow, "
+                "where a person's answer is not replayable; drop approver= and decide the "
+                "waiting calls with DurableRun.decide (a UI can call it at once)"
+            )
+        if decision_timeout is not None and not decision_timeout > 0:
+            raise UserError(f"decision_timeout must be positive seconds, not {decision_timeout!r}")
         for toolset in agent.toolsets:
             if not isinstance(toolset, GoalToolSet):
                 raise UserError(
@@ -109,6 +130,7 @@ class TemporalAgent(Generic[OutputT]):
         self.linger = linger
         self.workflow_task_timeout = workflow_task_timeout
         self.store_seconds = store_seconds
+        self.decision_timeout = decision_timeout
         self.fingerprint = _fingerprint(self)
 
     def tools(self) -> list[Tool]:
@@ -118,6 +140,22 @@ class TemporalAgent(Generic[OutputT]):
             if isinstance(toolset, GoalToolSet):
                 tools.extend(toolset._tools)
         return tools
+
+    def may_wait(self) -> bool:
+        """Whether a run may wait on decisions (a tool that needs approval, or an external
+        one): its workflow then has no execution timeout, as it waits for as long as it takes
+        (the agent's ``deadline`` still bounds each invocation)."""
+        return any(a.may_wait for t in self.tools() for a in t.activities.values())
+
+    async def decide(self, client: Client, run_id: str, decisions: Mapping[str, Decision]) -> None:
+        """Decide the calls a durable run waits on (``attach(...).decide(...)``).
+
+        Args:
+            client: A Temporal client.
+            run_id: The run's id.
+            decisions: One per pending call, by ``PendingCall.id``.
+        """
+        await self.attach(client, run_id).decide(decisions)
 
     def tool_options(self, name: str) -> ActivityOptions:
         """How the tool's activities are scheduled.
@@ -176,7 +214,7 @@ class TemporalAgent(Generic[OutputT]):
             result_type=str,
             task_timeout=timedelta(seconds=self.workflow_task_timeout),
             execution_timeout=None
-            if self.agent.deadline is None
+            if self.agent.deadline is None or self.may_wait()
             else timedelta(seconds=self.agent.deadline + 60.0),
         )
         return DurableRun(self, handle)
@@ -236,9 +274,12 @@ class DurableRun(Generic[OutputT]):
     last one seen; a caller that reconnects with ``TemporalAgent.attach(after_seq=...)`` goes
     on from there), then ``await run.result()``.
 
-    The events come in batches from a long-poll workflow update, polled at most every 0.1 s.
-    A finished run waits up to ``TemporalAgent.linger`` seconds for a caller that streams it
-    to read its last event. Made by ``TemporalAgent.start`` and ``TemporalAgent.attach``.
+    The events come in batches from a workflow query, polled at most every 0.1 s (not
+    recorded, no per-run limit); after 2 s without events, from a long-poll workflow update
+    (recorded, 2,000 per run on Temporal's defaults) until events come again. ``RunWaiting``
+    does not end the iteration: the run goes on once decided (``decide``). A finished run
+    waits up to ``TemporalAgent.linger`` seconds for a caller that streams it to read its
+    last event. Made by ``TemporalAgent.start`` and ``TemporalAgent.attach``.
 
     Args:
         durable: The agent the run is of.
@@ -258,6 +299,8 @@ class DurableRun(Generic[OutputT]):
         self._streamed = False
         self._terminal_event: ev.Event | None = None
         self._last_poll = -POLL_INTERVAL
+        self._empty_polls = 0
+        self._announced = False
 
     def __aiter__(self) -> Self:
         return self
@@ -282,10 +325,20 @@ class DurableRun(Generic[OutputT]):
         if wait > 0:
             await anyio.sleep(wait)
         self._last_poll = anyio.current_time()
+        if not self._announced:
+            self._announced = True
+            await self._ack()  # a caller streams: the finished run lingers for it
+        reply: dict[str, Any] | None = None
+        if self._empty_polls < IDLE_POLLS:
+            reply = await self._peek()
+            if reply is not None and not reply["events"] and not reply["end"]:
+                self._empty_polls += 1
+                return
         try:
-            reply = await self._handle.execute_update(
-                EVENTS_UPDATE, self.last_seq, result_type=dict
-            )
+            if reply is None:
+                reply = await self._handle.execute_update(
+                    EVENTS_UPDATE, self.last_seq, result_type=dict
+                )
         except Exception as exc:  # the workflow closed between two polls
             if not await self._closed():
                 raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
@@ -293,8 +346,23 @@ class DurableRun(Generic[OutputT]):
             if not self._batch:
                 self._ended = True
             return
+        if reply["events"]:
+            self._empty_polls = 0
         output_type = self._durable.agent.output_type
         self._batch = deque(ev.event_from_json(e, output_type=output_type) for e in reply["events"])
+
+    async def _peek(self) -> dict[str, Any] | None:
+        """The events after the last seen, by query (``None``: no worker answered now, as
+        after a crash: the caller long-polls, which waits for one)."""
+        from temporalio.client import WorkflowQueryFailedError
+
+        try:
+            reply: dict[str, Any] = await self._handle.query(
+                EVENTS_QUERY, self.last_seq, result_type=dict
+            )
+        except (RPCError, WorkflowQueryFailedError):
+            return None
+        return reply
 
     async def _closed(self) -> bool:
         try:
@@ -333,6 +401,54 @@ class DurableRun(Generic[OutputT]):
         if isinstance(terminal, ev.RunFailed):
             raise _error_of(terminal.error.kind, terminal.error.message)
         raise DurableRunFailed(f"the run ended with {terminal.type}")
+
+    async def waiting(self) -> RunResult[OutputT] | None:
+        """The run's result so far while it waits on decisions (``result.pending`` names the
+        calls), else ``None`` (it runs, or has ended). It asks the workflow; it never waits."""
+        data = await self._handle.query(WAITING_QUERY, result_type=str | None)  # type: ignore[arg-type]
+        if data is None:
+            return None
+        event = ev.event_from_json(data, output_type=self._durable.agent.output_type)
+        if not isinstance(event, ev.RunWaiting):  # a fault of ours if so
+            raise DurableRunFailed(f"the run's waiting state is a {event.type} event")
+        result: RunResult[OutputT] = event.result
+        return result
+
+    async def decide(self, decisions: Mapping[str, Decision]) -> None:
+        """Decide the calls the run waits on (``RunWaiting``'s ``result.pending``), one
+        decision per call by its ``id``: the run goes on in its workflow, and a caller
+        streaming it sees the rest of its events. Decisions the run cannot take (an unknown
+        or missing call, the wrong kind, an edit that fails the tool's schema, a run not
+        waiting) raise ``UserError`` and are not recorded: the run still waits.
+
+        Args:
+            decisions: ``{call.id: Approve() | Deny(reason) | Edit(arguments) |
+                ExternalResult(output=...)}``.
+        """
+        from temporalio.client import WorkflowUpdateFailedError
+        from temporalio.exceptions import ApplicationError
+
+        if not isinstance(decisions, Mapping):
+            raise UserError("decisions must be a mapping of pending call ids to decisions")
+        for key, decision in decisions.items():
+            given: object = decision  # from the caller: any value, whatever the annotation
+            if not isinstance(given, Approve | Deny | Edit | ExternalResult):
+                raise DecisionError(
+                    f"the decision for {key!r} must be Approve(), Deny(reason), "
+                    f"Edit(arguments) or ExternalResult(...), not {decision!r}"
+                )
+        data = _codec.encode_decisions(decisions)
+        try:
+            await self._handle.execute_update(DECIDE_UPDATE, data)
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type == "DecisionError":
+                raise DecisionError(cause.message) from None
+            raise DurableRunFailed(f"deciding failed: {cause}") from exc
+        except RPCError as exc:
+            if await self._closed():
+                raise DecisionError("the run is not waiting on decisions: it has ended") from None
+            raise DurableRunFailed(f"deciding failed: {exc}") from exc
 
     async def cancel(self) -> None:
         """Ask Temporal to cancel the run (its activities are cancelled too)."""

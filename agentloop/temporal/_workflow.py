@@ -28,28 +28,32 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from .. import _events as ev
-from .._actions import error_result
+from .._actions import Toolbox, error_result
 from .._context import StateView
+from .._decisions import Decision, Deny, ExternalResult
 from .._loop import execute
 from .._run import Emitter, Launch
-from .._session_run import SessionSpec
-from .._steps import ActionResult
+from .._session_run import SessionSpec, step_from_json
+from .._steps import ActionResult, RunResult, Step
 from .._time import use_entropy
+from .._waiting import DecisionError, check_decisions, decode_state
 from ..models._base import Model
 from ..models._types import ModelDelta, ModelProfile, ModelRequest, ModelStream
 from . import _codec
 from ._durable import (
     ACK_SIGNAL,
+    DECIDE_UPDATE,
     DELTAS_SIGNAL,
+    EVENTS_QUERY,
     EVENTS_UPDATE,
     MODEL_ACTIVITY,
     TOOL_ACTIVITY,
+    WAITING_QUERY,
     WORKFLOW_NAME,
 )
 from ._store import ActivityStore
 
 if TYPE_CHECKING:
-    from .._actions import Toolbox
     from .._middleware import ToolCall
     from ._durable import TemporalAgent
 
@@ -248,6 +252,11 @@ class AgentRunWorkflow:
         self._acked = 0
         self._calls: dict[int, _Call] = {}
         self._call_count = 0
+        # While the run waits on decisions: the step it waits in, and its RunWaiting event.
+        self._waiting_step: Step | None = None
+        self._waiting_event: str | None = None
+        self._toolbox: Toolbox | None = None
+        self._decided: dict[str, Decision] | None = None
 
     def open_call(self) -> _Call:
         self._call_count += 1
@@ -266,8 +275,18 @@ class AgentRunWorkflow:
 
     @workflow.signal(name=ACK_SIGNAL)
     def ack(self, seq: int) -> None:
-        """The streaming caller has read up to ``seq``."""
+        """The streaming caller has read up to ``seq`` (its first ack says it streams: the
+        finished run then lingers for it to read the end)."""
+        self._polled = True
         self._acked = max(self._acked, seq)
+
+    @workflow.query(name=EVENTS_QUERY)
+    def peek(self, after: int) -> dict[str, Any]:
+        """The events after seq ``after``, at once (maybe none). A query is not recorded in
+        the history and has no per-run limit, unlike an update: a caller streaming a busy
+        run polls this, and long-polls ``events`` only while the run is idle."""
+        batch = self._log[after : after + MAX_BATCH]
+        return {"events": batch, "end": self._finished and after + len(batch) >= len(self._log)}
 
     # A poll left waiting when the workflow fails (an agent mismatch) is abandoned: its
     # caller falls back to the workflow's outcome.
@@ -286,6 +305,35 @@ class AgentRunWorkflow:
             pass
         batch = self._log[after : after + MAX_BATCH]
         return {"events": batch, "end": self._finished and after + len(batch) >= len(self._log)}
+
+    @workflow.update(name=DECIDE_UPDATE)
+    def decide(self, decisions: dict[str, Any]) -> None:
+        """The decisions on the calls the run waits on (checked by ``check_decide`` first):
+        the run goes on with them."""
+        self._decided = _codec.decode_decisions(decisions)
+        self._waiting_step = None
+
+    @decide.validator
+    def check_decide(self, decisions: dict[str, Any]) -> None:
+        """Refuse decisions the run cannot take (the engine's own ``check_decisions``): a
+        refused update is not recorded, so the run still waits and nothing is lost."""
+        step, toolbox = self._waiting_step, self._toolbox
+        if step is None or toolbox is None or self._decided is not None:
+            raise ApplicationError(
+                "the run is not waiting on decisions (it has not waited yet, was decided "
+                "already, or has ended)",
+                type="DecisionError",
+                non_retryable=True,
+            )
+        try:
+            check_decisions(step, _codec.decode_decisions(decisions), toolbox, prefix="")
+        except DecisionError as exc:
+            raise ApplicationError(str(exc), type="DecisionError", non_retryable=True) from None
+
+    @workflow.query(name=WAITING_QUERY)
+    def waiting(self) -> str | None:
+        """The ``RunWaiting`` event of the run while it waits on decisions, as JSON."""
+        return self._waiting_event if self._waiting_step is not None else None
 
     @workflow.run
     async def run(self, start: dict[str, Any]) -> str:
@@ -345,12 +393,19 @@ class AgentRunWorkflow:
             session_spec=spec,
             effects=_ToolEffects(durable),
         )
+        self._toolbox = Toolbox(durable.tools())
         error: Exception | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._keep, receive)
             async with send:
                 try:
-                    await execute(launch)
+                    result = await execute(launch)
+                    # A run that waits on decisions waits here, durably (for days if need
+                    # be), then goes on in this workflow: one workflow, one stream of events.
+                    while result.pending:
+                        decided = await self._wait_for_decisions(durable, result)
+                        launch = _resumed(launch, result, decided, spec)
+                        result = await execute(launch)
                 except Exception as exc:
                     workflow.logger.debug("run %s failed", start["run_id"], exc_info=True)
                     error = exc
@@ -365,10 +420,74 @@ class AgentRunWorkflow:
             )
         return terminal
 
+    async def _wait_for_decisions(
+        self, durable: TemporalAgent[Any], result: RunResult[Any]
+    ) -> dict[str, Decision]:
+        """The decisions a ``decide`` update brings; none within ``decision_timeout``: each
+        approval is denied and each external call fails, saying so."""
+        reply = result.resume_state["reply"] if result.resume_state is not None else None
+        self._waiting_step = (
+            step_from_json(reply)
+            if reply is not None
+            else Step(index=len(result.steps), attempt=0, pending=result.pending)
+        )
+        within = durable.decision_timeout
+        try:
+            await workflow.wait_condition(
+                lambda: self._decided is not None,
+                timeout=None if within is None else timedelta(seconds=within),
+            )
+        except TimeoutError:
+            why = f"no decision within {within:g}s (the run's decision_timeout)"
+            self._decided = {
+                p.id: Deny(why) if p.kind == "approval" else ExternalResult(error=why)
+                for p in result.pending
+            }
+        decided, self._decided = self._decided or {}, None
+        self._waiting_step = None
+        return decided
+
     async def _keep(self, receive: Any) -> None:
         async with receive:
             async for event in receive:
                 data = event.to_json()
                 self._log.append(data)
-                if isinstance(event, ev.RunFinished | ev.RunFailed) and not event.parent_run_id:
+                if event.parent_run_id:
+                    continue
+                if isinstance(event, ev.RunFinished | ev.RunFailed):
                     self._terminal = data
+                elif isinstance(event, ev.RunWaiting):
+                    self._waiting_event = data
+                elif isinstance(event, ev.RunStarted):
+                    self._waiting_event = None  # the next invocation: it waits no more
+
+
+def _resumed(
+    launch: Launch,
+    result: RunResult[Any],
+    decisions: dict[str, Decision],
+    spec: SessionSpec | None,
+) -> Launch:
+    """The next invocation of a run that waited: from its session, or from its resume state,
+    with the decisions; its events numbered on in the same stream."""
+    agent = launch.agent
+    loaded = None
+    if spec is not None:
+        spec = SessionSpec(
+            store=spec.store, session_id=spec.session_id, wait=spec.wait, resume=True
+        )
+    else:
+        loaded = decode_state(result.resume_state, agent=agent.name)
+    return Launch(
+        agent=agent,
+        run_id=launch.run_id,
+        user_input="",
+        branch=launch.branch,
+        emitter=launch.emitter,
+        state=StateView(dict(result.state or {})),
+        variables=launch.variables,
+        session_spec=spec,
+        loaded=loaded,
+        decisions=decisions,
+        effects=launch.effects,
+    )
