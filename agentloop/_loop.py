@@ -359,13 +359,16 @@ def _engine(
     if run.instrument is not None:
         tool_middleware = (tool_span(run), *tool_middleware)
     effects = run.effects
+    if effects is None:
+        call = compose(tool_middleware, make_terminal(toolbox, plan.tool_limits))
+    else:  # the tool and its middleware are another driver's effect; the controls stay here
+        controls_only = () if control_tool is None else (control_tool,)
+        call = compose(controls_only, effects.tool_call(toolbox))
     executor = Executor(
         run=run.context,
         task_group=tg,
         toolbox=toolbox,
-        call=compose(tool_middleware, make_terminal(toolbox, plan.tool_limits))
-        if effects is None
-        else effects.tool_call(toolbox),
+        call=call,
         limits=plan.tool_limits,
         on_start=lambda pending: _action_started(run, pending),
         on_finish=run.action_finished,

@@ -24,6 +24,9 @@ from agentloop import (
     ModelConnectionError,
     RunResult,
     ToolContext,
+    ToolGuardrail,
+    Tripwire,
+    UsageLimits,
     UserError,
     tool,
 )
@@ -574,3 +577,40 @@ async def test_a_busy_stream_is_read_by_queries_not_updates(temporal_target: str
     ]
     assert len(deltas) >= 10  # it streamed, over about three seconds
     assert len(updates) <= 1, len(updates)
+
+
+async def _no_remembering(call: Any) -> Tripwire | None:
+    return Tripwire(reason="no notes today") if call.action.name == "remember" else None
+
+
+async def test_tool_guardrails_and_the_tool_call_limit_hold_in_durable_runs(
+    temporal_target: str, provider: ProviderServer
+) -> None:
+    """The run's controls wrap the tool activities in the workflow, as they wrap the tools
+    in-process: a tripped call never runs, and the limit counts the durable run's calls."""
+    guard = ToolGuardrail(before=_no_remembering)
+    async with emulated_agent(
+        provider.url, name="guarded-adder", tools=[add, remember], guardrails=[guard]
+    ) as agent:
+        local = await agent.run("add 2 and 3", state={"notes": []})
+        durable = TemporalAgent(agent, task_queue=_queue())
+        async with serving(temporal_target, durable) as client:
+            result = await durable.run(client, "add 2 and 3", state={"notes": []})
+    assert local.error is not None and local.error.kind == "guardrail_tripped"
+    assert result.error is not None and result.error.kind == "guardrail_tripped"
+    assert result.state == {"notes": []}  # the tripped call never ran
+    _same(result, local)
+
+    with ProviderServer(EmulatedProvider(script=ADDING)) as server:
+        async with emulated_agent(
+            server.url,
+            name="limited-adder",
+            tools=[add, remember],
+            usage_limits=UsageLimits(tool_calls=1),
+        ) as agent_limited:
+            durable = TemporalAgent(agent_limited, task_queue=_queue())
+            async with serving(temporal_target, durable) as client:
+                limited = await durable.run(client, "add 2 and 3", state={"notes": []})
+    assert limited.error is not None
+    assert limited.error.kind == "usage_limit_exceeded"
+    assert [a.error_kind for a in limited.steps[0].actions].count("not_run") == 1
