@@ -32,7 +32,7 @@ from ._output import Output, parse_output
 from ._prompt import Plain, Ruleset, compile_template, render, system_message
 from ._retry import RetryPolicy
 from ._run import Emitter, Launch, run_of
-from ._session_run import Memory, SessionSpec, unfinished_runs
+from ._session_run import Memory, SessionSpec, check_stored_input, unfinished_runs
 from ._steps import RunResult
 from ._time import new_id
 from ._usage_limits import UsageLimits
@@ -423,6 +423,7 @@ class Agent(Generic[DepsT, OutputT]):
                 raise UserError("state= is for runs without a session; a session has its own")
             if run_key is not None and not run_key:
                 raise UserError("run_key must be a non-empty string")
+            check_stored_input(input_parts)
             spec = SessionSpec(
                 store=store,
                 session_id=session,

@@ -289,7 +289,12 @@ async def _steps(
     elif run.decisions:
         check_decisions(None, run.decisions, toolbox, prefix=run.call_prefix)
     elif session is not None:
-        await session.start(agent=plan.name, branch=run.branch, user_input=run.user_input)
+        await session.start(
+            agent=plan.name,
+            branch=run.branch,
+            user_input=run.user_input,
+            input_parts=run.input_parts,
+        )
     while True:
         if len(run.steps) >= plan.max_steps:
             return await _ended(run, _limit_result(run))

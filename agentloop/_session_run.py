@@ -45,7 +45,9 @@ _logger = logging.getLogger("agentloop")
 class Memory:
     """How much of a session's earlier runs a new run sees: at most ``max_runs`` runs, and at
     most ``max_tokens`` tokens (provider-reported where known, else characters / 4); the oldest
-    are dropped first.
+    are dropped first. Earlier runs are replayed as text: their images and files are kept in the
+    session (a resumed run sends them again) but not sent again with every later run, whose
+    tokens they would multiply.
 
     Args:
         max_runs: The most earlier runs replayed (0: none).
@@ -69,6 +71,48 @@ class SessionSpec:
     wait: float | None = None
     resume: bool = False
     run_key: str | None = None
+
+
+MAX_STORED_INPUT_BYTES = 32 * 1024 * 1024
+"""The most bytes of images and files (and URLs) a session run's input may hold: the largest
+part any provider takes (a 32 MB PDF). Stored as base64, that is under 45 MB of record text,
+far below SQLite's and PostgreSQL's 1 GB per value."""
+
+
+def check_stored_input(parts: Sequence[InputPart] | None) -> None:
+    """Refuse, before the session is touched, an input too large to keep in its run record."""
+    from .models._types import FilePart, ImagePart
+
+    size = 0
+    for part in parts or ():
+        if isinstance(part, ImagePart | FilePart):
+            size += len(part.data) if part.data is not None else len(part.url or "")
+    if size > MAX_STORED_INPUT_BYTES:
+        raise UserError(
+            f"a session run's images and files may hold up to {MAX_STORED_INPUT_BYTES // 2**20}"
+            f" MB in all (its run record keeps them); this input holds {size / 2**20:.1f} MB"
+        )
+
+
+@functools.cache
+def _parts_adapter() -> TypeAdapter[tuple[InputPart, ...]]:
+    from pydantic import TypeAdapter
+
+    from .models._types import InputPart
+
+    return TypeAdapter(tuple[InputPart, ...])
+
+
+def parts_to_json(parts: tuple[InputPart, ...] | None) -> list[dict[str, Any]] | None:
+    """The input's parts as a run record keeps them (bytes as base64, as in a resume state)."""
+    if parts is None:
+        return None
+    data: list[dict[str, Any]] = _parts_adapter().dump_python(parts, mode="json")
+    return data
+
+
+def parts_from_json(data: list[dict[str, Any]] | None) -> tuple[InputPart, ...] | None:
+    return None if data is None else _parts_adapter().validate_python(data)
 
 
 @functools.cache
@@ -206,12 +250,24 @@ class SessionScope:
         """The run goes on from an unfinished run of the history."""
         return self.loaded.run_id is not None
 
-    async def start(self, *, agent: str, branch: str, user_input: str) -> None:
+    async def start(
+        self,
+        *,
+        agent: str,
+        branch: str,
+        user_input: str,
+        input_parts: tuple[InputPart, ...] | None = None,
+    ) -> None:
         """Record the run, before its first model call (a resumed run is recorded already)."""
         from .sessions import RunRecord
 
         record = RunRecord(
-            run_id=self.run_id, agent=agent, branch=branch, input=user_input, run_key=self.run_key
+            run_id=self.run_id,
+            agent=agent,
+            branch=branch,
+            input=user_input,
+            input_parts=parts_to_json(input_parts),
+            run_key=self.run_key,
         )
         await self._commit([record])
         self.recorded = True
@@ -576,6 +632,7 @@ def load(session: Session, *, memory: Memory, resume: bool, run_key: str | None 
     if target is not None:
         loaded.run_id = target
         loaded.user_input = runs[target].input
+        loaded.input_parts = parts_from_json(runs[target].input_parts)
         loaded.steps = tuple(step_from_json(s.step) for s in steps.get(target, ()))
         reply = replies.get(target)
         if reply is not None and reply.index == len(loaded.steps):

@@ -41,7 +41,8 @@ class RunRecord(_RecordBase):
         run_id: The run's id.
         agent: The agent's name.
         branch: The run's branch.
-        input: The run's input.
+        input: The run's input (its text).
+        input_parts: All the input's parts, as JSON, when it holds images or files.
         parent_run_id: The parent run's id, for a sub-agent's run.
         run_key: The caller's idempotency key for the run, if any.
     """
@@ -51,6 +52,10 @@ class RunRecord(_RecordBase):
     agent: str
     branch: str
     input: str
+    input_parts: list[dict[str, JsonValue]] | None = None
+    """The input's text, image and file parts in order (bytes as base64) when it holds images or
+    files, so a resumed run sends them again; ``None`` for text (and in records of older
+    versions)."""
     parent_run_id: str | None = None
     run_key: str | None = None
     """The caller's idempotency key for the run (``Agent.run(run_key=...)``), if any."""

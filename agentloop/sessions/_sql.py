@@ -4,7 +4,7 @@ Each method runs inside a transaction the back end opened (``BEGIN IMMEDIATE`` o
 lock taken with ``SELECT ... FOR UPDATE`` on PostgreSQL) and talks to a DB-API cursor. Every id, key
 and value is a bound parameter; the only text spliced into SQL is this module's own constants.
 
-Schema (version 1; both dialects, types differ)::
+Schema (version 2; both dialects, types differ)::
 
     agentloop_schema   (version)                                     one row: the schema version
     agentloop_sessions (id PK, app, user_id, version, last_seq, created_at, updated_at,
@@ -13,6 +13,10 @@ Schema (version 1; both dialects, types differ)::
                         partial index (session_id, seq) WHERE type = 'run' for history_limit
     agentloop_state    (session_id, key, value)                      PK (session_id, key);
                                                                      value is JSON text
+
+Version 2 changed no table: it marks that a ``run`` record's body may hold ``input_parts`` (the
+input's images and files), which an agentloop that knows only version 1 cannot read, so that one
+refuses the database with "upgrade agentloop" instead of failing on the first such record.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from ._codec import EncodedRecord, StateDelta, decode_state
 from ._records import records_from_bodies
 from ._types import Lease, Session, SessionInfo
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Cursor(Protocol):

@@ -64,6 +64,8 @@ _MIGRATIONS: dict[int, list[str]] = {
             PRIMARY KEY (session_id, key)
         )""",
     ],
+    # No table changes: run records' bodies may now hold ``input_parts`` (see _sql.py).
+    2: [],
 }
 
 
