@@ -17,6 +17,7 @@ from agentloop._errors import UserError
 from ._driver import SDKModel, Transport
 from ._openai_chat import ChatDecoder, build_chat_body
 from ._openai_responses import ResponsesDecoder, build_responses_body
+from ._sdk_free import DirectRequest, openai_direct_request
 from ._stream import WireDecoder
 from ._types import ModelProfile, ModelRequest, ModelSettings
 
@@ -29,9 +30,7 @@ _PLACEHOLDER_KEY = "agentloop-no-key"
 class _OpenAIModel(SDKModel):
     _request_id_header: ClassVar[str] = "x-request-id"
 
-    def _make_client(self, http_client: Any) -> Any:
-        import openai
-
+    def _key(self) -> str:
         key = self._resolved_key(KEY_ENV)
         if key is None:
             if self._base_url is None:
@@ -40,6 +39,15 @@ class _OpenAIModel(SDKModel):
                     "or pass api_key=... to the model"
                 )
             key = _PLACEHOLDER_KEY
+        return key
+
+    def _sdk_free_request(self) -> DirectRequest | None:
+        return openai_direct_request(self._key(), self._base_url)
+
+    def _make_client(self, http_client: Any) -> Any:
+        import openai
+
+        key = self._key()
         return openai.AsyncOpenAI(
             api_key=key,
             base_url=self._base_url,
