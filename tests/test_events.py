@@ -249,7 +249,7 @@ def test_the_emitters_event_builder_makes_the_events_the_classes_make(cls: type[
     common = ("run_id", "parent_run_id", "branch", "seq")
     values = {f.name: getattr(expected, f.name) for f in dataclasses.fields(cls)}
     head = [values.pop(name) for name in common]
-    build = _event_builder(cls)
+    build: Any = _event_builder(cls)
     made = build(*head, values)
     assert made == expected and type(made) is cls
     del values["type"]  # a default

@@ -51,6 +51,7 @@ __all__ = [
     "direct_eligible",
     "header_secrets",
     "internals_checked",
+    "release",
 ]
 
 logger = logging.getLogger("agentloop")
@@ -65,7 +66,7 @@ CHECKED: Final = {
 }
 
 
-def _release(version: str) -> tuple[int, ...]:
+def release(version: str) -> tuple[int, ...]:
     """``"2.16.2"`` -> ``(2, 16, 2)``; a pre-release counts as its release (``"3.0rc1"`` -> (3, 0))."""
     return tuple(int(m.group()) for m in (re.match(r"\d+", p) for p in version.split(".")) if m)
 
@@ -80,7 +81,7 @@ def internals_checked() -> bool:
             found = version(dist)
         except PackageNotFoundError:
             return False
-        if not low <= _release(found) < high:
+        if not low <= release(found) < high:
             logger.debug(
                 "%s %s is not a version checked for the direct paths: SDK path", dist, found
             )

@@ -105,3 +105,16 @@ def test_a_first_run_on_the_direct_path_imports_no_sdk(server: ProviderServer) -
     (request,) = server.requests
     assert request.headers["authorization"] == "Bearer sk-k"
     assert request.headers["user-agent"].startswith("AsyncOpenAI/Python ")
+
+
+def test_the_sdk_version_and_platform_are_read_as_the_sdk_reads_them() -> None:
+    """The version comes from the SDK's ``_version.py`` (no metadata scan), the platform from
+    ``uname`` (not ``platform.platform()``, 50 ms): both as the SDK's own functions say."""
+    from importlib.metadata import version
+
+    from openai._base_client import get_platform
+
+    from agentloop.models import _sdk_free
+
+    assert _sdk_free.openai_version() == version("openai")
+    assert _sdk_free._platform_name() == str(get_platform())
