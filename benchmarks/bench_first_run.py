@@ -114,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         "`import aiohttp`, the agent from its first `Agent.run`."
     )
     print(
-        f"\nTargets: first byte within the floor's + {TARGET_MS:g} ms (+{late:.1f} ms): "
+        f"\nTargets: first byte within the floor's + {TARGET_MS:g} ms ({late:+.1f} ms): "
         f"{'met' if late <= TARGET_MS else 'NOT met'}; peak RSS within {TARGET_MIB:g} MiB of "
-        f"the floor's (+{heavier:.0f} MiB): {'met' if heavier <= TARGET_MIB else 'NOT met'}."
+        f"the floor's ({heavier:+.0f} MiB): {'met' if heavier <= TARGET_MIB else 'NOT met'}."
     )
     return 0
 

@@ -1,6 +1,7 @@
 """The machinery the SDK-backed drivers share: lazy clients, transports, settings, streaming.
 
-The SDK is imported, and its client made, on first use, on the running event loop. Transports:
+The SDK is imported, and its client made, on first use, on the running event loop (a driver that
+can compute the direct path's URL and headers itself, ``_sdk_free_request``, skips both). Transports:
 ``"aiohttp"`` (asyncio with the ``[fast]`` extra: aiohttp directly, with the SDK client's URL and
 headers, see ``_transport``), ``"aiohttp-sdk"`` (the SDK's own aiohttp-based client), ``"httpx"``
 (the SDK's default httpx2 client: asyncio and trio). The clients the driver makes share one TLS
