@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast, final
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast, final
 
 import anyio
 from anyio import BrokenResourceError, ClosedResourceError, WouldBlock
@@ -126,14 +127,61 @@ class Emitter:
 
     def _make(self, run: _Run, cls: type[ev.Event], fields: dict[str, Any]) -> ev.Event:
         self._seq += 1
-        return cls(
-            run_id=run.run_id,
-            parent_run_id=run.parent_run_id,
-            branch=run.branch,
-            seq=self._seq,
-            agent=run.agent.name,
-            **fields,
-        )
+        build = _EVENT_BUILDERS.get(cls) or _event_builder(cls)
+        return build(run.run_id, run.parent_run_id, run.branch, self._seq, run.agent.name, fields)
+
+
+_EventBuilder: TypeAlias = Callable[[str, "str | None", str, int, str, dict[str, Any]], ev.Event]
+_COMMON_FIELDS = ("run_id", "parent_run_id", "branch", "seq", "agent")
+_EVENT_BUILDERS: dict[type[Any], _EventBuilder] = {}
+
+
+def _event_builder(cls: type[ev.Event]) -> _EventBuilder:
+    """Makes ``cls`` events, equal to ``cls(**fields)``, in half the time: a frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__``, and a streamed turn makes about
+    16 events. This sets the slots directly (the events are immutable all the same)."""
+    slot_setters = {f.name: getattr(cls, f.name).__set__ for f in dataclasses.fields(cls)}
+    set_run_id, set_parent, set_branch, set_seq, set_agent = (
+        slot_setters.pop(n) for n in _COMMON_FIELDS
+    )
+    others = [
+        (f.name, slot_setters[f.name], f.default, f.default_factory)
+        for f in dataclasses.fields(cls)
+        if f.name in slot_setters
+    ]
+    new = object.__new__
+
+    def build(
+        run_id: str,
+        parent_run_id: str | None,
+        branch: str,
+        seq: int,
+        agent: str,
+        fields: dict[str, Any],
+    ) -> ev.Event:
+        event: ev.Event = new(cls)
+        set_run_id(event, run_id)
+        set_parent(event, parent_run_id)
+        set_branch(event, branch)
+        set_seq(event, seq)
+        set_agent(event, agent)
+        given = 0
+        for name, set_field, default, default_factory in others:
+            if name in fields:
+                set_field(event, fields[name])
+                given += 1
+            elif default is not dataclasses.MISSING:
+                set_field(event, default)
+            elif default_factory is not dataclasses.MISSING:
+                set_field(event, default_factory())
+            else:
+                raise TypeError(f"{cls.__name__} needs {name!r}")
+        if given != len(fields):
+            raise TypeError(f"{cls.__name__} has no field among {sorted(fields)}")
+        return event
+
+    _EVENT_BUILDERS[cls] = build
+    return build
 
 
 class AttemptRecord:

@@ -350,6 +350,7 @@ class GcMeter:
     def __init__(self) -> None:
         self.passes = [0, 0, 0]
         self.seconds = [0.0, 0.0, 0.0]
+        self.collected = 0  # objects found unreachable: the cyclic garbage
         self._start = 0.0
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
@@ -359,6 +360,7 @@ class GcMeter:
             generation = info["generation"]
             self.passes[generation] += 1
             self.seconds[generation] += time.process_time() - self._start
+            self.collected += info["collected"]
 
     def __enter__(self) -> GcMeter:
         gc.callbacks.append(self._callback)
@@ -419,6 +421,7 @@ def _scale_worker(
         }
         if gc_stats:
             result["gc_passes"], result["gc_seconds"] = meter.passes, meter.seconds
+            result["gc_collected"] = meter.collected
         return result
 
     return anyio.run(main, backend="asyncio")

@@ -242,3 +242,35 @@ async def test_event_from_json_restores_a_typed_output() -> None:
         assert RunFinished.from_json(text, output_type=output_type) == finished
         # Other events are untouched by the output type.
         assert event_from_json(events[0].to_json(), output_type=output_type) == events[0]
+
+
+@pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda c: c.__name__)
+def test_the_emitters_event_builder_makes_the_events_the_classes_make(cls: type[Any]) -> None:
+    """The emitter sets an event's slots itself (faster than a frozen dataclass's
+    ``__init__``): the event is equal to the class's own, defaults included, and as immutable;
+    a missing or unknown field is refused as the class refuses it."""
+    from agentloop._run import _event_builder
+
+    expected = _sample(cls)
+    common = ("run_id", "parent_run_id", "branch", "seq", "agent")
+    values = {f.name: getattr(expected, f.name) for f in dataclasses.fields(cls)}
+    head = [values.pop(name) for name in common]
+    build: Any = _event_builder(cls)
+    made = build(*head, values)
+    assert made == expected and type(made) is cls
+    del values["type"]  # a default
+    assert build(*head, values) == expected
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.seq = 2
+    with pytest.raises(TypeError):
+        build(*head, {**values, "unknown": 1})
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.name not in common
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if required:
+        with pytest.raises(TypeError):
+            build(*head, {k: v for k, v in values.items() if k != required[0]})

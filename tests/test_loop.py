@@ -493,3 +493,30 @@ async def test_a_custom_react_template_is_rendered_on_every_run() -> None:
     first, second = (r.messages[0] for r in model.requests)
     assert first is not second
     assert first.text == second.text and "Tools: add" in first.text
+
+
+@pytest.mark.parametrize(
+    "instructions", [None, "", "Be brief.", "  Keep {{ name }} as is.\n\n", "a\n\nb  \n"]
+)
+def test_a_system_message_of_instructions_alone_is_the_templates(instructions: str | None) -> None:
+    """Instructions alone skip the system template (and importing jinja2): the text is the one
+    the template renders."""
+    from agentloop._prompt import _builtin, render, system_message
+
+    message = system_message(
+        instructions=instructions,
+        rulesets=(),
+        tools=(),
+        tool_mode="native",
+        reflect=False,
+        output_schema=None,
+        react_template=None,
+    )
+    variables = {
+        "instructions": instructions or "",
+        "rulesets": (),
+        "react": "",
+        "output_schema": "",
+    }
+    expected = render(_builtin("system.j2"), variables).strip()
+    assert (message.text if message is not None else "") == expected

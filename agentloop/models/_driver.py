@@ -1,6 +1,7 @@
 """The machinery the SDK-backed drivers share: lazy clients, transports, settings, streaming.
 
-The SDK is imported, and its client made, on first use, on the running event loop. Transports:
+The SDK is imported, and its client made, on first use, on the running event loop (a driver that
+can compute the direct path's URL and headers itself, ``_sdk_free_request``, skips both). Transports:
 ``"aiohttp"`` (asyncio with the ``[fast]`` extra: aiohttp directly, with the SDK client's URL and
 headers, see ``_transport``), ``"aiohttp-sdk"`` (the SDK's own aiohttp-based client), ``"httpx"``
 (the SDK's default httpx2 client: asyncio and trio). The clients the driver makes share one TLS
@@ -28,8 +29,17 @@ from agentloop._errors import UserError
 
 from ._base import Model
 from ._encode import FragmentCache
+from ._sdk_free import DirectRequest
 from ._stream import DeltaStream, WireDecoder, check_remote_allowed, is_loopback
-from ._transport import DirectSender, RawResponse, SDKSender, Sender, direct_eligible
+from ._transport import (
+    DirectSender,
+    RawResponse,
+    SDKSender,
+    Sender,
+    connect_and_read,
+    direct_eligible,
+    header_secrets,
+)
 from ._types import Message, ModelRequest, ModelSettings, ModelStream, ToolSpec
 
 __all__ = ["SDKModel", "Transport"]
@@ -223,6 +233,20 @@ class SDKModel(Model):
         else:
             kind = self._choose_transport()
             client = None
+            direct = self._sdk_free_request() if kind == "aiohttp" else None
+            if direct is not None:
+                sender = DirectSender(
+                    direct.base_url,
+                    self._endpoint,
+                    direct.headers,
+                    secrets=header_secrets(direct.headers, None),
+                    timeout=self._direct_timeouts(),
+                    provider=self.provider,
+                    model=self._model_name,
+                    max_connections=self._max_connections,
+                )
+                self._sender, self._token = sender, token
+                return sender
             if kind == "aiohttp":
                 # The SDK client only supplies URL and headers here: give it an HTTP client that
                 # builds no transport (no TLS context to load, no pool).
@@ -242,7 +266,7 @@ class SDKModel(Model):
                 client = self._make_client(http_client)
             self._client = client
             if kind == "aiohttp":
-                sender = DirectSender(
+                sender = DirectSender.from_client(
                     client,
                     self._endpoint,
                     provider=self.provider,
@@ -253,6 +277,17 @@ class SDKModel(Model):
                 sender = SDKSender(client, self._endpoint, kind, bound_errors=True)
         self._sender, self._token = sender, token
         return sender
+
+    def _sdk_free_request(self) -> DirectRequest | None:
+        """The URL and headers for the direct aiohttp path computed without the SDK, when the
+        driver can (see ``_sdk_free``); ``None``: make the SDK client to learn them."""
+        return None
+
+    def _direct_timeouts(self) -> tuple[float | None, float | None]:
+        """The connect and read timeouts ``_client_options`` gives an SDK client."""
+        if self._timeout is not None:
+            return connect_and_read(self._timeout)
+        return CONNECT_TIMEOUT, STREAM_IDLE_TIMEOUT if self._streaming else DOCUMENT_TIMEOUT
 
     def _choose_transport(self) -> str:
         asyncio = sniffio.current_async_library() == "asyncio"

@@ -47,8 +47,11 @@ __all__ = [
     "RawResponse",
     "SDKSender",
     "Sender",
+    "connect_and_read",
     "direct_eligible",
+    "header_secrets",
     "internals_checked",
+    "release",
 ]
 
 logger = logging.getLogger("agentloop")
@@ -63,7 +66,7 @@ CHECKED: Final = {
 }
 
 
-def _release(version: str) -> tuple[int, ...]:
+def release(version: str) -> tuple[int, ...]:
     """``"2.16.2"`` -> ``(2, 16, 2)``; a pre-release counts as its release (``"3.0rc1"`` -> (3, 0))."""
     return tuple(int(m.group()) for m in (re.match(r"\d+", p) for p in version.split(".")) if m)
 
@@ -78,7 +81,7 @@ def internals_checked() -> bool:
             found = version(dist)
         except PackageNotFoundError:
             return False
-        if not low <= _release(found) < high:
+        if not low <= release(found) < high:
             logger.debug(
                 "%s %s is not a version checked for the direct paths: SDK path", dist, found
             )
@@ -294,11 +297,8 @@ def _client_secrets(client: Any) -> tuple[str, ...]:
             value = None
         if isinstance(value, Mapping):
             headers.update(value)
-    found = list(secrets_of(headers))
     key = getattr(client, "api_key", None)
-    if isinstance(key, str) and len(key) >= 6:
-        found.append(key)
-    return tuple(dict.fromkeys(found))
+    return header_secrets(headers, key if isinstance(key, str) else None)
 
 
 async def _bound_error_body(response: Any) -> None:
@@ -344,7 +344,8 @@ def direct_eligible(client: Any) -> bool:
 
 
 class DirectSender:
-    """Posts with aiohttp directly, with the SDK client's URL and headers (see module doc)."""
+    """Posts with aiohttp directly, with the URL and headers an SDK client computed, or that
+    ``_sdk_free`` computed as it would (see module doc)."""
 
     __slots__ = (
         "_headers",
@@ -360,28 +361,51 @@ class DirectSender:
     )
 
     def __init__(
-        self, client: Any, path: str, *, provider: str, model: str, max_connections: int | None
+        self,
+        base_url: str,
+        path: str,
+        headers: Mapping[str, str],
+        *,
+        secrets: tuple[str, ...],
+        timeout: tuple[float | None, float | None],
+        provider: str,
+        model: str,
+        max_connections: int | None,
     ) -> None:
-        self.base_url = str(client.base_url)
-        self._url = self.base_url.rstrip("/") + "/" + path.lstrip("/")
-        headers: dict[str, str] = {}
-        for name, value in {**client.default_headers, **client.auth_headers}.items():
-            if isinstance(value, str):
-                headers[name] = value
-        headers["x-stainless-retry-count"] = "0"
-        headers["Accept-Encoding"] = ACCEPT_ENCODING  # inflated by us, in bounded steps
-        self._headers = headers
-        self._secrets = _client_secrets(client)
-        timeout = getattr(client, "timeout", None)
-        self._timeout = (
-            getattr(timeout, "connect", None),
-            getattr(timeout, "read", timeout if isinstance(timeout, int | float) else None),
-        )
+        self.base_url = base_url
+        self._url = base_url.rstrip("/") + "/" + path.lstrip("/")
+        self._headers = {
+            **headers,
+            "x-stainless-retry-count": "0",
+            "Accept-Encoding": ACCEPT_ENCODING,  # inflated by us, in bounded steps
+        }
+        self._secrets = secrets
+        self._timeout = timeout
         self._max_connections = max_connections
         self._provider = provider
         self._model = model
         self._session: Any = None
         self.kind = "aiohttp"
+
+    @classmethod
+    def from_client(
+        cls, client: Any, path: str, *, provider: str, model: str, max_connections: int | None
+    ) -> DirectSender:
+        """A sender with the URL, headers and timeouts an SDK client computed."""
+        headers: dict[str, str] = {}
+        for name, value in {**client.default_headers, **client.auth_headers}.items():
+            if isinstance(value, str):
+                headers[name] = value
+        return cls(
+            str(client.base_url),
+            path,
+            headers,
+            secrets=_client_secrets(client),
+            timeout=connect_and_read(getattr(client, "timeout", None)),
+            provider=provider,
+            model=model,
+            max_connections=max_connections,
+        )
 
     def _new_session(self) -> Any:
         import aiohttp
@@ -432,6 +456,22 @@ class DirectSender:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def connect_and_read(timeout: Any) -> tuple[float | None, float | None]:
+    """The connect and read timeouts of an ``httpx2.Timeout``, or of a number of seconds (read
+    only), as an SDK client holds them."""
+    if isinstance(timeout, int | float):
+        return None, timeout
+    return getattr(timeout, "connect", None), getattr(timeout, "read", None)
+
+
+def header_secrets(headers: Mapping[str, str], key: str | None) -> tuple[str, ...]:
+    """The credentials in ``headers``, and ``key`` (redacted from quoted replies)."""
+    found = list(secrets_of(dict(headers)))
+    if key is not None and len(key) >= 6:
+        found.append(key)
+    return tuple(dict.fromkeys(found))
 
 
 def _whole_body(body: bytes) -> Any:

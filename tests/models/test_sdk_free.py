@@ -1,0 +1,120 @@
+"""The direct aiohttp path of the OpenAI drivers computes its URL and headers without the SDK.
+
+``_sdk_free`` reproduces what ``openai.AsyncOpenAI`` computes from the same inputs; these tests
+compare the two senders field by field on the installed (checked) SDK, and check in a fresh
+process that a first request imports no SDK at all.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+
+from agentloop.models._driver import _unused_http_client
+from agentloop.models._transport import DirectSender
+from agentloop.models.openai import OpenAIChatModel, OpenAIResponsesModel
+from agentloop.testing import ProviderServer, ScriptedResponse
+
+from ._provider_helpers import direct_paths_only, load
+
+ENVS: list[dict[str, str]] = [
+    {},
+    {"OPENAI_ORG_ID": "org-1", "OPENAI_PROJECT_ID": "proj-1"},
+    {"OPENAI_BASE_URL": "http://127.0.0.1:9/custom", "OPENAI_API_KEY": "sk-from-env"},
+]
+OPTIONS: list[dict[str, Any]] = [
+    {"api_key": "sk-explicit", "base_url": "http://127.0.0.1:9/v1"},
+    {"api_key": "sk-explicit", "timeout": 7.5},
+    {"base_url": "http://127.0.0.1:9/v1/", "stream": False},
+    {"api_key": "sk-explicit"},
+]
+
+
+def _fields(sender: Any) -> dict[str, Any]:
+    names = ("base_url", "_url", "_headers", "_secrets", "_timeout", "_max_connections", "kind")
+    return {name: getattr(sender, name) for name in names}
+
+
+@direct_paths_only
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the direct path is asyncio's
+@pytest.mark.parametrize("cls", [OpenAIChatModel, OpenAIResponsesModel])
+@pytest.mark.parametrize("env", ENVS)
+async def test_the_sdk_free_sender_is_the_one_the_sdk_client_gives(
+    cls: type[Any], env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    for options in OPTIONS:
+        if "api_key" not in options and "base_url" not in options and not env:
+            continue
+        model = cls("m", transport="aiohttp", max_connections=3, **options)
+        sdk_free = model._sdk_free_request()
+        assert sdk_free is not None, options
+        client = model._make_client(_unused_http_client())
+        via_sdk = DirectSender.from_client(
+            client, model._endpoint, provider=model.provider, model="m", max_connections=3
+        )
+        assert _fields(model._sender_for_loop()) == _fields(via_sdk), (env, options)
+        assert model._client is None  # no SDK client was made for the sender
+        await client.close()
+
+
+@direct_paths_only
+def test_custom_headers_from_the_environment_take_the_sdk_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``OPENAI_CUSTOM_HEADERS`` is the SDK's to parse: the driver asks the SDK client."""
+    monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", "X-Team: blue")
+    model = OpenAIChatModel("m", api_key="sk-explicit", transport="aiohttp")
+    assert model._sdk_free_request() is None
+
+
+@direct_paths_only
+def test_a_first_run_on_the_direct_path_imports_no_sdk(server: ProviderServer) -> None:
+    """In a fresh process, ``Agent.run`` on the aiohttp transport reaches the provider without
+    importing ``openai`` (0.3-0.5 s and about 30 MiB before the first request byte), nor jinja2
+    for an agent without instructions."""
+    server.enqueue(ScriptedResponse.sse(load("openai-chat/stream_text_short_usage").body))
+    code = textwrap.dedent(
+        f"""
+        import sys, anyio
+        from agentloop import Agent
+        from agentloop.models.openai import OpenAIChatModel
+
+        async def main():
+            async with OpenAIChatModel("m", base_url={server.url + "/v1"!r}, api_key="sk-k") as m:
+                result = await Agent(m).run("hi")
+                assert result.error is None, result.error
+                print(m.transport)
+
+        anyio.run(main, backend="asyncio")
+        print(",".join(n for n in ("openai", "anthropic", "jinja2") if n in sys.modules))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["aiohttp", ""]
+    (request,) = server.requests
+    assert request.headers["authorization"] == "Bearer sk-k"
+    assert request.headers["user-agent"].startswith("AsyncOpenAI/Python ")
+
+
+def test_the_sdk_version_and_platform_are_read_as_the_sdk_reads_them() -> None:
+    """The version comes from the SDK's ``_version.py`` (no metadata scan), the platform from
+    ``uname`` (not ``platform.platform()``, 50 ms): both as the SDK's own functions say."""
+    from importlib.metadata import version
+
+    from openai._base_client import get_platform
+
+    from agentloop.models import _sdk_free
+
+    assert _sdk_free.openai_version() == version("openai")
+    assert _sdk_free._platform_name() == str(get_platform())
