@@ -65,7 +65,7 @@ CHILD: list[EmulatedTurn | str] = [
 
 def _sub_run_ids_cleared(result: RunResult[Any]) -> RunResult[Any]:
     """The sub-runs' ids are fresh ids (the workflow's in a durable run): all else compares."""
-    steps = [
+    steps = tuple(
         dataclasses.replace(
             step,
             actions=tuple(
@@ -76,7 +76,7 @@ def _sub_run_ids_cleared(result: RunResult[Any]) -> RunResult[Any]:
             ),
         )
         for step in result.steps
-    ]
+    )
     return dataclasses.replace(result, steps=steps)
 
 
@@ -171,6 +171,40 @@ async def test_approval_inside_a_durable_sub_agent_waits_and_decide_continues_it
     assert subrun.steps[0].actions[0].output == "sent 5"
     assert [e.type for e in events].count("run_waiting") == 2  # the sub-run's, the parent's
     assert [e.type for e in events if e.branch == "bank"][-1] == "run_finished"
+
+
+async def test_nested_sub_agents_run_durably_each_found_by_its_path(temporal_target: str) -> None:
+    """A sub-agent's sub-agent: its model and tool activities are found by the path
+    ``mid/inner``; its events reach the stream on the branch ``outer.mid.inner``."""
+    inner = Agent(
+        ScriptedModel([Reply(calls=[call("add", {"a": 1, "b": 2})]), "3"]),
+        name="inner",
+        tools=[add],
+    )
+    mid = Agent(
+        ScriptedModel([Reply(calls=[call("inner", {"task": "1+2"})]), "inner says 3"]),
+        name="mid",
+        tools=[inner.as_tool()],
+    )
+    outer = Agent(
+        ScriptedModel([Reply(calls=[call("mid", {"task": "ask"})]), "mid says 3"]),
+        name="outer",
+        tools=[mid.as_tool()],
+    )
+    durable = TemporalAgent(outer, task_queue=_queue())
+    assert durable.agent_paths() == ["", "mid", "mid/inner"]
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "go")
+        events = [event async for event in run]
+        result = await run.result()
+    assert result.output == "mid says 3"
+    mid_run = result.steps[0].actions[0].subrun
+    assert mid_run is not None
+    inner_run = mid_run.steps[0].actions[0].subrun
+    assert inner_run is not None and inner_run.steps[0].actions[0].output == 3
+    assert result.usage.requests == 6
+    finished = [e.branch for e in events if isinstance(e, ev.RunFinished)]
+    assert finished == ["outer.mid.inner", "outer.mid", "outer"]
 
 
 def test_a_sub_agent_is_checked_and_fingerprinted_with_its_parent() -> None:

@@ -69,7 +69,8 @@ class TemporalAgent(Generic[OutputT]):
 
     Args:
         agent: The agent. Its toolsets must be ``GoalToolSet`` (an MCP server's tools are not
-            durable yet); ``deps`` are not available to durable runs' tools.
+            durable yet); ``deps`` are not available to durable runs' tools. Its sub-agents
+            (``Agent.as_tool``) run in its workflow, their model and tool calls activities.
         task_queue: The task queue its runs are scheduled on.
         model_activity: How model calls are scheduled (never retried by Temporal: the agent's
             ``retry`` policy retries them and the caller sees ``AttemptDiscarded``).

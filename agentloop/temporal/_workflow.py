@@ -4,7 +4,9 @@ by activities.
 Only the effects differ from a run in-process. The agent's model is replaced by
 ``_WorkflowModel``, whose stream is fed by the model activity's signals (batches of deltas), so
 the engine seals actions while the activity still streams, and starts each one at once as a
-tool activity (``_ToolEffects``): eager dispatch survives durability. The workflow reads no
+tool activity (``_ToolEffects``): eager dispatch survives durability. A sub-agent's run
+(``Agent.as_tool``) runs here too, beside its parent's, with a model and effects of its own
+that address the sub-agent's model and tools by its path. The workflow reads no
 clock, randomness or I/O but Temporal's: anyio's time is the workflow's, its sleeps are durable
 timers, and the engine's randomness and ids come from ``workflow.random()``/``uuid4()``.
 
