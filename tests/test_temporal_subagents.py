@@ -126,6 +126,41 @@ async def test_a_durable_sub_agent_ends_as_the_same_run_in_process(temporal_targ
     assert isinstance(events[-1], ev.RunFinished) and events[-1].branch == "parent"
 
 
+async def test_overlapping_calls_of_one_durable_sub_agent_run_side_by_side(
+    temporal_target: str,
+) -> None:
+    """Two calls of the sub-agent in one step run at once in the workflow, each its own
+    sub-run and branch (``#tag`` on the second), as in-process."""
+    parent_script: list[EmulatedTurn | str] = [
+        EmulatedTurn(
+            calls=[
+                EmulatedCall("helper", {"task": "one"}),
+                EmulatedCall("helper", {"task": "two"}),
+            ]
+        ),
+        "both done",
+    ]
+    with (
+        ProviderServer(EmulatedProvider(script=parent_script)) as parent_server,
+        ProviderServer(EmulatedProvider(script=["done " * 20], text_chunks=10)) as child_server,
+    ):
+        async with emulated_agent(child_server.url, name="helper") as child:
+            async with emulated_agent(
+                parent_server.url, name="parent", tools=[child.as_tool()]
+            ) as agent:
+                local = await agent.run("go")
+                durable = TemporalAgent(agent, task_queue=_queue())
+                async with serving(temporal_target, durable) as client:
+                    run = await durable.start(client, "go")
+                    events = [event async for event in run]
+                    result = await run.result()
+    _same(_sub_run_ids_cleared(result), _sub_run_ids_cleared(local))
+    branches = {a.subrun.branch for a in result.steps[0].actions if a.subrun is not None}
+    assert len(branches) == 2 and any("#" in b for b in branches)
+    assert {e.branch for e in events if isinstance(e, ev.RunFinished)} == {*branches, "parent"}
+    assert result.output == "both done"
+
+
 @tool(requires_approval=True)
 async def transfer(ctx: ToolContext, amount: int) -> str:
     """Move money.
