@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     import jinja2
 
     from ._decisions import Approver, Decision
+    from ._plan import RunnableAgent
     from .sessions import RunRecord, SessionStore
 
 # An agent without ``deps_type`` takes any deps; without ``output_type`` it answers in text.
@@ -710,8 +711,12 @@ class Agent(Generic[DepsT, OutputT]):
             busy["running"] += 1
             # A sub-run that waited on decisions resumes from where it stopped, with them.
             waited = parent.subrun_resumes.pop(ctx.action.tag, None)
+            agent: RunnableAgent = child
+            effects = parent.effects
+            if effects is not None:  # the parent's tools are another driver's: so are these
+                agent, effects = effects.sub_agent(child, tool_name)
             sub = Launch(
-                agent=child,
+                agent=agent,
                 run_id=new_id(),
                 user_input=task,
                 branch=branch,
@@ -721,6 +726,7 @@ class Agent(Generic[DepsT, OutputT]):
                 session_id=parent.session_id,
                 deps=parent.deps,
                 call_prefix=f"{parent.call_prefix}{ctx.action.tag}/",
+                effects=effects,
             )
             if waited is not None:
                 earlier, sub.decisions = waited

@@ -50,6 +50,12 @@ class Effects(Protocol):
         """The whole tool call (middleware and tool) of the run's actions."""
         ...
 
+    def sub_agent(self, agent: RunnableAgent, tool_name: str) -> tuple[RunnableAgent, Effects]:
+        """The agent and effects of a sub-run that the tool ``tool_name`` (``Agent.as_tool``)
+        starts: it runs beside its parent, so a durable run's sub-run runs in the workflow
+        too, its model and tool calls the workflow's activities."""
+        ...
+
 
 class _Done:
     """An awaitable that is already done: awaiting it neither suspends nor makes a frame."""

@@ -543,12 +543,6 @@ async def test_a_traced_agent_runs_durably_untraced_in_the_workflow(temporal_tar
     assert result.output == "3"
 
 
-def test_sub_agent_tools_are_refused_for_now() -> None:
-    child = Agent(ScriptedModel(["x"]), name="child")
-    with pytest.raises(UserError, match="sub-agent"):
-        TemporalAgent(Agent(ScriptedModel(["x"]), name="parent", tools=[child.as_tool()]))
-
-
 def test_activity_options_are_checked() -> None:
     with pytest.raises(UserError, match="heartbeat"):
         ActivityOptions(heartbeat=0)

@@ -21,6 +21,7 @@ from ._durable import DELTAS_SIGNAL
 from ._store import error_of_store, perform
 
 if TYPE_CHECKING:
+    from .._agent import Agent
     from ._durable import TemporalAgent
 
 BATCH_SECONDS = 0.05  # deltas gathered into one signal: a signal costs 8-10 ms
@@ -44,7 +45,7 @@ class Activities:
     async def model(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Stream one reply; send its deltas to the workflow in batches as they come."""
         durable = self._agent(payload["agent"])
-        model = durable.agent.resolved_model()
+        model = _agent_at(durable, payload).resolved_model()
         request = _codec.decode_request(payload["request"])
         info = activity.info()
         if info.workflow_id is None:
@@ -92,13 +93,13 @@ class Activities:
     async def tool(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Run one action through the agent's tool middleware and its tool."""
         durable = self._agent(payload["agent"])
-        agent = durable.agent
+        agent = _agent_at(durable, payload)
         action = _codec.decode_action(payload["action"])
         before: dict[str, Any] = payload["run"]["state"]
         state = StateView(before)
         run = _ActivityRun(payload["run"], state, agent.name, agent.max_steps)
         call = ToolCall(action=action, run=run, step=payload["step"])
-        toolbox = Toolbox(durable.tools())
+        toolbox = Toolbox(durable.tools(payload.get("path", "")))
         invoke = compose(agent.tool_middleware, make_terminal(toolbox, agent.tool_limits))
         async with anyio.create_task_group() as tg:
             tg.start_soon(_heartbeat, _heartbeat_every(activity.info()))
@@ -114,6 +115,14 @@ class Activities:
             "set": {k: v for k, v in after.items() if k not in before or before[k] != v},
             "deleted": [k for k in before if k not in after],
         }
+
+
+def _agent_at(durable: TemporalAgent[Any], payload: dict[str, Any]) -> Agent[Any, Any]:
+    """The agent, or the sub-agent whose model or tool the activity calls (by its path)."""
+    try:
+        return durable.agent_at(payload.get("path", ""))
+    except UserError as exc:
+        raise ApplicationError(str(exc), type="AgentMismatch", non_retryable=True) from None
 
 
 def _heartbeat_every(info: activity.Info) -> float:

@@ -17,6 +17,7 @@ from typing_extensions import TypeVar
 
 from .. import _errors
 from .. import _events as ev
+from .._actions import SUBAGENT
 from .._decisions import Approve, Deny, Edit, ExternalResult
 from .._errors import AgentLoopError, UserError
 from .._steps import RunResult
@@ -68,7 +69,8 @@ class TemporalAgent(Generic[OutputT]):
 
     Args:
         agent: The agent. Its toolsets must be ``GoalToolSet`` (an MCP server's tools are not
-            durable yet); ``deps`` are not available to durable runs' tools.
+            durable yet); ``deps`` are not available to durable runs' tools. Its sub-agents
+            (``Agent.as_tool``) run in its workflow, their model and tool calls activities.
         task_queue: The task queue its runs are scheduled on.
         model_activity: How model calls are scheduled (never retried by Temporal: the agent's
             ``retry`` policy retries them and the caller sees ``AttemptDiscarded``).
@@ -98,33 +100,18 @@ class TemporalAgent(Generic[OutputT]):
         store_seconds: float = 30.0,
         decision_timeout: float | None = None,
     ) -> None:
-        if agent.approver is not None:
-            raise UserError(
-                "a durable run cannot ask a live approver: it would run inside the workflow, "
-                "where a person's answer is not replayable; drop approver= and decide the "
-                "waiting calls with DurableRun.decide (a UI can call it at once)"
-            )
         if decision_timeout is not None and not decision_timeout > 0:
             raise UserError(f"decision_timeout must be positive seconds, not {decision_timeout!r}")
-        for toolset in agent.toolsets:
-            if not isinstance(toolset, GoalToolSet):
-                raise UserError(
-                    f"{toolset!r}: a durable run's tools must be known to every worker; of the "
-                    "toolsets only GoalToolSet is supported (list the tools instead)"
-                )
-        for tool in agent.static_tools:
-            if any(hasattr(a.fn, "__agentloop_subagent__") for a in tool.activities.values()):
-                raise UserError(
-                    f"tool {tool.name!r} is a sub-agent (Agent.as_tool): sub-agents do not run "
-                    "durably yet; give the durable agent plain tools"
-                )
+        self._agents = _agents_of(agent)
         self.agent = agent
         self.name = agent.name
         self.task_queue = task_queue
         self.model_activity = model_activity or ActivityOptions()
         self.tool_activity = tool_activity or ActivityOptions()
         self.tool_activities = dict(tool_activities or {})
-        unknown = set(self.tool_activities) - {t.name for t in self.tools()}
+        unknown = set(self.tool_activities) - {
+            t.name for path in self._agents for t in self.tools(path)
+        }
         if unknown:
             raise UserError(f"tool_activities names unknown tools: {', '.join(sorted(unknown))}")
         self.linger = linger
@@ -133,19 +120,45 @@ class TemporalAgent(Generic[OutputT]):
         self.decision_timeout = decision_timeout
         self.fingerprint = _fingerprint(self)
 
-    def tools(self) -> list[Tool]:
-        """Every tool a run of the agent has (the goal tools included)."""
-        tools = list(self.agent.static_tools)
-        for toolset in self.agent.toolsets:
+    def tools(self, path: str = "") -> list[Tool]:
+        """Every tool a run of the agent has (the goal tools included), or a sub-agent's.
+
+        Args:
+            path: The sub-agent's path (``agent_at``); ``""``: the agent's own tools.
+        """
+        agent = self.agent_at(path)
+        tools = list(agent.static_tools)
+        for toolset in agent.toolsets:
             if isinstance(toolset, GoalToolSet):
                 tools.extend(toolset._tools)
         return tools
+
+    def agent_at(self, path: str) -> Agent[Any, Any]:
+        """The agent, or one of its sub-agents (``Agent.as_tool``) by the names of the tools
+        that lead to it, ``/``-separated: the activities find a sub-run's model and tools so.
+
+        Args:
+            path: ``""`` for the agent itself, ``"helper"``, ``"helper/inner"``, …
+        """
+        agent = self._agents.get(path)
+        if agent is None:
+            raise UserError(f"agent {self.name!r} has no sub-agent at {path!r}")
+        return agent
+
+    def agent_paths(self) -> list[str]:
+        """The paths of the agent (``""``) and of every sub-agent under it."""
+        return list(self._agents)
 
     def may_wait(self) -> bool:
         """Whether a run may wait on decisions (a tool that needs approval, or an external
         one): its workflow then has no execution timeout, as it waits for as long as it takes
         (the agent's ``deadline`` still bounds each invocation)."""
-        return any(a.may_wait for t in self.tools() for a in t.activities.values())
+        return any(
+            a.may_wait
+            for path in self._agents
+            for t in self.tools(path)
+            for a in t.activities.values()
+        )
 
     async def decide(self, client: Client, run_id: str, decisions: Mapping[str, Decision]) -> None:
         """Decide the calls a durable run waits on (``attach(...).decide(...)``).
@@ -471,17 +484,61 @@ def _error_of(kind: str, message: str) -> Exception:
 def _fingerprint(durable: TemporalAgent[Any]) -> str:
     """What a worker and a caller must agree on: the agent's name and its tools' names and
     schemas. A run started with one definition never runs on a worker with another."""
-    tools = sorted(
-        (
-            spec.name,
-            spec.description,
-            json.dumps(spec.parameters, sort_keys=True, default=str),
-        )
-        for tool in durable.tools()
-        for spec in tool.specs()
-    )
-    text = json.dumps([durable.name, tools], sort_keys=True)
+    tools = sorted(_specs(durable.tools()))
+    subagents = [
+        [path, sorted(_specs(durable.tools(path)))] for path in durable.agent_paths() if path
+    ]
+    # An agent without sub-agents keeps the fingerprint it had before they could run durably.
+    text = json.dumps([durable.name, tools, *([subagents] if subagents else [])], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _specs(tools: list[Tool]) -> list[tuple[str, str, str]]:
+    return [
+        (spec.name, spec.description, json.dumps(spec.parameters, sort_keys=True, default=str))
+        for tool in tools
+        for spec in tool.specs()
+    ]
+
+
+MAX_SUBAGENT_DEPTH = 8
+
+
+def _agents_of(agent: Agent[Any, Any]) -> dict[str, Agent[Any, Any]]:
+    """The agent (path ``""``) and its sub-agents by path, each checked as durable runs need:
+    tools every worker knows, and no live approver."""
+    found: dict[str, Agent[Any, Any]] = {}
+
+    def visit(path: str, current: Agent[Any, Any], chain: tuple[int, ...]) -> None:
+        if current.approver is not None:
+            raise UserError(
+                "a durable run cannot ask a live approver: it would run inside the workflow, "
+                "where a person's answer is not replayable; drop approver= and decide the "
+                "waiting calls with DurableRun.decide (a UI can call it at once)"
+                + (f" (the sub-agent at {path!r} has one)" if path else "")
+            )
+        for toolset in current.toolsets:
+            if not isinstance(toolset, GoalToolSet):
+                raise UserError(
+                    f"{toolset!r}: a durable run's tools must be known to every worker; of the "
+                    "toolsets only GoalToolSet is supported (list the tools instead)"
+                )
+        found[path] = current
+        for tool in current.static_tools:
+            for activity in tool.activities.values():
+                child = getattr(activity.fn, SUBAGENT, None)
+                if child is None:
+                    continue
+                if id(child) in chain or len(chain) >= MAX_SUBAGENT_DEPTH:
+                    raise UserError(
+                        f"tool {tool.name!r} of the agent at {path!r}: sub-agents nest in a "
+                        f"cycle or deeper than {MAX_SUBAGENT_DEPTH}, which a durable run cannot "
+                        "address"
+                    )
+                visit(f"{path}/{tool.name}" if path else tool.name, child, (*chain, id(child)))
+
+    visit("", agent, (id(agent),))
+    return found
 
 
 def _check_json(value: Any) -> None:

@@ -24,7 +24,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from .._errors import AgentLoopError, UserError
 from ._activities import Activities
 from ._durable import TemporalAgent
-from ._workflow import SERVED, AgentRunWorkflow, ModelFacts
+from ._workflow import SERVED, AgentFacts, AgentRunWorkflow, ModelFacts
 
 # Passed through Temporal's sandbox: imported once, outside it. The workflow's code is
 # deterministic by construction (it reads time, randomness and ids only through Temporal);
@@ -146,8 +146,8 @@ def sandbox() -> SandboxedWorkflowRunner:
 
 def _served(
     agents: Sequence[TemporalAgent[Any] | str],
-) -> dict[str, tuple[TemporalAgent[Any], ModelFacts]]:
-    served: dict[str, tuple[TemporalAgent[Any], ModelFacts]] = {}
+) -> dict[str, tuple[TemporalAgent[Any], AgentFacts]]:
+    served: dict[str, tuple[TemporalAgent[Any], AgentFacts]] = {}
     for item in agents:
         durable = _import(item) if isinstance(item, str) else item
         if not isinstance(durable, TemporalAgent):
@@ -155,8 +155,12 @@ def _served(
         if durable.name in served and served[durable.name][0] is not durable:
             raise UserError(f"two agents named {durable.name!r}: a worker serves one of each")
         _check_tools(durable)
-        model = durable.agent.resolved_model()
-        facts = ModelFacts(name=model.name, provider=model.provider, profile=model.profile)
+        facts: dict[str, ModelFacts] = {}
+        for path in durable.agent_paths():  # the agent's model, and each sub-agent's
+            model = durable.agent_at(path).resolved_model()
+            facts[path] = ModelFacts(
+                name=model.name, provider=model.provider, profile=model.profile
+            )
         served[durable.name] = (durable, facts)
     if not served:
         raise UserError("a worker needs at least one agent")
@@ -182,7 +186,7 @@ def _import(path: str) -> Any:
 def _check_tools(durable: TemporalAgent[Any]) -> None:
     """Each tool's function must be importable from its module on this worker, so another
     worker (which imports the same module) runs the same code."""
-    for tool in durable.tools():
+    for tool in (t for path in durable.agent_paths() for t in durable.tools(path)):
         for activity in tool.activities.values():
             fn = getattr(activity.fn, "__wrapped__", activity.fn)
             module_name = getattr(fn, "__module__", None)
@@ -214,7 +218,7 @@ class _Serve(Interceptor):
     """Gives the workflows of one worker its agents (a context variable of the workflow's
     task), instead of a registry every worker of the process would share."""
 
-    def __init__(self, served: Mapping[str, tuple[TemporalAgent[Any], ModelFacts]]) -> None:
+    def __init__(self, served: Mapping[str, tuple[TemporalAgent[Any], AgentFacts]]) -> None:
         self._served = served
 
     def workflow_interceptor_class(

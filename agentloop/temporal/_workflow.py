@@ -4,7 +4,9 @@ by activities.
 Only the effects differ from a run in-process. The agent's model is replaced by
 ``_WorkflowModel``, whose stream is fed by the model activity's signals (batches of deltas), so
 the engine seals actions while the activity still streams, and starts each one at once as a
-tool activity (``_ToolEffects``): eager dispatch survives durability. The workflow reads no
+tool activity (``_ToolEffects``): eager dispatch survives durability. A sub-agent's run
+(``Agent.as_tool``) runs here too, beside its parent's, with a model and effects of its own
+that address the sub-agent's model and tools by its path. The workflow reads no
 clock, randomness or I/O but Temporal's: anyio's time is the workflow's, its sleeps are durable
 timers, and the engine's randomness and ids come from ``workflow.random()``/``uuid4()``.
 
@@ -28,11 +30,12 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from .. import _events as ev
-from .._actions import Toolbox, error_result
+from .._actions import SUBAGENT, Toolbox, error_result, make_terminal
 from .._context import StateView
 from .._decisions import Decision, Deny, ExternalResult
 from .._loop import execute
-from .._run import Emitter, Launch
+from .._middleware import compose
+from .._run import Effects, Emitter, Launch
 from .._session_run import SessionSpec, step_from_json
 from .._steps import ActionResult, RunResult, Step
 from .._time import use_entropy
@@ -55,6 +58,7 @@ from ._store import ActivityStore
 
 if TYPE_CHECKING:
     from .._middleware import ToolCall
+    from .._plan import RunnableAgent
     from ._durable import TemporalAgent
 
 
@@ -67,9 +71,12 @@ class ModelFacts:
     profile: ModelProfile
 
 
+# Per agent, its model's facts and its sub-agents' (``Agent.as_tool``), by path ("" its own).
+AgentFacts = Mapping[str, ModelFacts]
+
 # The agents of the worker that runs the workflow, set by its interceptor for the workflow's
 # task: context-local, so two workers of one process never see each other's agents.
-SERVED: ContextVar[Mapping[str, tuple[TemporalAgent[Any], ModelFacts]] | None] = ContextVar(
+SERVED: ContextVar[Mapping[str, tuple[TemporalAgent[Any], AgentFacts]] | None] = ContextVar(
     "agentloop_served_agents", default=None
 )
 
@@ -138,10 +145,13 @@ class _WorkflowModel(Model):
     """The agent's model inside the workflow: each ``stream`` is a model activity, its deltas
     arriving by signal while it runs."""
 
-    def __init__(self, host: AgentRunWorkflow, durable: TemporalAgent[Any], facts: ModelFacts):
+    def __init__(
+        self, host: AgentRunWorkflow, durable: TemporalAgent[Any], facts: ModelFacts, path: str
+    ) -> None:
         self._host = host
         self._durable = durable
         self._facts = facts
+        self._path = path  # the sub-agent's whose model this is ("" the agent's own)
         self.provider = facts.provider  # type: ignore[misc]  # the real model's, per instance
 
     @property
@@ -158,11 +168,12 @@ class _WorkflowModel(Model):
     @asynccontextmanager
     async def _stream(self, request: ModelRequest) -> AsyncIterator[AsyncIterator[ModelDelta]]:
         call = self._host.open_call()
-        attempt_timeout = self._durable.agent.retry.attempt_timeout
+        attempt_timeout = self._durable.agent_at(self._path).retry.attempt_timeout
         handle = workflow.start_activity(
             MODEL_ACTIVITY,
             {
                 "agent": self._durable.name,
+                "path": self._path,
                 "call": call.number,
                 "request": _codec.encode_request(request),
             },
@@ -179,19 +190,38 @@ class _WorkflowModel(Model):
 
 
 class _ToolEffects:
-    """Each action's tool call (middleware and tool) as a tool activity."""
+    """Each action's tool call (middleware and tool) as a tool activity; a sub-agent tool's
+    (``Agent.as_tool``) here in the workflow, as its sub-run needs its parent's live run."""
 
-    def __init__(self, durable: TemporalAgent[Any]) -> None:
+    def __init__(
+        self, host: AgentRunWorkflow, durable: TemporalAgent[Any], facts: AgentFacts, path: str
+    ) -> None:
+        self._host = host
         self._durable = durable
+        self._facts = facts
+        self._path = path  # the agent's whose runs these effects serve ("" the root's)
 
     def tool_call(self, toolbox: Toolbox) -> Callable[[ToolCall], Awaitable[ActionResult]]:
-        return self._call
+        agent = self._durable.agent_at(self._path)
+        in_workflow = compose(agent.tool_middleware, make_terminal(toolbox, agent.tool_limits))
+
+        def perform(call: ToolCall) -> Awaitable[ActionResult]:
+            found = toolbox.find(call.action.name, call.action.path)
+            if isinstance(found, tuple) and getattr(found[1].fn, SUBAGENT, None) is not None:
+                return in_workflow(call)
+            return self._call(call)
+
+        return perform
+
+    def sub_agent(self, agent: RunnableAgent, tool_name: str) -> tuple[RunnableAgent, Effects]:
+        path = f"{self._path}/{tool_name}" if self._path else tool_name
+        return self._host.sub_agent(self._durable, self._facts, path)
 
     async def _call(self, call: ToolCall) -> ActionResult:
         action = call.action
         run = call.run
         found = self._durable.tool_options(action.name)
-        tool = next((t for t in self._durable.tools() if t.name == action.name), None)
+        tool = next((t for t in self._durable.tools(self._path) if t.name == action.name), None)
         timeout = None
         if tool is not None:
             activity = tool.activity(action.path)
@@ -201,6 +231,7 @@ class _ToolEffects:
             TOOL_ACTIVITY,
             {
                 "agent": self._durable.name,
+                "path": self._path,
                 "action": _codec.encode_action(action),
                 "step": call.step,
                 "run": {
@@ -257,6 +288,8 @@ class AgentRunWorkflow:
         self._waiting_event: str | None = None
         self._toolbox: Toolbox | None = None
         self._decided: dict[str, Decision] | None = None
+        # The sub-agents' agents as the workflow runs them, by path (made once each).
+        self._sub_agents: dict[str, tuple[RunnableAgent, Effects]] = {}
 
     def open_call(self) -> _Call:
         self._call_count += 1
@@ -265,6 +298,18 @@ class AgentRunWorkflow:
 
     def close_call(self, number: int) -> None:
         self._calls.pop(number, None)
+
+    def sub_agent(
+        self, durable: TemporalAgent[Any], facts: AgentFacts, path: str
+    ) -> tuple[RunnableAgent, Effects]:
+        """The sub-agent at ``path`` as the workflow runs it: its model the workflow's
+        activity-backed one, its tool calls activities, tracing off (as the agent's own)."""
+        made = self._sub_agents.get(path)
+        if made is None:
+            model = _WorkflowModel(self, durable, facts[path], path)
+            agent = durable.agent_at(path).replace(model=model, instrument=False)
+            made = self._sub_agents[path] = (agent, _ToolEffects(self, durable, facts, path))
+        return made
 
     @workflow.signal(name=DELTAS_SIGNAL)
     def deltas(self, batch: dict[str, Any]) -> None:
@@ -368,12 +413,13 @@ class AgentRunWorkflow:
         return terminal
 
     async def _execute(
-        self, durable: TemporalAgent[Any], facts: ModelFacts, start: dict[str, Any]
+        self, durable: TemporalAgent[Any], facts: AgentFacts, start: dict[str, Any]
     ) -> str:
         use_entropy(_Entropy())
         # Tracing stays off inside the workflow: the OpenTelemetry SDK reads the environment
         # and the clock, which a workflow may not (the activities' own code may trace).
-        agent = durable.agent.replace(model=_WorkflowModel(self, durable, facts), instrument=False)
+        model = _WorkflowModel(self, durable, facts[""], "")
+        agent = durable.agent.replace(model=model, instrument=False)
         send, receive = anyio.create_memory_object_stream[ev.Event](EVENT_BUFFER)
         session = start.get("session")
         spec = None
@@ -391,7 +437,7 @@ class AgentRunWorkflow:
             state=StateView(start["state"]),
             variables=start["variables"],
             session_spec=spec,
-            effects=_ToolEffects(durable),
+            effects=_ToolEffects(self, durable, facts, ""),
         )
         self._toolbox = Toolbox(durable.tools())
         error: Exception | None = None
