@@ -192,3 +192,43 @@ _DECISION_TYPES: dict[str, type[Any]] = {
     "edit": Edit,
     "result": ExternalResult,
 }
+
+
+# An input image or file of at least this many base64 characters goes to a model activity by
+# reference: the activity reads it from the run's start payload (its history's first event), so
+# each step's activity input and history event stay small however large the input.
+REFER_CHARS = 8 * 1024
+INPUT_REF = "agentloop.input_part"
+
+
+def input_refs(parts: list[dict[str, Any]] | None) -> dict[str, int]:
+    """The large input parts' base64 data, to their index in the start payload's parts."""
+    refs: dict[str, int] = {}
+    for index, part in enumerate(parts or ()):
+        data = part.get("data")
+        if isinstance(data, str) and len(data) >= REFER_CHARS:
+            refs.setdefault(data, index)
+    return refs
+
+
+def refer_inputs(value: Any, parts: list[dict[str, Any]], refs: Mapping[str, int]) -> Any:
+    """``value`` (an encoded request) with each large input part replaced by a reference."""
+    if isinstance(value, dict):
+        data = value.get("data")
+        if isinstance(data, str) and data in refs and value == parts[refs[data]]:
+            return {INPUT_REF: refs[data]}
+        return {k: refer_inputs(v, parts, refs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [refer_inputs(v, parts, refs) for v in value]
+    return value
+
+
+def resolve_inputs(value: Any, parts: list[dict[str, Any]]) -> Any:
+    """``refer_inputs`` undone, with the start payload's parts."""
+    if isinstance(value, dict):
+        if INPUT_REF in value:
+            return parts[value[INPUT_REF]]
+        return {k: resolve_inputs(v, parts) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_inputs(v, parts) for v in value]
+    return value
