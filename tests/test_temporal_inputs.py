@@ -11,9 +11,16 @@ from typing import Any
 
 import pytest
 
-from agentloop import UserError
+from agentloop import Agent, UserError
 from agentloop.models import FilePart, ImagePart
-from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, ProviderServer
+from agentloop.sessions import RunRecord, SQLiteStore
+from agentloop.testing import (
+    EmulatedCall,
+    EmulatedProvider,
+    EmulatedTurn,
+    ProviderServer,
+    ScriptedModel,
+)
 from tests.support.temporal import import_temporal
 
 import_temporal()
@@ -149,3 +156,29 @@ async def test_an_input_just_under_the_limit_runs_durably(temporal_target: str) 
                 result = await durable.run(client, ["look", image])
         assert len(server.requests) == 2
     assert result.output == "The sum is 5."
+
+
+async def test_a_durable_session_run_keeps_its_images_as_in_process(
+    temporal_target: str, tmp_path: Any
+) -> None:
+    """The session's run record holds the input's parts whether the run was durable or not."""
+    given: list[str | ImagePart | FilePart] = [
+        "look",
+        _image(20_000),
+        ImagePart(url="https://x.io/a.png"),
+    ]
+    async with SQLiteStore(str(tmp_path / "sessions.db")) as store:
+        agent = Agent(ScriptedModel(["seen", "seen"]), name="keeper", store=store)
+        durable = TemporalAgent(agent, task_queue=_queue())
+        await agent.run(given, session="local")
+        async with serving(temporal_target, durable) as client:
+            await durable.run(client, given, session="durable")
+        local, kept = await store.get("local"), await store.get("durable")
+    assert local is not None and kept is not None
+    records = [s.history[0] for s in (local, kept)]
+    assert all(isinstance(r, RunRecord) for r in records)
+    local_record, durable_record = records
+    assert isinstance(local_record, RunRecord) and isinstance(durable_record, RunRecord)
+    assert durable_record.input == local_record.input == "look"
+    assert durable_record.input_parts is not None
+    assert durable_record.input_parts == local_record.input_parts
