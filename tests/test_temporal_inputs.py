@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agentloop import Agent, UserError
+from agentloop._inputs import RunInput
 from agentloop.models import FilePart, ImagePart
 from agentloop.sessions import RunRecord, SQLiteStore
 from agentloop.testing import (
@@ -110,7 +111,8 @@ async def test_a_large_image_is_not_copied_into_every_steps_history(temporal_tar
     image = _image(100_000)
     encoded_size = len(base64.b64encode(image.data or b""))
     sizes: dict[str, tuple[int, list[int]]] = {}
-    for name, given in (("text", "describe it"), ("image", ["describe it", image])):
+    inputs: dict[str, RunInput] = {"text": "describe it", "image": ["describe it", image]}
+    for name, given in inputs.items():
         with ProviderServer(EmulatedProvider(script=FIVE_STEPS)) as server:
             async with emulated_agent(server.url, name="stepper", tools=[add]) as agent:
                 durable = TemporalAgent(agent, task_queue=_queue())
