@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, cast, final
 
 import anyio
 from temporalio import activity
@@ -87,7 +87,7 @@ class Activities:
     async def _input_parts(self, workflow_id: str, run_id: str) -> list[dict[str, Any]]:
         """The run's input parts, from its start payload: the first event of its history."""
         key = (workflow_id, run_id)
-        parts = self._inputs.get(key)
+        parts: list[dict[str, Any]] | None = self._inputs.get(key)
         if parts is None:
             client = activity.client()
             handle = client.get_workflow_handle(workflow_id, run_id=run_id or None)
@@ -95,7 +95,8 @@ class Activities:
             async for event in handle.fetch_history_events(page_size=1):
                 payloads = event.workflow_execution_started_event_attributes.input.payloads
                 [start] = await client.data_converter.decode(payloads, [dict])
-                parts = list(start.get("input_parts") or ())
+                found: list[dict[str, Any]] = cast("dict[str, Any]", start).get("input_parts") or []
+                parts = list(found)
                 break
             self._inputs[key] = parts
             while len(self._inputs) > INPUTS_KEPT:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter
 
@@ -211,24 +211,26 @@ def input_refs(parts: list[dict[str, Any]] | None) -> dict[str, int]:
     return refs
 
 
-def refer_inputs(value: Any, parts: list[dict[str, Any]], refs: Mapping[str, int]) -> Any:
+def refer_inputs(value: object, parts: list[dict[str, Any]], refs: Mapping[str, int]) -> Any:
     """``value`` (an encoded request) with each large input part replaced by a reference."""
     if isinstance(value, dict):
-        data = value.get("data")
-        if isinstance(data, str) and data in refs and value == parts[refs[data]]:
+        fields = cast("dict[str, Any]", value)
+        data = fields.get("data")
+        if isinstance(data, str) and data in refs and fields == parts[refs[data]]:
             return {INPUT_REF: refs[data]}
-        return {k: refer_inputs(v, parts, refs) for k, v in value.items()}
+        return {k: refer_inputs(v, parts, refs) for k, v in fields.items()}
     if isinstance(value, list):
-        return [refer_inputs(v, parts, refs) for v in value]
+        return [refer_inputs(v, parts, refs) for v in cast("list[object]", value)]
     return value
 
 
-def resolve_inputs(value: Any, parts: list[dict[str, Any]]) -> Any:
+def resolve_inputs(value: object, parts: list[dict[str, Any]]) -> Any:
     """``refer_inputs`` undone, with the start payload's parts."""
     if isinstance(value, dict):
-        if INPUT_REF in value:
-            return parts[value[INPUT_REF]]
-        return {k: resolve_inputs(v, parts) for k, v in value.items()}
+        fields = cast("dict[str, Any]", value)
+        if INPUT_REF in fields:
+            return parts[int(fields[INPUT_REF])]
+        return {k: resolve_inputs(v, parts) for k, v in fields.items()}
     if isinstance(value, list):
-        return [resolve_inputs(v, parts) for v in value]
+        return [resolve_inputs(v, parts) for v in cast("list[object]", value)]
     return value
