@@ -3,8 +3,9 @@ included), both run on the worker with the worker's own agent objects."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, cast, final
 
 import anyio
 from temporalio import activity
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from ._durable import TemporalAgent
 
 BATCH_SECONDS = 0.05  # deltas gathered into one signal: a signal costs 8-10 ms
+INPUTS_KEPT = 8  # runs whose input parts a worker keeps at hand (each under 2 MB)
 
 
 class Activities:
@@ -32,6 +34,9 @@ class Activities:
 
     def __init__(self, agents: Mapping[str, TemporalAgent[Any]]) -> None:
         self._agents = agents
+        # The input parts of the runs whose model activities ran here last, by workflow run
+        # (read once from each run's history; the oldest dropped past ``INPUTS_KEPT``).
+        self._inputs: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
 
     def _agent(self, name: str) -> TemporalAgent[Any]:
         durable = self._agents.get(name)
@@ -46,10 +51,14 @@ class Activities:
         """Stream one reply; send its deltas to the workflow in batches as they come."""
         durable = self._agent(payload["agent"])
         model = _agent_at(durable, payload).resolved_model()
-        request = _codec.decode_request(payload["request"])
         info = activity.info()
         if info.workflow_id is None:
             raise ApplicationError("the model activity streams to its workflow: it has none")
+        encoded = payload["request"]
+        if payload.get("input_refs"):
+            parts = await self._input_parts(info.workflow_id, info.workflow_run_id or "")
+            encoded = _codec.resolve_inputs(encoded, parts)
+        request = _codec.decode_request(encoded)
         handle = activity.client().get_workflow_handle(info.workflow_id)
         sender = _Batches(handle, payload["call"], _heartbeat_every(info))
         failure: ApplicationError | None = None
@@ -74,6 +83,26 @@ class Activities:
         if failure is not None:
             raise failure
         return {"batches": sender.sent}
+
+    async def _input_parts(self, workflow_id: str, run_id: str) -> list[dict[str, Any]]:
+        """The run's input parts, from its start payload: the first event of its history."""
+        key = (workflow_id, run_id)
+        parts: list[dict[str, Any]] | None = self._inputs.get(key)
+        if parts is None:
+            client = activity.client()
+            handle = client.get_workflow_handle(workflow_id, run_id=run_id or None)
+            parts = []
+            async for event in handle.fetch_history_events(page_size=1):
+                payloads = event.workflow_execution_started_event_attributes.input.payloads
+                [start] = await client.data_converter.decode(payloads, [dict])
+                found: list[dict[str, Any]] = cast("dict[str, Any]", start).get("input_parts") or []
+                parts = list(found)
+                break
+            self._inputs[key] = parts
+            while len(self._inputs) > INPUTS_KEPT:
+                self._inputs.popitem(last=False)
+        self._inputs.move_to_end(key)
+        return parts
 
     @activity.defn(name="agentloop.store")
     async def store(self, payload: dict[str, Any]) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter
 
@@ -192,3 +192,45 @@ _DECISION_TYPES: dict[str, type[Any]] = {
     "edit": Edit,
     "result": ExternalResult,
 }
+
+
+# An input image or file of at least this many base64 characters goes to a model activity by
+# reference: the activity reads it from the run's start payload (its history's first event), so
+# each step's activity input and history event stay small however large the input.
+REFER_CHARS = 8 * 1024
+INPUT_REF = "agentloop.input_part"
+
+
+def input_refs(parts: list[dict[str, Any]] | None) -> dict[str, int]:
+    """The large input parts' base64 data, to their index in the start payload's parts."""
+    refs: dict[str, int] = {}
+    for index, part in enumerate(parts or ()):
+        data = part.get("data")
+        if isinstance(data, str) and len(data) >= REFER_CHARS:
+            refs.setdefault(data, index)
+    return refs
+
+
+def refer_inputs(value: object, parts: list[dict[str, Any]], refs: Mapping[str, int]) -> Any:
+    """``value`` (an encoded request) with each large input part replaced by a reference."""
+    if isinstance(value, dict):
+        fields = cast("dict[str, Any]", value)
+        data = fields.get("data")
+        if isinstance(data, str) and data in refs and fields == parts[refs[data]]:
+            return {INPUT_REF: refs[data]}
+        return {k: refer_inputs(v, parts, refs) for k, v in fields.items()}
+    if isinstance(value, list):
+        return [refer_inputs(v, parts, refs) for v in cast("list[object]", value)]
+    return value
+
+
+def resolve_inputs(value: object, parts: list[dict[str, Any]]) -> Any:
+    """``refer_inputs`` undone, with the start payload's parts."""
+    if isinstance(value, dict):
+        fields = cast("dict[str, Any]", value)
+        if INPUT_REF in fields:
+            return parts[int(fields[INPUT_REF])]
+        return {k: resolve_inputs(v, parts) for k, v in fields.items()}
+    if isinstance(value, list):
+        return [resolve_inputs(v, parts) for v in cast("list[object]", value)]
+    return value

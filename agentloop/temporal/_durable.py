@@ -20,6 +20,8 @@ from .. import _events as ev
 from .._actions import SUBAGENT
 from .._decisions import Approve, Deny, Edit, ExternalResult
 from .._errors import AgentLoopError, UserError
+from .._inputs import RunInput, input_message_parts
+from .._session_run import check_stored_input, parts_to_json
 from .._steps import RunResult
 from .._time import new_id
 from .._waiting import DecisionError
@@ -181,7 +183,7 @@ class TemporalAgent(Generic[OutputT]):
     async def start(
         self,
         client: Client,
-        input: str,
+        input: RunInput,
         *,
         run_id: str | None = None,
         session: str | None = None,
@@ -194,7 +196,9 @@ class TemporalAgent(Generic[OutputT]):
 
         Args:
             client: A Temporal client (``connect(...)``).
-            input: The user's message.
+            input: The user's message: text, or a sequence of text, ``ImagePart`` and
+                ``FilePart`` (as ``Agent.run``). The start payload carries it, bytes as base64,
+                within Temporal's 2 MB payload limit: give large images and files by URL.
             run_id: The run's id (default: a fresh one). Starting a second run with the id of
                 a running one fails: the id makes the submission idempotent.
             session: The session the run continues, in the workers' store (``Agent.store`` on
@@ -204,21 +208,24 @@ class TemporalAgent(Generic[OutputT]):
             state: The starting state of a run without a session.
             variables: Template variables for the instructions.
         """
-        if not isinstance(input, str):
-            raise UserError(f"input must be a string, not {type(input).__name__}")
+        text, parts = input_message_parts(input)
         if session is not None and state is not None:
             raise UserError("state= is for runs without a session; a session has its own")
+        if session is not None:
+            check_stored_input(parts)
         run_id = run_id or f"agentloop-{self.name}-{new_id()}"
-        start = {
+        start: dict[str, Any] = {
             "agent": self.name,
             "fingerprint": self.fingerprint,
             "run_id": run_id,
-            "input": input,
+            "input": text,
             "state": dict(state or {}),
             "variables": dict(variables or {}),
             "session": None if session is None else {"id": session, "wait": wait_for_session},
         }
-        _check_json(start)
+        if parts is not None:  # a text run's start payload stays as it was
+            start["input_parts"] = parts_to_json(parts)
+        _check_start(start, parts is not None)
         handle: WorkflowHandle[Any, str] = await client.start_workflow(
             WORKFLOW_NAME,
             start,
@@ -235,7 +242,7 @@ class TemporalAgent(Generic[OutputT]):
     async def run(
         self,
         client: Client,
-        input: str,
+        input: RunInput,
         *,
         run_id: str | None = None,
         session: str | None = None,
@@ -247,7 +254,7 @@ class TemporalAgent(Generic[OutputT]):
 
         Args:
             client: A Temporal client.
-            input: The user's message.
+            input: The user's message (text, images, files: as for ``start``).
             run_id: The run's id (default: a fresh one).
             session: The session the run continues, in the workers' store.
             wait_for_session: Seconds to wait for a session another run holds.
@@ -541,8 +548,28 @@ def _agents_of(agent: Agent[Any, Any]) -> dict[str, Agent[Any, Any]]:
     return found
 
 
-def _check_json(value: Any) -> None:
+# Temporal refuses a payload over its blob size limit (2 MiB by default, ``limit.blobSize.error``;
+# the dev server's too): the run's start payload must fit, with room for the converter's framing.
+MAX_START_BYTES = 2 * 1024 * 1024 - 16 * 1024
+
+
+def _check_start(start: dict[str, Any], media: bool) -> None:
+    """Refuse, before anything starts, a start payload that is not JSON or would not fit in
+    Temporal's payload limit (which would fail the start, or a later history event)."""
     try:
-        json.dumps(value, allow_nan=False)
+        encoded = json.dumps(start, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise UserError(f"a durable run's input, state and variables must be JSON: {exc}") from None
+    size = len(encoded.encode())
+    if size > MAX_START_BYTES:
+        advice = (
+            "give large images and files by URL (ImagePart(url=...), FilePart(url=...)), "
+            "which the provider fetches"
+            if media
+            else "pass less state or fewer variables"
+        )
+        raise UserError(
+            f"a durable run's start payload must fit in Temporal's 2 MB payload limit "
+            f"(at most {MAX_START_BYTES / 2**20:.2f} MB here, images and files as base64); "
+            f"this one is {size / 2**20:.2f} MB: {advice}"
+        )

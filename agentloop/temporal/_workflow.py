@@ -36,7 +36,7 @@ from .._decisions import Decision, Deny, ExternalResult
 from .._loop import execute
 from .._middleware import compose
 from .._run import Effects, Emitter, Launch
-from .._session_run import SessionSpec, step_from_json
+from .._session_run import SessionSpec, parts_from_json, step_from_json
 from .._steps import ActionResult, RunResult, Step
 from .._time import use_entropy
 from .._waiting import DecisionError, check_decisions, decode_state
@@ -169,14 +169,22 @@ class _WorkflowModel(Model):
     async def _stream(self, request: ModelRequest) -> AsyncIterator[AsyncIterator[ModelDelta]]:
         call = self._host.open_call()
         attempt_timeout = self._durable.agent_at(self._path).retry.attempt_timeout
+        encoded = _codec.encode_request(request)
+        payload: dict[str, Any] = {
+            "agent": self._durable.name,
+            "path": self._path,
+            "call": call.number,
+        }
+        host = self._host
+        if host.input_refs:
+            referred = _codec.refer_inputs(encoded, host.input_parts, host.input_refs)
+            if referred != encoded:
+                payload["input_refs"] = True  # the activity reads them from the start payload
+            encoded = referred
+        payload["request"] = encoded
         handle = workflow.start_activity(
             MODEL_ACTIVITY,
-            {
-                "agent": self._durable.name,
-                "path": self._path,
-                "call": call.number,
-                "request": _codec.encode_request(request),
-            },
+            payload,
             result_type=dict,
             **self._durable.model_activity.schedule((attempt_timeout or 600.0) + 30.0, retry=False),
         )
@@ -290,6 +298,10 @@ class AgentRunWorkflow:
         self._decided: dict[str, Decision] | None = None
         # The sub-agents' agents as the workflow runs them, by path (made once each).
         self._sub_agents: dict[str, tuple[RunnableAgent, Effects]] = {}
+        # The input's images and files as the start payload has them, and the large ones'
+        # data to their index: model activities get those by reference (``_codec.refer_inputs``).
+        self.input_parts: list[dict[str, Any]] = []
+        self.input_refs: dict[str, int] = {}
 
     def open_call(self) -> _Call:
         self._call_count += 1
@@ -428,10 +440,13 @@ class AgentRunWorkflow:
             spec = SessionSpec(
                 store=store, session_id=session["id"], wait=session["wait"], resume=False
             )
+        self.input_parts = list(start.get("input_parts") or ())
+        self.input_refs = _codec.input_refs(self.input_parts)
         launch = Launch(
             agent=agent,
             run_id=start["run_id"],
             user_input=start["input"],
+            input_parts=parts_from_json(start.get("input_parts")),
             branch=agent.name,
             emitter=Emitter(send),
             state=StateView(start["state"]),
