@@ -6,6 +6,7 @@ result is the uninterrupted run's."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -28,6 +29,9 @@ pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 WORKER = Path(__file__).with_name("_temporal_worker.py")
 ROOT = Path(__file__).resolve().parent.parent
+ZYGOTE = Path(__file__).with_name("_temporal_zygote.py")
+LAUNCHER = [sys.executable, "-S", str(ROOT / "tests" / "support" / "zygote.py")]
+START_TIMEOUT = 60.0
 SCRIPT: list[EmulatedTurn | str] = [
     EmulatedTurn(
         text="Both at once.",
@@ -49,6 +53,56 @@ def provider() -> Iterator[ProviderServer]:
         yield server
 
 
+Spawn = Callable[[str, str, str, Path], "subprocess.Popen[bytes]"]
+
+
+@pytest.fixture(scope="module")
+def spawn_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Spawn]:
+    """Start a worker process (``_temporal_worker.py TARGET QUEUE URL LOG``): forked from a warm
+    process (``_temporal_zygote.py``) that imported the SDKs once, where ``fork`` exists. The
+    worker's pid is the one it logs; killing the returned process kills the worker too."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if not hasattr(os, "fork"):
+
+        def fresh(target: str, queue: str, url: str, log: Path) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                [sys.executable, str(WORKER), target, queue, url, str(log)], env=env
+            )
+
+        yield fresh
+        return
+    path = tmp_path_factory.mktemp("temporal") / "zygote.sock"
+    zygote = subprocess.Popen(
+        [sys.executable, str(ZYGOTE), str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert zygote.stdin is not None and zygote.stdout is not None
+
+    def forked(target: str, queue: str, url: str, log: Path) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [*LAUNCHER, str(path), str(WORKER), target, queue, url, str(log)], env=env
+        )
+
+    try:
+        ready, _, _ = select.select([zygote.stdout], [], [], START_TIMEOUT)
+        if not ready or zygote.stdout.readline().strip() != "ready":
+            pytest.fail(f"the Temporal worker zygote did not start (exit code {zygote.poll()})")
+        yield forked
+    finally:
+        zygote.stdin.close()  # its end: it kills the workers still running and exits
+        try:
+            zygote.wait(START_TIMEOUT)
+        finally:
+            if zygote.poll() is None:
+                zygote.kill()
+                zygote.wait()
+            zygote.stdout.close()
+
+
 def _lines(log: Path) -> list[list[str]]:
     return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
 
@@ -67,18 +121,12 @@ async def _wait_for(
 
 @pytest.fixture
 def workers(
-    temporal_target: str, provider: ProviderServer, tmp_path: Path
+    temporal_target: str, provider: ProviderServer, tmp_path: Path, spawn_worker: Spawn
 ) -> Iterator[tuple[Path, str]]:
     """Three worker processes on a fresh task queue, and the log they write."""
     log = tmp_path / "log.txt"
     queue = f"crash-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    processes = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), temporal_target, queue, provider.url, str(log)], env=env
-        )
-        for _ in range(3)
-    ]
+    processes = [spawn_worker(temporal_target, queue, provider.url, log) for _ in range(3)]
     try:
         yield log, queue
     finally:
@@ -146,7 +194,7 @@ async def test_a_run_survives_workers_killed_mid_tool_and_mid_stream(
 
 
 async def test_a_worker_killed_while_its_run_waits_and_the_decision_reaching_another(
-    temporal_target: str, tmp_path: Path
+    temporal_target: str, tmp_path: Path, spawn_worker: Spawn
 ) -> None:
     """The run waits on an approval; every worker that ran it is SIGKILLed; a new worker
     process takes the decision, rebuilds the run from its history, and runs the call."""
@@ -156,15 +204,10 @@ async def test_a_worker_killed_while_its_run_waits_and_the_decision_reaching_ano
     ]
     log = tmp_path / "log.txt"
     queue = f"wait-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     processes: list[subprocess.Popen[bytes]] = []
 
     def spawn(url: str) -> None:
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, str(WORKER), temporal_target, queue, url, str(log)], env=env
-            )
-        )
+        processes.append(spawn_worker(temporal_target, queue, url, log))
 
     from agentloop import Approve
     from agentloop import _events as ev
@@ -198,4 +241,7 @@ async def test_a_worker_killed_while_its_run_waits_and_the_decision_reaching_ano
     assert replay.replay_failure is None
     assert result.output == "guarded gave 3"
     ran = [line for line in _lines(log) if line[:2] == ["run", "guarded"]]
-    assert len(ran) == 1 and int(ran[0][-2]) == processes[1].pid
+    ready = [line for line in _lines(log) if line[0] == "ready"]
+    # Two workers, each a process of its own; the call ran once, in the second one.
+    assert len(ready) == 2 and ready[0][-2] != ready[1][-2]
+    assert len(ran) == 1 and ran[0][-2] == ready[1][-2]
