@@ -11,8 +11,9 @@ raised to its hard limit and checked (a loud failure when it is short):
 - **openai SDK**: a bare loop on ``openai`` (``chat.completions.create(stream=True)``, its default
   httpx2 client);
 - **agentloop**: ``Agent.run`` with two async tools in native mode, on the OpenAI Chat
-  Completions driver, and on the Responses and Anthropic drivers; and ``Agent.stream`` on Chat
-  Completions with every event read by the caller.
+  Completions driver, and on the Responses and Anthropic drivers; ``Agent.stream`` on Chat
+  Completions with every event read by the caller; and ``Agent.run`` on trio, whose portable
+  path is the SDK's httpx2 client (reported beside the asyncio floor).
 
 At small S a round of S sessions is repeated (1,000 rounds at S = 1, 10 at S = 100) so that each
 figure covers at least about 2,000 turns; up to S = 1,000 each client is measured twice,
@@ -47,6 +48,7 @@ CONFIGS = [
     "agent-openai-chat-stream",
     "agent-openai-responses",
     "agent-anthropic",
+    "agent-openai-chat-trio",
 ]
 SMOKE_CONFIGS = ["floor", "sdk-httpx", "agent-openai-chat"]
 SIZES = [1, 100, 1_000, 10_000]
@@ -213,6 +215,10 @@ def _round_two(
                 line += f", memory {mem:.2f}× (≤ {ROUND_TWO_MEMORY:g}×: "
                 line += f"{'met' if mem <= ROUND_TWO_MEMORY else 'NOT met'})"
             out.append(line)
+        if "agent-openai-chat-trio" in configs:  # reported: the portable path's cost on trio
+            cpu = _per_turn(results[size, "agent-openai-chat-trio"]) / _per_turn(floor)
+            out.append(f"- S = {size:,}, {LABELS['agent-openai-chat-trio']}: CPU {cpu:.2f}× "
+                       "(reported; the floor runs on asyncio)")  # fmt: skip
     return "\n\nRound two (issue 22):\n\n" + "\n".join(out) if out else ""
 
 

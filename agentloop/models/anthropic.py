@@ -1,6 +1,7 @@
 """Anthropic Messages driver (``"anthropic:<model>"``), on the official ``anthropic`` SDK.
 
-The SDK is imported on first use. Credentials come from ``api_key=``, or the SDK's own lookup
+The SDK is imported on first use, except on the direct aiohttp path with a static key, which
+computes the URL and headers the SDK would (``_sdk_free``; about 4,000 modules less). Credentials come from ``api_key=``, or the SDK's own lookup
 (``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``, profiles); the base URL from ``base_url=``,
 ``ANTHROPIC_BASE_URL`` or the SDK's default. Anthropic has no native JSON output mode, so the
 profile says ``native_output=False`` and the runtime teaches the output schema in the prompt.
@@ -14,6 +15,7 @@ from agentloop._errors import UserError
 
 from ._anthropic_wire import AnthropicDecoder, build_anthropic_body
 from ._driver import SDKModel
+from ._sdk_free import DirectRequest, anthropic_direct_request
 from ._stream import WireDecoder
 from ._types import ModelProfile, ModelRequest, ModelSettings
 
@@ -32,6 +34,9 @@ class AnthropicModel(SDKModel):
     @property
     def profile(self) -> ModelProfile:
         return ModelProfile(native_tools=True, stop_sequences=True, native_output=False)
+
+    def _sdk_free_request(self) -> DirectRequest | None:
+        return anthropic_direct_request(self._api_key or None, self._base_url)
 
     def _make_client(self, http_client: Any) -> Any:
         import anthropic

@@ -16,6 +16,7 @@ import pytest
 
 from agentloop.models._driver import _unused_http_client
 from agentloop.models._transport import DirectSender
+from agentloop.models.anthropic import AnthropicModel
 from agentloop.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from agentloop.testing import ProviderServer, ScriptedResponse
 
@@ -118,3 +119,112 @@ def test_the_sdk_version_and_platform_are_read_as_the_sdk_reads_them() -> None:
 
     assert _sdk_free.openai_version() == version("openai")
     assert _sdk_free._platform_name() == str(get_platform())
+
+
+ANTHROPIC_ENVS: list[dict[str, str]] = [
+    {},
+    {"ANTHROPIC_API_KEY": "sk-ant-env"},
+    {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9/custom", "ANTHROPIC_API_KEY": "sk-ant-env"},
+    {"ANTHROPIC_AUTH_TOKEN": "token-env"},  # ignored beside an explicit key, as by the SDK
+]
+ANTHROPIC_OPTIONS: list[dict[str, Any]] = [
+    {"api_key": "sk-ant-explicit", "base_url": "http://127.0.0.1:9"},
+    {"api_key": "sk-ant-explicit", "timeout": 7.5},
+    {"base_url": "http://127.0.0.1:9/", "stream": False},
+    {"api_key": "sk-ant-explicit"},
+]
+_ANTHROPIC_ENV_NAMES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_CUSTOM_HEADERS",
+)
+
+
+@direct_paths_only
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the direct path is asyncio's
+@pytest.mark.parametrize("env", ANTHROPIC_ENVS)
+async def test_the_sdk_free_anthropic_sender_is_the_one_the_sdk_client_gives(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Key, base URL, ``anthropic-version`` and the platform headers, field by field."""
+    for name in _ANTHROPIC_ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    compared = 0
+    for options in ANTHROPIC_OPTIONS:
+        model = AnthropicModel("m", transport="aiohttp", max_connections=3, **options)
+        sdk_free = model._sdk_free_request()
+        if "api_key" not in options and "ANTHROPIC_API_KEY" not in env:
+            assert sdk_free is None, (env, options)  # no static key: the SDK's lookup
+            continue
+        assert sdk_free is not None, (env, options)
+        client = model._make_client(_unused_http_client())
+        via_sdk = DirectSender.from_client(
+            client, model._endpoint, provider=model.provider, model="m", max_connections=3
+        )
+        assert _fields(model._sender_for_loop()) == _fields(via_sdk), (env, options)
+        assert model._client is None  # no SDK client was made for the sender
+        await client.close()
+        compared += 1
+    assert compared >= 3 if env.get("ANTHROPIC_API_KEY") else compared == 3
+
+
+@direct_paths_only
+@pytest.mark.parametrize(
+    "env", [{"ANTHROPIC_CUSTOM_HEADERS": "X-Team: blue"}, {"ANTHROPIC_AUTH_TOKEN": "token-env"}]
+)
+def test_what_only_the_anthropic_sdk_resolves_takes_its_client(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Custom headers from the environment, and an auth token without a key, are the SDK's."""
+    for name in _ANTHROPIC_ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    key = "sk-ant-explicit" if "ANTHROPIC_CUSTOM_HEADERS" in env else None
+    model = AnthropicModel("m", transport="aiohttp", api_key=key)
+    assert model._sdk_free_request() is None
+
+
+@direct_paths_only
+def test_a_first_anthropic_run_on_the_direct_path_imports_no_sdk(server: ProviderServer) -> None:
+    """In a fresh process, ``Agent.run`` on Anthropic's aiohttp transport reaches the provider
+    without importing ``anthropic`` (about 4,000 modules)."""
+    server.enqueue(ScriptedResponse.sse(load("anthropic/stream_text_ping").body))
+    code = textwrap.dedent(
+        f"""
+        import sys, anyio
+        from agentloop import Agent
+        from agentloop.models.anthropic import AnthropicModel
+
+        async def main():
+            async with AnthropicModel("m", base_url={server.url!r}, api_key="sk-ant-k") as m:
+                result = await Agent(m).run("hi")
+                assert result.error is None, result.error
+                print(m.transport)
+
+        anyio.run(main, backend="asyncio")
+        print(",".join(n for n in ("openai", "anthropic", "jinja2") if n in sys.modules))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["aiohttp", ""]
+    (request,) = server.requests
+    assert request.headers["authorization"] == "Bearer sk-ant-k"
+    assert request.headers["user-agent"].startswith("AsyncAnthropic/Python ")
+    assert request.headers["anthropic-version"]
+
+
+def test_the_anthropic_api_version_is_read_as_the_sdk_has_it() -> None:
+    from anthropic._constants import ANTHROPIC_API_VERSION
+
+    from agentloop.models import _sdk_free
+
+    assert _sdk_free._sdk_constant("anthropic", "_constants.py", "ANTHROPIC_API_VERSION") == (
+        ANTHROPIC_API_VERSION
+    )

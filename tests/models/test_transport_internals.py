@@ -83,6 +83,8 @@ async def test_unchecked_versions_take_the_sdk_path(
     """On a version not in ``CHECKED`` nothing internal is read: ``transport="aiohttp"`` sends
     through the SDK's aiohttp client, whose body is read through ``aiter_raw()``."""
     monkeypatch.setattr(transport, "internals_checked", lambda: False)
+    # An unchecked anthropic also stops the direct path that needs no SDK client (_sdk_free).
+    monkeypatch.setitem(transport.CHECKED, "anthropic", ((0,), (0,)))
     server.enqueue(ScriptedResponse.sse(load(REPLY).body))
     async with make_model("anthropic", server.url, transport="aiohttp") as model:
         async with model.stream(REQUEST) as stream:
