@@ -365,7 +365,11 @@ async def test_dynamic_credentials_fall_back_to_the_sdk_client(
     """When the direct path is ruled out, ``transport="aiohttp"`` sends through the SDK's own
     aiohttp client instead."""
     import agentloop.models._driver as driver
+    from agentloop.models.anthropic import AnthropicModel
 
+    # Ruled out both ways: no URL and headers of our own (``_sdk_free``), and the SDK
+    # client's credentials not static.
+    monkeypatch.setattr(AnthropicModel, "_sdk_free_request", lambda self: None)
     monkeypatch.setattr(driver, "direct_eligible", lambda client: False)
     server.enqueue(ScriptedResponse.sse(load(FIRST["anthropic"]).body))
     async with make_model("anthropic", server.url, transport="aiohttp") as model:
