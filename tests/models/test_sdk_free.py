@@ -220,6 +220,7 @@ def test_a_first_anthropic_run_on_the_direct_path_imports_no_sdk(server: Provide
     assert request.headers["anthropic-version"]
 
 
+@direct_paths_only  # read only where the direct path runs: older SDKs keep it elsewhere
 def test_the_anthropic_api_version_is_read_as_the_sdk_has_it() -> None:
     from anthropic._constants import ANTHROPIC_API_VERSION
 
