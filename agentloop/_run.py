@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast, final
@@ -292,7 +293,9 @@ class _Run:
         self.replayed: list[tuple[Message, ...]] = []
         self.usage_by_model: dict[str, Usage] = {}
         self.scratch: dict[int, dict[str, Any]] = {}
-        self.context: RunContext = RunView(self)
+        # Held weakly: a view holds its run, and a run holding its view back would make every
+        # run (and all it reached) cyclic garbage, freed only by the collector's passes.
+        self._context: weakref.ref[RunView] | None = None
         self.instrument: Instrumentation | None = launch.instrument
         self.span: Span | None = launch.span
         self._attempt_count = 0
@@ -336,6 +339,15 @@ class _Run:
         return self.last_step or (bool(steps) and steps[-1].feedback == REACT_REMINDER)
 
     # -- events --------------------------------------------------------------------------------
+
+    @property
+    def context(self) -> RunContext:
+        """The run's ``RunContext``: one view while anyone holds it."""
+        view = self._context() if self._context is not None else None
+        if view is None:
+            view = RunView(self)
+            self._context = weakref.ref(view)
+        return view
 
     @property
     def emitting(self) -> bool:
@@ -468,7 +480,7 @@ class _Run:
 class RunView(RunContext):
     """The ``RunContext`` of a ``_Run``: what middleware and tools see of it, read-only."""
 
-    __slots__ = ("_run",)
+    __slots__ = ("__weakref__", "_run")
 
     def __init__(self, run: _Run) -> None:
         self._run = run

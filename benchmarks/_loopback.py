@@ -29,7 +29,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeAlias
 
 import anyio
@@ -372,6 +372,25 @@ class GcMeter:
         gc.callbacks.remove(self._callback)
 
 
+@contextlib.contextmanager
+def counting_allocations(into: dict[str, int]) -> Iterator[None]:
+    """Counts every allocation of the process meanwhile (memray's tracker, Python's allocator
+    included; frees are not counted) into ``into["allocations"]``: objects made per turn are
+    CPU spent and garbage to collect, and no timer shows them apart."""
+    import tempfile
+
+    import memray
+
+    frees = {int(memray.AllocatorType.FREE), int(memray.AllocatorType.PYMALLOC_FREE)}
+    frees.add(int(memray.AllocatorType.MUNMAP))
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "allocations.bin")
+        with memray.Tracker(path, trace_python_allocators=True):
+            yield
+        records = memray.FileReader(path).get_allocation_records()
+        into["allocations"] = sum(1 for r in records if int(r.allocator) not in frees)
+
+
 def _scale_worker(
     config: str,
     url: str,
@@ -382,9 +401,11 @@ def _scale_worker(
     *,
     gc_freeze: bool = False,
     gc_stats: bool = False,
+    allocations: bool = False,
 ) -> dict[str, Any]:
     check_fds(cap + FD_MARGIN)
     meter = GcMeter()
+    counted: dict[str, int] = {}
 
     async def main() -> dict[str, Any]:
         async with setup(config, url, cap) as run:
@@ -403,7 +424,10 @@ def _scale_worker(
 
                 prof = cProfile.Profile()
                 prof.enable()
-            with meter if gc_stats else contextlib.nullcontext():
+            with (
+                meter if gc_stats else contextlib.nullcontext(),
+                counting_allocations(counted) if allocations else contextlib.nullcontext(),
+            ):
                 await run(sessions)
                 # Memory per session from the first round: later rounds measure the
                 # allocator's high-water mark more than the sessions.
@@ -431,6 +455,7 @@ def _scale_worker(
         if gc_stats:
             result["gc_passes"], result["gc_seconds"] = meter.passes, meter.seconds
             result["gc_collected"] = meter.collected
+        result.update(counted)
         return result
 
     return anyio.run(main, backend="trio" if config.endswith("-trio") else "asyncio")
@@ -446,12 +471,15 @@ def measure(
     profile: str | None = None,
     gc_freeze: bool = False,
     gc_stats: bool = False,
+    allocations: bool = False,
 ) -> dict[str, Any]:
     """Run ``rounds`` rounds of ``sessions`` concurrent sessions of ``config`` in a fresh worker
     process: CPU seconds, wall seconds per round, turns, resident KiB after warm-up
     (``rss_base``), at its peak after the first round (``rss_first_peak``) and overall. With
     ``gc_freeze`` the worker freezes its heap after warm-up; with ``gc_stats`` it also reports
-    the collector's passes and CPU seconds per generation (``gc_passes``, ``gc_seconds``)."""
+    the collector's passes and CPU seconds per generation (``gc_passes``, ``gc_seconds``); with
+    ``allocations`` the allocations made in the measured rounds (``allocations``: memray
+    traces them, so that run's CPU and memory figures do not count)."""
     cmd = [*_worker_cmd(config, url), "--sessions", str(sessions), "--rounds", str(rounds)]
     cmd += ["--cap", str(cap)]
     if profile:
@@ -460,6 +488,8 @@ def measure(
         cmd.append("--gc-freeze")
     if gc_stats:
         cmd.append("--gc-stats")
+    if allocations:
+        cmd.append("--allocations")
     result: dict[str, Any] = _run_worker(cmd, f"{config} at S={sessions}")
     return result
 
@@ -610,6 +640,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default=None)
     parser.add_argument("--gc-freeze", action="store_true")
     parser.add_argument("--gc-stats", action="store_true")
+    parser.add_argument("--allocations", action="store_true")
     args = parser.parse_args(argv)
     result: Any
     if args.worker == "first-event":
@@ -626,6 +657,7 @@ def main(argv: list[str] | None = None) -> int:
             args.profile,
             gc_freeze=args.gc_freeze,
             gc_stats=args.gc_stats,
+            allocations=args.allocations,
         )
     print(json.dumps(result))
     return 0

@@ -24,7 +24,9 @@ agentloop's ratios to the floor
 and to the SDK loop measured in the same run. Targets: CPU per turn at S = 100 and 1,000 within
 2x the floor; memory per session within 2x the floor's. Round two (issue 22), on OpenAI Chat:
 ``Agent.run`` within 1.4x the floor's CPU and 1.5x its memory per session, ``Agent.stream``
-reading every event within 1.5x the floor's CPU.
+reading every event within 1.5x the floor's CPU. Then one more round per client at S = 100 with
+every allocation counted (memray, the ``[bench]`` extra; skipped with a note without it): the
+objects each turn makes, and the cyclic garbage among them, which waits for the collector.
 
 Run: ``python -m benchmarks.bench_scale [--smoke] [--sessions 1,100,1000,10000]
 [--configs floor,sdk-httpx,agent-openai-chat,...] [--cap 1000] [--gc-freeze] [--gc-stats]``
@@ -35,6 +37,7 @@ service would after start-up; ``--gc-stats``: a second table of the collector's 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from typing import Any
 
@@ -107,10 +110,13 @@ def main(argv: list[str] | None = None) -> int:
                     best = results.get((size, config))
                     if best is None or _per_turn(r) < _per_turn(best):
                         results[size, config] = r
+        allocation_size = 100 if 100 in sizes else max(sizes)
+        counted = _allocations(server.url, allocation_size, configs, args.cap)
     print(_table(results, sizes, configs))
     print(_verdict(results, sizes, configs))
     if args.gc_stats:
         print(_gc_table(results, sizes, configs))
+    print(_allocation_table(counted, allocation_size, configs))
     print(
         "\nTwo turns per session (two parallel tool calls, then a streamed text answer); "
         f"connection cap min({args.cap}, S) for every client; wall time per round of S sessions; "
@@ -118,6 +124,42 @@ def main(argv: list[str] | None = None) -> int:
         + (" gc.freeze() after each client's warm-up." if args.gc_freeze else "")
     )
     return 0
+
+
+def _allocations(
+    url: str, size: int, configs: list[str], cap: int
+) -> dict[str, dict[str, Any]] | None:
+    """One more round per client at S = ``size``, every allocation counted (memray), with the
+    cyclic garbage the collector found; ``None`` without memray (a dev dependency)."""
+    if importlib.util.find_spec("memray") is None:
+        return None
+    return {
+        config: measure(config, url, size, min(cap, size), allocations=True, gc_stats=True)
+        for config in configs
+    }
+
+
+def _allocation_table(
+    counted: dict[str, dict[str, Any]] | None, size: int, configs: list[str]
+) -> str:
+    """Objects made per turn (issue 22): allocations and the cyclic garbage among them."""
+    if counted is None:
+        return "\nAllocations per turn: not measured (`pip install memray`, a dev dependency)."
+    floor = counted["floor"]["allocations"] / counted["floor"]["turns"]
+    lines = [
+        f"\nAllocations per turn at S = {size:,}, one round (memray; frees not counted):\n",
+        "| client | allocations/turn | × floor | cyclic garbage, objects/turn |",
+        "|---|---:|---:|---:|",
+    ]
+    for config in configs:
+        r = counted[config]
+        turns = int(r["turns"])
+        per_turn = r["allocations"] / turns
+        lines.append(
+            f"| {LABELS[config]} | {per_turn:,.0f} | {per_turn / floor:.2f}× "
+            f"| {r['gc_collected'] / turns:.0f} |"
+        )
+    return "\n".join(lines)
 
 
 def _per_turn(r: dict[str, Any]) -> float:
