@@ -2,7 +2,9 @@
 
 Each ``bench_*.py`` module prints a markdown table. Without ``--no-write`` the results are
 written into ``benchmarks/README.md`` between the results markers: the machine and the command
-first, then one section per benchmark (its title, its own command, its table).
+first, then one section per benchmark (its title, its own command, its table). With ``--only``
+the sections run replace theirs, marked with the day they were run on their own, and the
+others stay.
 """
 
 from __future__ import annotations
@@ -68,20 +70,39 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{section}\n", flush=True)
         sections.append(section)
     if not args.no_write:
-        command = "python -m benchmarks" + flag
-        body = "\n\n".join(
-            [
-                f"Measured {time.strftime('%Y-%m-%d')} on {_machine()}.",
-                f"Command: `{command}`",
-                *sections,
-            ]
-        )
-        readme = HERE / "README.md"
-        text = readme.read_text() if readme.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-        head, _, rest = text.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        readme.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}")
+        _write(sections, "python -m benchmarks" + flag, partial=bool(args.only))
     return 1 if failed else 0
+
+
+def _write(sections: list[str], command: str, *, partial: bool) -> None:
+    """The results into ``README.md`` between the markers. With ``--only``, the sections run
+    replace their earlier selves (and say when they were measured); the others stay."""
+    readme = HERE / "README.md"
+    text = readme.read_text() if readme.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    head, _, rest = text.partition(BEGIN)
+    old, _, tail = rest.partition(END)
+    if partial:
+        today = time.strftime("%Y-%m-%d")
+        fresh = {_title(s): _dated(s, today) for s in sections}
+        first, *others = old.strip().split("\n### ")
+        kept = [fresh.pop(_title("### " + o), None) or "### " + o for o in others]
+        body = "\n\n".join(p.strip() for p in [first, *kept, *fresh.values()])
+    else:
+        measured = f"Measured {time.strftime('%Y-%m-%d')} on {_machine()}."
+        body = "\n\n".join([measured, f"Command: `{command}`", *sections])
+    readme.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}")
+
+
+def _title(section: str) -> str:
+    return section.partition("\n")[0]
+
+
+def _dated(section: str, today: str) -> str:
+    """A section measured apart from the full run says when: ``(470 s, run on its own on ...)``."""
+    title, _, rest = section.partition("\n\nCommand: ")
+    command, _, table = rest.partition("\n\n")
+    command = command.replace(")", f", run on its own on {today})", 1)
+    return f"{title}\n\nCommand: {command}\n\n{table}"
 
 
 def _strip_heading(text: str) -> str:
