@@ -85,7 +85,7 @@ def _write(sections: list[str], command: str, *, partial: bool) -> None:
         today = time.strftime("%Y-%m-%d")
         fresh = {_title(s): _dated(s, today) for s in sections}
         first, *others = old.strip().split("\n### ")
-        kept = [fresh.pop(_title("### " + o), None) or "### " + o for o in others]
+        kept = [fresh.pop(_title("### " + o), "### " + o) for o in others]
         body = "\n\n".join(p.strip() for p in [first, *kept, *fresh.values()])
     else:
         measured = f"Measured {time.strftime('%Y-%m-%d')} on {_machine()}."
