@@ -32,6 +32,7 @@ from ._encode import FragmentCache
 from ._sdk_free import DirectRequest
 from ._stream import DeltaStream, WireDecoder, check_remote_allowed, is_loopback
 from ._transport import (
+    ClientShards,
     DirectSender,
     RawResponse,
     SDKSender,
@@ -39,6 +40,7 @@ from ._transport import (
     connect_and_read,
     direct_eligible,
     header_secrets,
+    shard_count,
 )
 from ._types import Message, ModelRequest, ModelSettings, ModelStream, ToolSpec
 
@@ -254,16 +256,19 @@ class SDKModel(Model):
                 if not direct_eligible(client):
                     self._spare_clients.append(client)
                     client, kind = None, "aiohttp-sdk"
+            shards = None
             if client is None:
-                options = self._http_options()
+                count, per_client = shard_count(self._max_connections)
+                options = self._http_options(per_client)
                 if kind == "httpx":
-                    from ._read_ahead import read_ahead_on_writes
-
-                    http_client = self._httpx_client(options)
-                    read_ahead_on_writes(http_client)
+                    client = self._httpx_sdk_client(options)
+                    if count > 1:
+                        shards = ClientShards(
+                            client, lambda: self._spare(self._httpx_sdk_client(options)), count,
+                            per_client,
+                        )  # fmt: skip
                 else:
-                    http_client = self._aiohttp_client(options)
-                client = self._make_client(http_client)
+                    client = self._make_client(self._aiohttp_client(options))
             self._client = client
             if kind == "aiohttp":
                 sender = DirectSender.from_client(
@@ -274,7 +279,7 @@ class SDKModel(Model):
                     max_connections=self._max_connections,
                 )
             else:
-                sender = SDKSender(client, self._endpoint, kind, bound_errors=True)
+                sender = SDKSender(client, self._endpoint, kind, bound_errors=True, shards=shards)
         self._sender, self._token = sender, token
         return sender
 
@@ -302,16 +307,30 @@ class SDKModel(Model):
             raise UserError(f"transport={wanted!r} needs aiohttp: pip install 'agentloop[fast]'")
         return wanted
 
-    def _http_options(self) -> dict[str, Any]:
-        """Options of an HTTP client the driver makes: the shared TLS context, and the
-        connection limit when ``max_connections`` was given (else the SDK's default)."""
+    def _http_options(self, per_client: int) -> dict[str, Any]:
+        """Options of an HTTP client the driver makes: the shared TLS context, and a pool of
+        ``per_client`` connections when ``max_connections`` was given (else the SDK's default)."""
         options: dict[str, Any] = {"verify": tls_context()}
         if self._max_connections is not None:
             import httpx2
 
-            n = self._max_connections
+            n = per_client
             options["limits"] = httpx2.Limits(max_connections=n, max_keepalive_connections=n)
         return options
+
+    def _httpx_sdk_client(self, options: dict[str, Any]) -> Any:
+        """A new SDK client on a new httpx2 client of the driver's (which reads ahead while it
+        writes a large body)."""
+        from ._read_ahead import read_ahead_on_writes
+
+        http_client = self._httpx_client(options)
+        read_ahead_on_writes(http_client)
+        return self._make_client(http_client)
+
+    def _spare(self, client: Any) -> Any:
+        """``client``, closed with the driver's own."""
+        self._spare_clients.append(client)
+        return client
 
     def _check_allowed(self, base_url: str) -> None:
         if self._allowed is None or self._allowed[0] != base_url:

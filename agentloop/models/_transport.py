@@ -33,7 +33,7 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 
 from agentloop._errors import ModelStreamError
@@ -94,6 +94,8 @@ def internals_checked() -> bool:
 _INFLATABLE = frozenset({"gzip", "x-gzip", "deflate"})
 ACCEPT_ENCODING = "gzip, deflate"
 _LARGE_BODY = 1 << 20
+# Connections per pool of the httpx2 clients a driver makes (``ClientShards``).
+SHARD_CONNECTIONS: Final = 64
 
 
 class RawResponse(Protocol):
@@ -192,10 +194,12 @@ def _transport_chunks(response: Any) -> Chunks | None:
 
 
 class _HttpxRaw:
-    __slots__ = ("_response",)
+    __slots__ = ("_index", "_response", "_shards")
 
-    def __init__(self, response: Any) -> None:
+    def __init__(self, response: Any, shards: ClientShards | None = None, index: int = 0) -> None:
         self._response = response
+        self._shards = shards
+        self._index = index
 
     @property
     def status(self) -> int:
@@ -209,7 +213,12 @@ class _HttpxRaw:
         return _httpx_chunks(self._response)
 
     async def aclose(self) -> None:
-        await self._response.aclose()
+        shards, self._shards = self._shards, None
+        try:
+            await self._response.aclose()
+        finally:
+            if shards is not None:
+                shards.release(self._index)
 
 
 class _AiohttpRaw:
@@ -246,46 +255,121 @@ class _AiohttpRaw:
             self._response.close()  # mid-reply: drop the connection now
 
 
+class ClientShards:
+    """SDK clients that share one sender's requests, each on a connection pool of its own of
+    at most ``per_client`` connections.
+
+    Why: httpcore2's pool checks every connection it holds when it assigns a request and when a
+    response closes (a readability poll per idle one), so a request on a pool of n connections
+    costs O(n), and S concurrent sessions on one pool of S connections O(S²): on trio at S =
+    1,000 that was half the CPU of a turn. Requests fill the clients in order, so a lone caller
+    keeps reusing the first one's connections; the next client is made when all before it are
+    busy; when all ``count`` are, the least busy one takes the request and its pool queues it.
+    """
+
+    __slots__ = ("_busy", "_count", "_make", "_per_client", "clients")
+
+    def __init__(self, first: Any, make: Callable[[], Any], count: int, per_client: int) -> None:
+        self.clients = [first]
+        self._busy = [0]  # responses open per client
+        self._make = make
+        self._count = count
+        self._per_client = per_client
+
+    def acquire(self) -> int:
+        """The index of the client to post on, counted busy until ``release``."""
+        busy = self._busy
+        index = next((i for i, n in enumerate(busy) if n < self._per_client), -1)
+        if index < 0 and len(busy) < self._count:
+            self.clients.append(self._make())
+            busy.append(0)
+            index = len(busy) - 1
+        elif index < 0:
+            index = min(range(len(busy)), key=busy.__getitem__)
+        busy[index] += 1
+        return index
+
+    def release(self, index: int) -> None:
+        self._busy[index] -= 1
+
+
+def shard_count(max_connections: int | None) -> tuple[int, int]:
+    """How many clients, of how many connections each, serve ``max_connections``:
+    ``SHARD_CONNECTIONS`` per client (one client when the pool is no larger, or the SDK's
+    default pool, whose idle connections its keep-alive limit already bounds)."""
+    if max_connections is None or max_connections <= SHARD_CONNECTIONS:
+        return 1, max_connections or 0
+    return -(-max_connections // SHARD_CONNECTIONS), SHARD_CONNECTIONS
+
+
 class SDKSender:
     """Posts through the SDK client (``client.post``), retries off, redirects not followed.
 
     ``bound_errors``: install an httpx response hook on the SDK's HTTP client that reads an
     error response's body only up to ``ERROR_BODY_BYTES`` (the SDK would read it whole); done
-    for clients the driver made, not for one passed in.
+    for clients the driver made, not for one passed in. ``shards``: more clients to spread
+    requests over (``ClientShards``), for a large pool the driver made.
     """
 
-    __slots__ = ("_client", "_path", "_response_type", "base_url", "kind")
+    __slots__ = ("_client", "_path", "_response_type", "_shards", "base_url", "kind")
 
-    def __init__(self, client: Any, path: str, kind: str, *, bound_errors: bool = False) -> None:
+    def __init__(
+        self,
+        client: Any,
+        path: str,
+        kind: str,
+        *,
+        bound_errors: bool = False,
+        shards: ClientShards | None = None,
+    ) -> None:
         import httpx2
 
         self._client = client
         self._path = path
         self._response_type = httpx2.Response
+        self._shards = shards
         self.base_url = str(client.base_url)
         self.kind = kind
-        if bound_errors and internals_checked():
-            http: Any = getattr(client, "_client", None)  # internal
-            hooks = getattr(http, "event_hooks", None)
-            if isinstance(hooks, dict) and _bound_error_body not in hooks.get("response", []):
-                hooks["response"] = [*hooks.get("response", []), _bound_error_body]
-                http.event_hooks = hooks
+        if bound_errors:
+            bound_error_bodies(client)
 
     async def post(self, body: bytes) -> RawResponse:
-        response = await self._client.post(
+        shards = self._shards
+        if shards is None:
+            return _HttpxRaw(await self._post(self._client, body))
+        index = shards.acquire()
+        try:
+            response = await self._post(shards.clients[index], body)
+        except BaseException:
+            shards.release(index)
+            raise
+        return _HttpxRaw(response, shards, index)
+
+    def _post(self, client: Any, body: bytes) -> Awaitable[Any]:
+        return client.post(  # type: ignore[no-any-return]
             self._path,
             cast_to=self._response_type,
             content=body,
             options={"max_retries": 0, "follow_redirects": False},
             stream=True,
         )
-        return _HttpxRaw(response)
 
     def secrets(self) -> tuple[str, ...]:
         return _client_secrets(self._client)
 
     async def aclose(self) -> None:
         pass  # the driver closes the SDK client
+
+
+def bound_error_bodies(client: Any) -> None:
+    """Install ``_bound_error_body`` as a response hook on an SDK client's HTTP client."""
+    if not internals_checked():
+        return
+    http: Any = getattr(client, "_client", None)  # internal
+    hooks = getattr(http, "event_hooks", None)
+    if isinstance(hooks, dict) and _bound_error_body not in hooks.get("response", []):
+        hooks["response"] = [*hooks.get("response", []), _bound_error_body]
+        http.event_hooks = hooks
 
 
 def _client_secrets(client: Any) -> tuple[str, ...]:
