@@ -97,7 +97,10 @@ class SDKModel(Model):
     ``stream=False`` asks for whole JSON replies instead of server-sent events (normalised to the
     same deltas). ``transport`` picks the HTTP path when the driver makes its own client:
     ``"auto"``, ``"aiohttp"``, ``"aiohttp-sdk"`` or ``"httpx"`` (see the module docstring).
-    ``max_connections`` caps the connection pool of a client the driver makes; ``timeout``
+    ``max_connections`` caps the connection pool of a client the driver makes (on the httpx2
+    path, above 64 as several SDK clients of 64 connections each: httpcore2's pool checks
+    every connection it holds on each request, so one large pool costs O(S²) for S concurrent
+    sessions); ``timeout``
     (seconds, or an ``httpx2.Timeout``) replaces our default there: connect within
     ``CONNECT_TIMEOUT`` (10 s), then at most ``STREAM_IDLE_TIMEOUT`` (120 s) without a byte of a
     streamed reply (``DOCUMENT_TIMEOUT``, 600 s, for ``stream=False``). A client passed in keeps
