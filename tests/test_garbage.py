@@ -14,22 +14,12 @@ from contextlib import contextmanager
 
 import pytest
 
-from agentloop import Agent, RunResult, tool
+from agentloop import Agent, RunResult
 from agentloop.models import ModelRequest
 from agentloop.models.openai import OpenAIChatModel
 from agentloop.testing import EmulatedProvider, FunctionModel, ProviderServer, Reply, call
 
-
-@tool
-async def weather(query: str) -> str:
-    """The weather at a place."""
-    return f"sunny at {query}"
-
-
-@tool
-async def clock(query: str) -> str:
-    """The time at a place."""
-    return f"noon at {query}"
+from .reliability._support import clock, weather
 
 
 def _reply(request: ModelRequest) -> Reply:
