@@ -18,8 +18,7 @@ from agentloop import Agent, RunResult
 from agentloop.models import ModelRequest
 from agentloop.models.openai import OpenAIChatModel
 from agentloop.testing import EmulatedProvider, FunctionModel, ProviderServer, Reply, call
-
-from .reliability._support import clock, weather
+from tests.reliability._support import clock, weather
 
 
 def _reply(request: ModelRequest) -> Reply:
