@@ -37,10 +37,11 @@ from ._transport import (
     RawResponse,
     SDKSender,
     Sender,
+    bound_error_bodies,
     connect_and_read,
     direct_eligible,
     header_secrets,
-    shard_count,
+    shard_sizes,
 )
 from ._types import Message, ModelRequest, ModelSettings, ModelStream, ToolSpec
 
@@ -261,16 +262,16 @@ class SDKModel(Model):
                     client, kind = None, "aiohttp-sdk"
             shards = None
             if client is None:
-                count, per_client = shard_count(self._max_connections)
-                options = self._http_options(per_client)
+                first, *more = shard_sizes(self._max_connections)
                 if kind == "httpx":
-                    client = self._httpx_sdk_client(options)
-                    if count > 1:
+                    client = self._httpx_sdk_client(first)
+                    if more:
+                        sizes = [n for n in (first, *more) if n is not None]
                         shards = ClientShards(
-                            client, lambda: self._spare(self._httpx_sdk_client(options)), count,
-                            per_client,
-                        )  # fmt: skip
+                            client, lambda n: self._spare(self._httpx_sdk_client(n)), sizes
+                        )
                 else:
+                    options = self._http_options(self._max_connections)
                     client = self._make_client(self._aiohttp_client(options))
             self._client = client
             if kind == "aiohttp":
@@ -310,25 +311,27 @@ class SDKModel(Model):
             raise UserError(f"transport={wanted!r} needs aiohttp: pip install 'agentloop[fast]'")
         return wanted
 
-    def _http_options(self, per_client: int) -> dict[str, Any]:
+    def _http_options(self, pool: int | None) -> dict[str, Any]:
         """Options of an HTTP client the driver makes: the shared TLS context, and a pool of
-        ``per_client`` connections when ``max_connections`` was given (else the SDK's default)."""
+        ``pool`` connections (``None``: the SDK's default)."""
         options: dict[str, Any] = {"verify": tls_context()}
-        if self._max_connections is not None:
+        if pool is not None:
             import httpx2
 
-            n = per_client
-            options["limits"] = httpx2.Limits(max_connections=n, max_keepalive_connections=n)
+            options["limits"] = httpx2.Limits(max_connections=pool, max_keepalive_connections=pool)
         return options
 
-    def _httpx_sdk_client(self, options: dict[str, Any]) -> Any:
-        """A new SDK client on a new httpx2 client of the driver's (which reads ahead while it
-        writes a large body)."""
+    def _httpx_sdk_client(self, pool: int | None) -> Any:
+        """A new SDK client on a new httpx2 client of the driver's, with a pool of ``pool``
+        connections: it reads ahead while it writes a large body, and reads an error body only
+        in part."""
         from ._read_ahead import read_ahead_on_writes
 
-        http_client = self._httpx_client(options)
+        http_client = self._httpx_client(self._http_options(pool))
         read_ahead_on_writes(http_client)
-        return self._make_client(http_client)
+        client = self._make_client(http_client)
+        bound_error_bodies(client)
+        return client
 
     def _spare(self, client: Any) -> Any:
         """``client``, closed with the driver's own."""

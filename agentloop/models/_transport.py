@@ -256,34 +256,34 @@ class _AiohttpRaw:
 
 
 class ClientShards:
-    """SDK clients that share one sender's requests, each on a connection pool of its own of
-    at most ``per_client`` connections.
+    """SDK clients that share one sender's requests, each on a connection pool of its own (of
+    ``sizes[i]`` connections; together the driver's ``max_connections``).
 
     Why: httpcore2's pool checks every connection it holds when it assigns a request and when a
     response closes (a readability poll per idle one), so a request on a pool of n connections
     costs O(n), and S concurrent sessions on one pool of S connections O(S²): on trio at S =
     1,000 that was half the CPU of a turn. Requests fill the clients in order, so a lone caller
-    keeps reusing the first one's connections; the next client is made when all before it are
-    busy; when all ``count`` are, the least busy one takes the request and its pool queues it.
+    keeps reusing the first one's connections; the next client is made (``make(size)``) when
+    all before it are busy; when all are, the least busy one takes the request and its pool
+    queues it.
     """
 
-    __slots__ = ("_busy", "_count", "_make", "_per_client", "clients")
+    __slots__ = ("_busy", "_make", "_sizes", "clients")
 
-    def __init__(self, first: Any, make: Callable[[], Any], count: int, per_client: int) -> None:
+    def __init__(self, first: Any, make: Callable[[int], Any], sizes: list[int]) -> None:
         self.clients = [first]
         self._busy = [0]  # responses open per client
         self._make = make
-        self._count = count
-        self._per_client = per_client
+        self._sizes = sizes
 
     def acquire(self) -> int:
         """The index of the client to post on, counted busy until ``release``."""
-        busy = self._busy
-        index = next((i for i, n in enumerate(busy) if n < self._per_client), -1)
-        if index < 0 and len(busy) < self._count:
-            self.clients.append(self._make())
+        busy, sizes = self._busy, self._sizes
+        index = next((i for i, n in enumerate(busy) if n < sizes[i]), -1)
+        if index < 0 and len(busy) < len(sizes):
+            index = len(busy)
+            self.clients.append(self._make(sizes[index]))
             busy.append(0)
-            index = len(busy) - 1
         elif index < 0:
             index = min(range(len(busy)), key=busy.__getitem__)
         busy[index] += 1
@@ -293,13 +293,15 @@ class ClientShards:
         self._busy[index] -= 1
 
 
-def shard_count(max_connections: int | None) -> tuple[int, int]:
-    """How many clients, of how many connections each, serve ``max_connections``:
-    ``SHARD_CONNECTIONS`` per client (one client when the pool is no larger, or the SDK's
-    default pool, whose idle connections its keep-alive limit already bounds)."""
+def shard_sizes(max_connections: int | None) -> list[int | None]:
+    """The pools that serve ``max_connections``: as even as can be, none above
+    ``SHARD_CONNECTIONS``, adding up to it; one pool when it is no larger (``None``: the SDK's
+    default pool, whose keep-alive limit already bounds its idle connections)."""
     if max_connections is None or max_connections <= SHARD_CONNECTIONS:
-        return 1, max_connections or 0
-    return -(-max_connections // SHARD_CONNECTIONS), SHARD_CONNECTIONS
+        return [max_connections]
+    count = -(-max_connections // SHARD_CONNECTIONS)
+    size, extra = divmod(max_connections, count)
+    return [size + (i < extra) for i in range(count)]
 
 
 class SDKSender:
