@@ -99,7 +99,7 @@ class SDKModel(Model):
     same deltas). ``transport`` picks the HTTP path when the driver makes its own client:
     ``"auto"``, ``"aiohttp"``, ``"aiohttp-sdk"`` or ``"httpx"`` (see the module docstring).
     ``max_connections`` caps the connection pool of a client the driver makes (on the httpx2
-    path, above 64 as several SDK clients of 64 connections each: httpcore2's pool checks
+    path, above 64 as several SDK clients of at most 64 connections each: httpcore2's pool checks
     every connection it holds on each request, so one large pool costs O(S²) for S concurrent
     sessions); ``timeout``
     (seconds, or an ``httpx2.Timeout``) replaces our default there: connect within
