@@ -33,18 +33,37 @@ os.environ.setdefault("AGENTLOOP_BLOCK_REMOTE_MODELS", "1")
 
 
 def _bytecode_cache_folder() -> str | None:
-    """This user's bytecode cache for the suite, in the temporary folder: made private to the
-    user on first use, and refused (``None``) if someone else owns it, since its files are code
-    this interpreter would run."""
+    """This environment's bytecode cache for the suite, in the temporary folder: one folder per
+    user, private to them (refused, ``None``, if someone else owns it or may write to it: its
+    files are code this interpreter would run), and in it one per Python environment
+    (``sys.prefix``). The caches of environments that no longer exist (CI makes a new one each
+    time) are removed here, so what is kept stays bounded by the environments there are."""
     import getpass
+    import shutil
+    import zlib
 
-    folder = os.path.join(tempfile.gettempdir(), f"agentloop-tests-pycache-{getpass.getuser()}")
+    user = os.path.join(tempfile.gettempdir(), f"agentloop-tests-pycache-{getpass.getuser()}")
+    folder = os.path.join(user, f"{zlib.crc32(sys.prefix.encode()):08x}")
     try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        info = os.stat(folder)
+        os.makedirs(user, mode=0o700, exist_ok=True)
+        info = os.stat(user)
+        if hasattr(os, "getuid") and (info.st_uid != os.getuid() or info.st_mode & 0o022):
+            return None
+        for name in os.listdir(user):
+            other = os.path.join(user, name)
+            try:
+                with open(os.path.join(other, "environment"), encoding="utf-8") as file:
+                    gone = not os.path.isdir(file.read())
+            except OSError:
+                gone = other != folder
+            if gone:
+                shutil.rmtree(other, ignore_errors=True)
+        os.makedirs(folder, exist_ok=True)
+        partial = os.path.join(folder, f"environment.{os.getpid()}")
+        with open(partial, "w", encoding="utf-8") as file:
+            file.write(sys.prefix)
+        os.replace(partial, os.path.join(folder, "environment"))  # whole: others read it
     except OSError:
-        return None
-    if hasattr(os, "getuid") and (info.st_uid != os.getuid() or info.st_mode & 0o022):
         return None
     return folder
 
