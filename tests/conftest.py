@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -32,22 +32,68 @@ settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHES
 os.environ.setdefault("AGENTLOOP_BLOCK_REMOTE_MODELS", "1")
 
 
+def _bytecode_cache_folder() -> str | None:
+    """This environment's bytecode cache for the suite, in the temporary folder: one folder per
+    user, private to them (refused, ``None``, if someone else owns it or may write to it: its
+    files are code this interpreter would run), and in it one per Python environment
+    (``sys.prefix``). The caches of environments that no longer exist (CI makes a new one each
+    time) are removed here, so what is kept stays bounded by the environments there are."""
+    import getpass
+    import shutil
+    import zlib
+
+    user = os.path.join(tempfile.gettempdir(), f"agentloop-tests-pycache-{getpass.getuser()}")
+    folder = os.path.join(user, f"{zlib.crc32(sys.prefix.encode()):08x}")
+    try:
+        os.makedirs(user, mode=0o700, exist_ok=True)
+        info = os.stat(user)
+        if hasattr(os, "getuid") and (info.st_uid != os.getuid() or info.st_mode & 0o022):
+            return None
+        for name in os.listdir(user):
+            other = os.path.join(user, name)
+            try:
+                with open(os.path.join(other, "environment"), encoding="utf-8") as file:
+                    gone = not os.path.isdir(file.read())
+            except OSError:
+                gone = other != folder
+            if gone:
+                shutil.rmtree(other, ignore_errors=True)
+        os.makedirs(folder, exist_ok=True)
+        partial = os.path.join(folder, f"environment.{os.getpid()}")
+        with open(partial, "w", encoding="utf-8") as file:
+            file.write(sys.prefix)
+        os.replace(partial, os.path.join(folder, "environment"))  # whole: others read it
+    except OSError:
+        return None
+    return folder
+
+
 def _share_bytecode_cache(config: pytest.Config) -> None:
     """With ``PYTHONDONTWRITEBYTECODE`` set (as CI does, to keep the checkout clean), every
     process the suite starts would compile agentloop and rewrite the test modules from source:
     each xdist worker, and each of the dozens of interpreters the tests start (the CLI, crash
     and writer workers, the examples), a third of a second or more of CPU apiece. Instead they
-    all share one bytecode cache in a temporary folder (``PYTHONPYCACHEPREFIX``), outside the
-    checkout, removed when the session ends. The controller sets it up before it starts the
-    workers, which inherit it (and pass it on to what they start)."""
+    all share one bytecode cache outside the checkout (``PYTHONPYCACHEPREFIX``).
+
+    The cache is kept from one session to the next: a prefix replaces every ``__pycache__``,
+    the installed packages' too, so a fresh one made each process compile the SDKs it imports
+    from source (some 5,000 modules, seconds of CPU in each worker and in each interpreter
+    started before the cache filled). Its files are checked against their sources' time and
+    size as ``__pycache__`` ones are, so a kept one is never stale. This process uses it as
+    well from here on (for the test modules, which pytest rewrites and caches through it), and
+    the workers and everything the tests start inherit it."""
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or hasattr(config, "workerinput"):
         return
-    cache = tempfile.mkdtemp(prefix="agentloop-pycache-")
+    cache = _bytecode_cache_folder()
+    if cache is None:
+        return
     saved = {
         name: os.environ.get(name) for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
     }
+    saved_prefix, saved_dont_write = sys.pycache_prefix, sys.dont_write_bytecode
     os.environ.pop("PYTHONDONTWRITEBYTECODE")
     os.environ["PYTHONPYCACHEPREFIX"] = cache
+    sys.pycache_prefix, sys.dont_write_bytecode = cache, False
 
     def restore() -> None:
         for name, value in saved.items():
@@ -55,7 +101,7 @@ def _share_bytecode_cache(config: pytest.Config) -> None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        shutil.rmtree(cache, ignore_errors=True)
+        sys.pycache_prefix, sys.dont_write_bytecode = saved_prefix, saved_dont_write
 
     config.add_cleanup(restore)
 

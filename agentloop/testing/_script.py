@@ -115,13 +115,22 @@ class ScriptedResponse:
 
 
 def _random_cuts(size: int, seed: int, split_max: int) -> list[int]:
-    rng = random.Random(seed)
+    """Cuts at steps of ``randint(1, split_max)``: the same draws ``randint`` makes (rejection
+    sampling on ``getrandbits``), inlined, since a large body needs hundreds of thousands and
+    ``randint``'s layers of calls were most of a replayed test's time."""
+    getrandbits = random.Random(seed).getrandbits
+    span = max(1, split_max)
+    bits = span.bit_length()
     cuts: list[int] = []
-    at = rng.randint(1, max(1, split_max))
-    while at < size:
+    at = 0
+    while True:
+        step = getrandbits(bits)
+        while step >= span:
+            step = getrandbits(bits)
+        at += step + 1
+        if at >= size:
+            return cuts
         cuts.append(at)
-        at += rng.randint(1, max(1, split_max))
-    return cuts
 
 
 def _inject(pieces: list[Chunk], inject: Mapping[int, bytes]) -> list[Chunk]:

@@ -65,6 +65,14 @@ def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def _command(env: Mapping[str, str], fresh: bool) -> list[str]:
+    """The warm process's launcher when there is one (unless ``fresh``) and the interpreter
+    would start the same; else ``python -m agentloop`` from scratch."""
+    if forking.socket and not fresh and _startup(env) == _startup(forking.env):
+        return [*LAUNCHER, forking.socket]
+    return COMMAND
+
+
 def run(
     args: Sequence[str],
     *,
@@ -78,11 +86,8 @@ def run(
     there is one (unless ``fresh``) and the interpreter would start the same; else
     ``python -m agentloop`` from scratch."""
     full_env = environment(env)
-    command = COMMAND
-    if forking.socket and not fresh and _startup(full_env) == _startup(forking.env):
-        command = [*LAUNCHER, forking.socket]
     proc = subprocess.run(
-        [*command, *args],
+        [*_command(full_env, fresh), *args],
         input=input,
         capture_output=True,
         text=True,
@@ -155,7 +160,9 @@ def run_in_terminal(
 
 class Terminal:
     """``agentloop ARGS`` on a pseudo-terminal (stdin and stdout; stderr a pipe), driven as a
-    person would: wait for text to be drawn, type a line, press Ctrl-C (SIGINT)."""
+    person would: wait for text to be drawn, type a line, press Ctrl-C (SIGINT). Forked from
+    the warm process as ``run`` is (unless ``fresh``): the launcher hands the terminal over and
+    passes Ctrl-C on; ``run_in_terminal`` starts the command from scratch in a terminal."""
 
     def __init__(
         self,
@@ -163,17 +170,19 @@ class Terminal:
         *,
         env: Mapping[str, str] | None = None,
         size: tuple[int, int] = (40, 110),
+        fresh: bool = False,
     ) -> None:
         self._master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+        full_env = environment({"TERM": "xterm-256color", **(env or {})})
         try:
             self.proc = subprocess.Popen(
-                [*COMMAND, *args],
+                [*_command(full_env, fresh), *args],
                 stdin=slave,
                 stdout=slave,
                 stderr=subprocess.PIPE,
                 cwd=ROOT,
-                env=environment({"TERM": "xterm-256color", **(env or {})}),
+                env=full_env,
             )
         finally:
             os.close(slave)

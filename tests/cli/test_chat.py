@@ -151,7 +151,9 @@ def test_more_ctrl_c_while_leaving_exit_cleanly(backend: str, turn: str, tmp_pat
     store = f"sqlite:///{tmp_path / 'chat.db'}"
     with (
         ProviderServer(slow_or_remembering) as server,
-        Terminal(chat_args(server, store, "--plain", "--backend", backend)) as chat,
+        # From scratch: the last presses land while the interpreter itself exits, which a
+        # forked child only imitates.
+        Terminal(chat_args(server, store, "--plain", "--backend", backend), fresh=True) as chat,
     ):
         chat.expect(PROMPT)
         if turn == "cancelled":

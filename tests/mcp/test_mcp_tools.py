@@ -7,20 +7,9 @@ import base64
 import logging
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from mcp.types import (
-    AudioContent,
-    BlobResourceContents,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
-from mcp.types import Tool as MCPTool
 
 from agentloop import Agent, ToolError, UserError
 from agentloop.mcp import MCPHttpServer, MCPStdioServer
@@ -28,9 +17,18 @@ from agentloop.mcp._convert import agent_names, build_tools, output
 from agentloop.models import ImagePart
 from agentloop.testing import Reply, ScriptedModel, call
 
+if TYPE_CHECKING:
+    from mcp.types import Tool as MCPTool
+
+# The SDK's types are imported where they are used, not here: importing ``mcp`` costs a second
+# or more of CPU, paid by every xdist worker that collects this module, most of which never
+# run a test of it.
+
 
 def _listed(name: str, schema: dict[str, Any] | None = None, **kw: Any) -> MCPTool:
-    return MCPTool(name=name, input_schema=schema or {"type": "object"}, **kw)
+    from mcp.types import Tool
+
+    return Tool(name=name, input_schema=schema or {"type": "object"}, **kw)
 
 
 def _build(listed: list[MCPTool], calls: list[Any] | None = None, **kw: Any) -> dict[str, Any]:
@@ -143,6 +141,17 @@ def test_results_map_to_text_structured_values_and_errors() -> None:
     """Text joins with blank lines; structured content wins when the blocks are only its text;
     images, audio and resources are described, never dropped, and images also come back as
     ``ImagePart`` values after the text; isError raises ToolError."""
+    from mcp.types import (
+        AudioContent,
+        BlobResourceContents,
+        CallToolResult,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
+
     text = CallToolResult(content=[TextContent(text="one"), TextContent(text="two")])
     assert output("s", "t", text) == "one\n\ntwo"
     structured = CallToolResult(content=[TextContent(text='{"n": 1}')], structured_content={"n": 1})
@@ -222,6 +231,8 @@ async def test_listing_without_a_connection_says_how_to_connect() -> None:
 
 async def test_an_is_error_text_is_truncated_like_an_output() -> None:
     """A server's 5,000-character isError text reaches the model cut to max_output_chars."""
+    from mcp.types import CallToolResult, TextContent
+
     from agentloop import ToolLimits
 
     async def failing_call(name: str, arguments: dict[str, Any]) -> Any:

@@ -5,6 +5,7 @@ two-turn tool sessions for each API."""
 from __future__ import annotations
 
 import json
+import random
 
 import httpx2
 import pytest
@@ -37,6 +38,10 @@ def test_pieces_split_at_offsets_and_inject() -> None:
     assert b"".join(p.data for p in pieces) == bytes(range(200))
     assert all(1 <= len(p.data) <= 9 for p in pieces)
     assert seeded.pieces() == pieces  # deterministic
+    # The same splits as every earlier release: steps of random.Random(seed).randint(1, max).
+    rng = random.Random(5)
+    steps = [len(p.data) for p in pieces[:-1]]
+    assert steps == [rng.randint(1, 9) for _ in steps]
 
 
 async def test_scripted_responses_and_recorded_requests(server: ProviderServer) -> None:

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import anthropic
 import anyio
 import anyio.lowlevel
 import httpcore2
@@ -56,6 +55,8 @@ async def test_the_driver_reads_ahead_on_its_httpx_client(server: ProviderServer
         async with model.stream(REQUEST) as stream:
             assert [d async for d in stream]
         assert isinstance(_backend_of(model._client._client), ReadAheadBackend)
+
+    import anthropic  # here, not at the top: a second of CPU for every worker that collects this
 
     own = anthropic.DefaultAsyncHttpxClient()
     client = anthropic.AsyncAnthropic(api_key="k", base_url=server.url, http_client=own)

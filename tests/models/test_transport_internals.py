@@ -13,8 +13,6 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
-import anthropic
-import openai
 import pytest
 
 from agentloop.models import Message, ModelRequest
@@ -43,6 +41,9 @@ def test_the_installed_versions_are_the_checked_ones() -> None:
 def test_the_sdk_clients_keep_the_attributes_read() -> None:
     """The HTTP client (for the error-body hook) and every credential attribute
     ``direct_eligible`` reads exist on the SDK clients, and a key provider is seen as one."""
+    import anthropic  # here, not at the top: seconds of CPU for every worker that collects this
+    import openai
+
     clients: list[Any] = [
         openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:1"),
         anthropic.AsyncAnthropic(api_key="k", base_url="http://127.0.0.1:1"),

@@ -25,7 +25,6 @@ from typing import Any
 
 import anyio
 import httpx2
-import openai
 import pytest
 import sniffio
 
@@ -368,6 +367,8 @@ def texts_of(exc: BaseException) -> list[str]:
 async def test_no_credential_is_quoted_from_a_response(mode: str) -> None:
     """A response that echoes the request's headers: the plain key and a configured credential
     header are nowhere in the error, its chain (the SDK's request headers too) or traceback."""
+    import openai  # here, not at the top: seconds of CPU for every worker that collects this
+
     leaks: list[tuple[str, str]] = []
     async with ProviderServer(ECHOES[mode]) as server:
         for transport in [*_transports(), "client"]:
