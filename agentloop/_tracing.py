@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ logger = logging.getLogger("agentloop")
 
 
 @contextmanager
-def _current(span: Span) -> Iterator[None]:
+def _current(span: Span) -> Generator[None, None, None]:
     """Make ``span`` current for the block (tool code and HTTP client spans nest under it)."""
     from opentelemetry import trace
 

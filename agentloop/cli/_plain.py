@@ -8,7 +8,7 @@ itself failed is left to the command's one error line on stderr (said once, not 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -184,7 +184,7 @@ class PlainView:
         self.out.flush()
 
     @contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self) -> Generator[None, None, None]:
         """Stand aside while the terminal asks a person something (an approval)."""
         if isinstance(self, PlainView):
             self._break()
@@ -212,7 +212,7 @@ class JsonView:
         self.out.flush()
 
     @contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self) -> Generator[None, None, None]:
         """Stand aside while the terminal asks a person something (an approval)."""
         if isinstance(self, PlainView):
             self._break()
@@ -241,7 +241,7 @@ class AnswerView:
                 self.out.flush()
 
     @contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self) -> Generator[None, None, None]:
         """Stand aside while the terminal asks a person something (an approval)."""
         if isinstance(self, PlainView):
             self._break()

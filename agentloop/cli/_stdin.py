@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 
 import anyio
@@ -59,7 +59,7 @@ def _line_editing() -> None:
 
 
 @contextmanager
-def kept_terminal() -> Iterator[None]:
+def kept_terminal() -> Generator[None, None, None]:
     """Restore stdin's terminal settings on the way out: a reader left blocked in ``input()``
     (Ctrl-C at the prompt ends the command) leaves them as readline set them, without echo."""
     try:

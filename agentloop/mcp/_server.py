@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from os import PathLike
 from pathlib import Path
@@ -151,7 +151,7 @@ class MCPServer(ABC):
         return self._run_connection(ctx)
 
     @asynccontextmanager
-    async def _run_connection(self, ctx: RunContext) -> AsyncIterator[None]:
+    async def _run_connection(self, ctx: RunContext) -> AsyncGenerator[None, None]:
         scratch = ctx.scratch(self)
         async with self._connect() as connection:
             scratch[_SCRATCH_KEY] = connection
@@ -179,7 +179,7 @@ class MCPServer(ABC):
         return await connection.tools()
 
     @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[_Connection]:
+    async def _connect(self) -> AsyncGenerator[_Connection, None]:
         connection = _Connection(self)
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:
@@ -306,7 +306,7 @@ class MCPHttpServer(MCPServer):
         )
 
     @asynccontextmanager
-    async def _transport(self) -> AsyncIterator[Any]:
+    async def _transport(self) -> AsyncGenerator[Any, None]:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
@@ -462,7 +462,7 @@ class _Connection:
 @asynccontextmanager
 async def _watched(
     transport: AbstractAsyncContextManager[Any], on_end: Callable[[], object]
-) -> AsyncIterator[tuple[Any, Any]]:
+) -> AsyncGenerator[tuple[Any, Any], None]:
     """The transport, with ``on_end`` called when its read stream ends."""
     async with transport as (read, write):
         yield _EndWatch(read, on_end), write

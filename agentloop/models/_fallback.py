@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -75,7 +75,9 @@ class FallbackModel(Model):
         return self._stream(request)
 
     @asynccontextmanager
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[AsyncIterator[ModelDelta]]:
+    async def _stream(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
         last = len(self.models) - 1
         for index, model in enumerate(self.models):
             try:

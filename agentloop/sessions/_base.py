@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -461,7 +461,7 @@ class BaseStore(ABC):
         return self._keeper
 
     @contextmanager
-    def _counting(self) -> Iterator[None]:
+    def _counting(self) -> Generator[None, None, None]:
         try:
             yield
         except SessionConflict as exc:

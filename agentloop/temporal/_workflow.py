@@ -18,7 +18,7 @@ cancelled through its handle.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -166,7 +166,9 @@ class _WorkflowModel(Model):
         return self._stream(request)
 
     @asynccontextmanager
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[AsyncIterator[ModelDelta]]:
+    async def _stream(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
         call = self._host.open_call()
         attempt_timeout = self._durable.agent_at(self._path).retry.attempt_timeout
         encoded = _codec.encode_request(request)

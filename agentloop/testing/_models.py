@@ -158,7 +158,7 @@ class _ScriptedBase(Model):
         return self._open(request)
 
     @asynccontextmanager
-    async def _open(self, request: ModelRequest) -> AsyncIterator[AsyncIterator[ModelDelta]]:
+    async def _open(self, request: ModelRequest) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
         self.requests.append(request)
         reply = await self._next(request)
         deltas = self._deltas(reply, request)
