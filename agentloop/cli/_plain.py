@@ -186,8 +186,7 @@ class PlainView:
     @contextmanager
     def hold(self) -> Generator[None, None, None]:
         """Stand aside while the terminal asks a person something (an approval)."""
-        if isinstance(self, PlainView):
-            self._break()
+        self._break()
         self.out.flush()
         yield
 
@@ -214,8 +213,6 @@ class JsonView:
     @contextmanager
     def hold(self) -> Generator[None, None, None]:
         """Stand aside while the terminal asks a person something (an approval)."""
-        if isinstance(self, PlainView):
-            self._break()
         self.out.flush()
         yield
 
@@ -243,8 +240,6 @@ class AnswerView:
     @contextmanager
     def hold(self) -> Generator[None, None, None]:
         """Stand aside while the terminal asks a person something (an approval)."""
-        if isinstance(self, PlainView):
-            self._break()
         self.out.flush()
         yield
 

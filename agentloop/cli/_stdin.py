@@ -6,6 +6,7 @@ On a terminal ``input()`` is used, so line editing works.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 from collections.abc import Generator
@@ -53,7 +54,7 @@ async def read_line(prompt: str = "") -> str | None:
 def _line_editing() -> None:
     """``readline`` gives ``input()`` history and editing (and writes the prompt to stdout)."""
     try:
-        import readline  # noqa: F401
+        importlib.import_module("readline")
     except ImportError:  # pragma: no cover - Windows without pyreadline
         pass
 

@@ -8,6 +8,7 @@ calls fail — it never raises into the caller's task group.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from abc import ABC, abstractmethod
@@ -49,8 +50,8 @@ def _import_sdk() -> None:
     """Import the SDK now (about a second, once) rather than on the event loop when the first
     connection opens, and say what to install when it is missing."""
     try:
-        import mcp.client.stdio
-        import mcp.client.streamable_http  # noqa: F401
+        for module in ("mcp", "mcp.client.stdio", "mcp.client.streamable_http"):
+            importlib.import_module(module)  # the package first: it may be missing
     except ImportError as exc:
         raise UserError(f"MCP servers need the mcp package: {_INSTALL} ({exc})") from exc
 
@@ -346,7 +347,7 @@ class _Connection:
         try:
             with anyio.CancelScope() as scope:
                 client = Client(
-                    _watched(server._transport(), self._ended),
+                    _watched(server._transport(), self._ended),  # pyright: ignore[reportPrivateUsage]  # the subclasses' hook
                     cache=None,  # we keep the tool list ourselves, per connection
                     client_info=Implementation(name="agentloop", version=__version__),
                 )

@@ -20,8 +20,10 @@ from ..models import (
     ModelProfile,
     ModelRequest,
     ModelStream,
+    TextPart,
     TextPiece,
     ThoughtDone,
+    ThoughtPart,
     ThoughtPiece,
     ToolCallArgsDelta,
     ToolCallEnd,
@@ -206,7 +208,12 @@ class _ScriptedBase(Model):
 
 def _estimate(request: ModelRequest, out_chars: int) -> Usage:
     """Deterministic token counts (characters / 4) so that budgets can be tested."""
-    in_chars = sum(len(p.text) for m in request.messages for p in m.parts if hasattr(p, "text"))
+    in_chars = sum(
+        len(p.text)
+        for m in request.messages
+        for p in m.parts
+        if isinstance(p, TextPart | ThoughtPart)
+    )
     return Usage(requests=1, input_tokens=in_chars // 4, output_tokens=out_chars // 4)
 
 
