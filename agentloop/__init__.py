@@ -278,10 +278,15 @@ __all__ = [
     "tool",
 ]
 
+
 # Tracebacks show the public path of our errors. (Only exceptions: pydantic resolves the
 # annotations of the dataclasses through their real modules.)
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type) and issubclass(_obj, BaseException | AgentLoopWarning):
-        _obj.__module__ = "agentloop"
-del _name, _obj
+def _show_errors_here() -> None:
+    for name in __all__:
+        obj = globals()[name]
+        if isinstance(obj, type) and issubclass(obj, BaseException | AgentLoopWarning):
+            obj.__module__ = "agentloop"
+
+
+_show_errors_here()
+del _show_errors_here

@@ -16,10 +16,11 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from typing_extensions import TypeVar
 
-from . import _events as ev
+import agentloop._events as ev
+
 from ._actions import SUBAGENT, SubrunOutput
 from ._context import StateView
-from ._errors import RunCancelled, ToolError, UserError
+from ._errors import RunCancelled, ToolError, UserError, as_given
 from ._generic import subscript_callable
 from ._guardrails import Guardrail, OutputValidator, check_guardrails
 from ._handoff import Handoff, handoff_of, transferred
@@ -170,7 +171,7 @@ class Agent(Generic[DepsT, OutputT]):
     _derived: _Derived = field(init=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, Model | str):
+        if not isinstance(as_given(self.model), Model | str):
             raise UserError(
                 f"model must be a Model or a 'provider:model' string, not {self.model!r}"
             )
@@ -207,7 +208,9 @@ class Agent(Generic[DepsT, OutputT]):
             raise UserError("lease_ttl must be positive")
         if self.approval_timeout is not None and self.approval_timeout <= 0:
             raise UserError("approval_timeout must be positive (or None: no limit)")
-        if self.usage_limits is not None and not isinstance(self.usage_limits, UsageLimits):
+        if self.usage_limits is not None and not isinstance(
+            as_given(self.usage_limits), UsageLimits
+        ):
             raise UserError(f"usage_limits must be a UsageLimits, not {self.usage_limits!r}")
         object.__setattr__(self, "guardrails", check_guardrails(self.guardrails))
         object.__setattr__(self, "output_validators", tuple(self.output_validators))
@@ -432,7 +435,7 @@ class Agent(Generic[DepsT, OutputT]):
                 resume=resume,
                 run_key=run_key,
             )
-        if decisions is not None and not isinstance(decisions, Mapping):
+        if decisions is not None and not isinstance(as_given(decisions), Mapping):
             raise UserError("decisions must be a mapping of pending call ids to decisions")
         loaded = None
         if resume_state is not None:
@@ -845,7 +848,9 @@ class _Derived:
         if agent.react_template:
             compile_template(agent.react_template)
         self.output = Output.of(agent.output_type)
-        self.instrumentation = coerce_instrument(agent.instrument)
+        self.instrumentation: Instrumentation | Literal[False] | None = coerce_instrument(
+            agent.instrument
+        )
         self.model: Model | None = None
         self.system_messages: dict[tuple[Any, ...], Message | None] = {}
 

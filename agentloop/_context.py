@@ -13,7 +13,7 @@ from typing import Any, final
 
 import anyio
 
-from ._errors import UserError
+from ._errors import UserError, as_given
 
 TEMP_PREFIX = "temp:"
 
@@ -150,7 +150,7 @@ class StateView(Mapping[str, Any]):
     def _check_writable(self, key: str) -> None:
         if self._read_only:
             raise UserError(f"state is read-only here (writing {key!r} after the action ended)")
-        if not isinstance(key, str):
+        if not isinstance(as_given(key), str):
             raise UserError(f"state keys are strings, not {type(key).__name__}")
 
 
@@ -171,7 +171,8 @@ class SerialQueue:
         self._queue.append(turn)
         return Ticket(self, turn)
 
-    def _release(self, turn: anyio.Event) -> None:
+    def release(self, turn: anyio.Event) -> None:
+        """End ``turn`` (its ticket's): the next ticket's turn starts if it was first."""
         was_first = bool(self._queue) and self._queue[0] is turn
         self._queue.remove(turn)
         if was_first and self._queue:
@@ -208,7 +209,7 @@ class Ticket:
     def release(self) -> None:
         if not self._released:
             self._released = True
-            self._queue._release(self._turn)
+            self._queue.release(self._turn)
 
 
 def _check_json(key: str, value: Any) -> None:

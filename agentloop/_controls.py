@@ -1,8 +1,8 @@
 """The run's controls on the engine's seams: input guardrails as the innermost model
 middleware; tool guardrails, the tool-call limit and ``ModelRetry`` budgets as the innermost
-tool middleware (``ModelRetry`` budgets are counted as actions finish, ``_Run``); output validators and guardrails where the loop settles an answer. A control
+tool middleware (``ModelRetry`` budgets are counted as actions finish, ``RunCore``); output validators and guardrails where the loop settles an answer. A control
 that ends the run from inside an action (where errors are the model's to see) asks the run to
-stop (``_Run.stop``); the loop ends it once the step's actions are done.
+stop (``RunCore.stop``); the loop ends it once the step's actions are done.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ._run import run_of
 if TYPE_CHECKING:
     from ._middleware import ModelCall, ModelMiddleware, ToolCall, ToolCallNext, ToolMiddleware
     from ._plan import Plan, RunnableAgent
-    from ._run import _Run
+    from ._run import RunCore
     from ._steps import ActionResult, Step
     from .models._types import ModelRequest, ModelResponse
 
@@ -69,14 +69,14 @@ def input_middleware(guardrails: Sequence[InputGuardrail]) -> ModelMiddleware | 
     return check_input
 
 
-async def _check_input(run: _Run, guardrail: InputGuardrail) -> None:
+async def _check_input(run: RunCore, guardrail: InputGuardrail) -> None:
     wire = await guardrail.check(run.context, run.user_input)
     if isinstance(wire, Tripwire):
         raise tripped(guardrail.name, "input", wire)
 
 
 async def _check_concurrently(
-    run: _Run, guardrail: InputGuardrail, failures: list[Exception], scope: anyio.CancelScope
+    run: RunCore, guardrail: InputGuardrail, failures: list[Exception], scope: anyio.CancelScope
 ) -> None:
     try:
         await _check_input(run, guardrail)
@@ -121,14 +121,14 @@ def tool_middleware(plan: Plan) -> ToolMiddleware | None:
 
 
 def _blocked(
-    run: _Run, call: ToolCall, guardrail: ToolGuardrail, stage: Any, wire: Tripwire
+    run: RunCore, call: ToolCall, guardrail: ToolGuardrail, stage: Any, wire: Tripwire
 ) -> ActionResult:
     error = tripped(guardrail.name, stage, wire)
     run.stop(error)
     return error_result(call.action, "denied", str(error))
 
 
-async def check_answer(run: _Run, output: Any) -> tuple[Any, str | None, RunError | None]:
+async def check_answer(run: RunCore, output: Any) -> tuple[Any, str | None, RunError | None]:
     """An answer about to end the run, through the output validators and then the output
     guardrails: ``(output, feedback, error)``, with ``feedback`` to ask the model again with
     (a validator's ``ModelRetry``, within ``output_retries``), or ``error`` to end the run."""
@@ -173,7 +173,7 @@ def handoff_called(step: Step, plan: Plan) -> Handoff | None:
     return None
 
 
-def hand_over(run: _Run, handoff: Handoff) -> RunnableAgent:
+def hand_over(run: RunCore, handoff: Handoff) -> RunnableAgent:
     """Switch the run to the agent ``handoff`` names; a session remembers it for its next run."""
     target = handoff.agent
     if isinstance(target, str):
@@ -190,7 +190,7 @@ def hand_over(run: _Run, handoff: Handoff) -> RunnableAgent:
     return target  # type: ignore[no-any-return]
 
 
-def restore_agent(run: _Run) -> None:
+def restore_agent(run: RunCore) -> None:
     """A session run starts under the agent an earlier run handed over to, when the agent it
     is started with still reaches it."""
     if not run.agent.handoff_targets:
@@ -203,7 +203,7 @@ def restore_agent(run: _Run) -> None:
         switch_agent(run, agent)
 
 
-def hands_over_to_toolsets(run: _Run) -> bool:
+def hands_over_to_toolsets(run: RunCore) -> bool:
     """Whether the run may hand over to an agent with toolsets (their scopes need a stack)."""
     entry = run.entry_agent
     if not entry.handoff_targets and run.agent is entry:
@@ -211,7 +211,7 @@ def hands_over_to_toolsets(run: _Run) -> bool:
     return any(agent.toolsets for agent in reachable(entry).values())
 
 
-def switch_agent(run: _Run, agent: RunnableAgent) -> None:
+def switch_agent(run: RunCore, agent: RunnableAgent) -> None:
     """The run goes on under ``agent``, on the branch named for it (its goal, its budget)."""
     run.agent = agent
     head, _, _ = run.branch.rpartition(".")

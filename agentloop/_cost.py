@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from ._errors import UserError
+from ._errors import UserError, as_given
 
 if TYPE_CHECKING:
     from ._steps import RunResult
@@ -125,7 +125,7 @@ class PriceTable:
 
     def __init__(self, prices: Mapping[str, ModelPrice]) -> None:
         for key, price in prices.items():
-            if not isinstance(price, ModelPrice):
+            if not isinstance(as_given(price), ModelPrice):
                 raise UserError(f"price of {key!r} must be a ModelPrice, not {price!r}")
         self._prices = dict(prices)
 

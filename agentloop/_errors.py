@@ -43,7 +43,7 @@ Cancellation is never an ``AgentLoopError``: it stays the host's own cancellatio
 
 from __future__ import annotations
 
-import sys
+import inspect
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -61,10 +61,19 @@ class AgentLoopWarning(UserWarning):
 def warn(message: str) -> None:
     """Warn with ``AgentLoopWarning``, attributed to the first caller outside agentloop (the
     line that defined the tool or made the agent), however deep inside the library we are."""
-    level, frame = 2, sys._getframe(1)
-    while _ours(frame.f_globals.get("__name__", "")) and frame.f_back is not None:
+    frame = inspect.currentframe()  # this function's (None without Python frames)
+    frame = frame.f_back if frame is not None else None  # its caller's
+    level = 2
+    while frame is not None and _ours(frame.f_globals.get("__name__", "")) and frame.f_back:
         level, frame = level + 1, frame.f_back
     warnings.warn(message, AgentLoopWarning, stacklevel=level)
+
+
+def as_given(value: object) -> object:
+    """``value`` as what a caller may really pass, any object, whatever its annotation says:
+    for the checks that turn a wrong argument into a ``UserError`` (to a type checker, an
+    ``isinstance`` of an annotated value is always true)."""
+    return value
 
 
 def _ours(module: str) -> bool:

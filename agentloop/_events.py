@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, cast
 
 from ._steps import ActionResult, PendingCall, RunErrorInfo, RunResult, Step
 from .models._types import DiscardReason, FinishReason, ProviderPart, Usage
@@ -43,7 +43,7 @@ class _Event:
 
     def to_json(self) -> str:
         """The event as JSON (``event_from_json`` reads it back)."""
-        return _adapter().dump_json(self).decode()  # type: ignore[arg-type]
+        return _adapter().dump_json(cast("Event", self)).decode()  # every event is one of Event
 
     @classmethod
     def from_json(cls, data: str | bytes, *, output_type: Any = None) -> Event:

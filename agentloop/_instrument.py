@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from ._errors import UserError
+from ._errors import UserError, as_given
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer, TracerProvider
@@ -46,7 +46,7 @@ class Instrumentation:
 def coerce(setting: Instrumentation | bool | None) -> Instrumentation | Literal[False] | None:
     if setting is True:
         return Instrumentation()
-    if setting is None or setting is False or isinstance(setting, Instrumentation):
+    if setting is None or setting is False or isinstance(as_given(setting), Instrumentation):
         return setting
     raise UserError(f"instrument must be an Instrumentation, True, False or None, not {setting!r}")
 

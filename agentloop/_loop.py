@@ -19,8 +19,10 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 
+import agentloop._events as ev
+import agentloop.models._types as mt
+
 from . import _controls as controls
-from . import _events as ev
 from ._actions import (
     Executor,
     PendingAction,
@@ -44,7 +46,7 @@ from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visibl
 from ._middleware import ModelCall, compose
 from ._plan import Plan, plan_run
 from ._prompt import build_prompt, replay_step
-from ._run import Launch, _Run
+from ._run import Launch, RunCore
 from ._session_run import SessionScope
 from ._steps import Action, ActionResult, RunErrorInfo, RunResult, Step
 from ._tracing import tool_span, traced_model_call, traced_run
@@ -61,7 +63,6 @@ from ._waiting import (
     subrun_waits,
 )
 from ._window import ContextFitter
-from .models import _types as mt
 from .models._types import DiscardReason
 from .tools._tool import Tool
 from .tools._toolset import run_scope
@@ -157,13 +158,13 @@ def shed(cancelled: BaseException) -> None:
     cancelled.__cause__ = cancelled.__context__ = None
 
 
-async def _failed(run: _Run, exc: Exception) -> None:
+async def _failed(run: RunCore, exc: Exception) -> None:
     info = RunErrorInfo(kind=type(exc).__name__, message=str(exc))
     logger.debug("run %s failed: %s", run.run_id, info.kind)
     await run.emit(ev.RunFailed, error=info)
 
 
-async def _with_deadline(run: _Run) -> RunResult:
+async def _with_deadline(run: RunCore) -> RunResult:
     agent = run.agent
     body = _in_task_group(run, None if agent.toolsets else agent.static_tools, run.session)
     deadline = agent.deadline
@@ -174,14 +175,14 @@ async def _with_deadline(run: _Run) -> RunResult:
     raise RunDeadlineExceeded(f"the run's deadline of {deadline:g}s passed")
 
 
-async def _with_toolsets(run: _Run) -> RunResult:
+async def _with_toolsets(run: RunCore) -> RunResult:
     async with AsyncExitStack() as stack:
         tools = await _resolve_tools(run, stack)
         return await _in_task_group(run, tools, None)
 
 
 async def _in_task_group(
-    run: _Run, tools: Sequence[Tool] | None, session: SessionScope | None
+    run: RunCore, tools: Sequence[Tool] | None, session: SessionScope | None
 ) -> RunResult:
     """Own the run's task group; its tasks never raise, and the loop's error leaves it bare.
 
@@ -257,7 +258,7 @@ def _raise_exit(group: BaseExceptionGroup[BaseException]) -> None:
 
 
 async def _loop(
-    run: _Run, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
+    run: RunCore, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
 ) -> RunResult:
     if not controls.hands_over_to_toolsets(run):
         return await _steps(run, tg, toolbox, exits, None)
@@ -266,7 +267,7 @@ async def _loop(
 
 
 async def _steps(
-    run: _Run,
+    run: RunCore,
     tg: TaskGroup,
     toolbox: Toolbox,
     exits: list[BaseException],
@@ -351,7 +352,7 @@ async def _steps(
 
 
 def _engine(
-    run: _Run, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
+    run: RunCore, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
 ) -> tuple[Plan, Executor, ModelCall]:
     """The run's plan under its agent, its action executor and its model call chain (made
     again when a handoff changes the agent)."""
@@ -393,7 +394,7 @@ def _engine(
     return plan, executor, compose(model_middleware, model_terminal)
 
 
-async def _withdraw(run: _Run, error: RunError) -> None:
+async def _withdraw(run: RunCore, error: RunError) -> None:
     """A control ended the run during a model call: what its attempts streamed is withdrawn
     (a usage limit's cut, a tripped guardrail's cancelled call); their actions still run."""
     reason: DiscardReason
@@ -410,7 +411,7 @@ async def _withdraw(run: _Run, error: RunError) -> None:
     await run.flush_discards()
 
 
-def _settings(run: _Run, plan: Plan) -> mt.ModelSettings:
+def _settings(run: RunCore, plan: Plan) -> mt.ModelSettings:
     """The plan's settings; a forced ``tool_choice`` (``required``, or a tool's name) holds
     until a tool has been called, then the model may answer (else it could never end)."""
     settings = plan.settings
@@ -420,7 +421,7 @@ def _settings(run: _Run, plan: Plan) -> mt.ModelSettings:
 
 
 async def _prompt(
-    run: _Run, plan: Plan, user: mt.Message, fitter: ContextFitter | None
+    run: RunCore, plan: Plan, user: mt.Message, fitter: ContextFitter | None
 ) -> tuple[mt.Message, ...]:
     """The step's prompt; under a ``ContextWindow``, trimmed to it (and the trim reported)."""
     if fitter is None:
@@ -443,7 +444,7 @@ async def _prompt(
 
 
 async def _admit(
-    run: _Run,
+    run: RunCore,
     executor: Executor,
     pending: PendingAction,
     step: int,
@@ -472,7 +473,7 @@ async def _admit(
 
 
 async def _decide(
-    run: _Run,
+    run: RunCore,
     executor: Executor,
     deciding: list[tuple[PendingAction, Literal["approval", "external"]]],
     step: int,
@@ -494,7 +495,7 @@ async def _decide(
 
 
 async def _apply(
-    run: _Run,
+    run: RunCore,
     executor: Executor,
     pending: PendingAction,
     step: int,
@@ -548,7 +549,7 @@ def _action(result: ActionResult) -> Action:
     )
 
 
-def _waiting_result(run: _Run, held: Step) -> RunResult:
+def _waiting_result(run: RunCore, held: Step) -> RunResult:
     """The result of a run that waits on ``held``'s pending calls: with the state to resume
     it from, when it has no session to keep it."""
     resume_state = None
@@ -567,7 +568,7 @@ def _waiting_result(run: _Run, held: Step) -> RunResult:
     return dataclasses.replace(_result(run), pending=held.pending, resume_state=resume_state)
 
 
-async def _ended(run: _Run, result: RunResult) -> RunResult:
+async def _ended(run: RunCore, result: RunResult) -> RunResult:
     """The run ends without a step of its own (out of steps, or a model call that failed):
     its end goes to the session."""
     if run.session is not None:
@@ -575,7 +576,7 @@ async def _ended(run: _Run, result: RunResult) -> RunResult:
     return result
 
 
-async def _resolve_tools(run: _Run, stack: AsyncExitStack) -> list[Tool]:
+async def _resolve_tools(run: RunCore, stack: AsyncExitStack) -> list[Tool]:
     tools = list(run.agent.static_tools)
     for toolset in run.agent.toolsets:
         scope = run_scope(toolset, run.context)
@@ -585,7 +586,7 @@ async def _resolve_tools(run: _Run, stack: AsyncExitStack) -> list[Tool]:
     return tools  # the run's Toolbox checks that their names are unique
 
 
-async def _action_started(run: _Run, pending: PendingAction) -> None:
+async def _action_started(run: RunCore, pending: PendingAction) -> None:
     if run.emitting:
         action = pending.action
         await run.emit(
@@ -599,7 +600,7 @@ async def _action_started(run: _Run, pending: PendingAction) -> None:
 
 
 async def _settle(
-    run: _Run, executor: Executor, response: mt.ModelResponse
+    run: RunCore, executor: Executor, response: mt.ModelResponse
 ) -> tuple[Step, RunResult | None]:
     """Turn the reply the middleware chain accepted into a step (and maybe the result)."""
     plan = run.plan
@@ -739,7 +740,7 @@ async def _settle(
     return done, _result(run, step=done, text=text, output=output)
 
 
-def _commits_reply(run: _Run, executor: Executor, response: mt.ModelResponse) -> bool:
+def _commits_reply(run: RunCore, executor: Executor, response: mt.ModelResponse) -> bool:
     """A session run commits a reply before its actions when one has side effects: after a
     crash, resume runs them from the committed reply, with the same idempotency keys. A
     resumed reply is committed already."""
@@ -783,7 +784,7 @@ def _output_feedback(exc: ValidationError) -> str:
     )
 
 
-def _limit_result(run: _Run) -> RunResult:
+def _limit_result(run: RunCore) -> RunResult:
     last = run.steps[-1] if run.steps else None
     if last is not None and last.answer is not None and last.feedback:
         error: RunError = OutputInvalid(
@@ -793,12 +794,12 @@ def _limit_result(run: _Run) -> RunResult:
     return _result(run, error=_max_steps_error(run))
 
 
-def _max_steps_error(run: _Run) -> MaxStepsExceeded:
+def _max_steps_error(run: RunCore) -> MaxStepsExceeded:
     return MaxStepsExceeded(f"the run reached max_steps={run.plan.max_steps} without an answer")
 
 
 def _result(
-    run: _Run,
+    run: RunCore,
     *,
     step: Step | None = None,
     text: str | None = None,

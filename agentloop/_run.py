@@ -12,7 +12,8 @@ import anyio
 from anyio import BrokenResourceError, ClosedResourceError, WouldBlock
 from anyio.streams.memory import MemoryObjectSendStream
 
-from . import _events as ev
+import agentloop._events as ev
+
 from ._actions import PendingAction
 from ._context import StateView
 from ._errors import ToolRetriesExceeded
@@ -64,7 +65,7 @@ class _Done:
     __slots__ = ()
 
     def __await__(self) -> Generator[Any, None, None]:
-        return iter(())  # type: ignore[return-value]  # an exhausted iterator: done at once
+        yield from ()  # done at once
 
 
 DONE: Awaitable[None] = _Done()
@@ -90,7 +91,7 @@ class Emitter:
     def active(self) -> bool:
         return self._send is not None
 
-    def emit(self, run: _Run, cls: type[ev.Event], fields: dict[str, Any]) -> Awaitable[None]:
+    def emit(self, run: RunCore, cls: type[ev.Event], fields: dict[str, Any]) -> Awaitable[None]:
         """Send the event; await what this returns. It is already done (no coroutine, no
         frame) unless the buffer is full: events are the hottest path of a streamed run."""
         send = self._send
@@ -112,7 +113,7 @@ class Emitter:
     async def _emit_waiting(
         self,
         send: MemoryObjectSendStream[ev.Event],
-        run: _Run,
+        run: RunCore,
         cls: type[ev.Event],
         fields: dict[str, Any],
         event: ev.Event | None,
@@ -132,7 +133,7 @@ class Emitter:
         finally:
             self._waiting -= 1
 
-    def _make(self, run: _Run, cls: type[ev.Event], fields: dict[str, Any]) -> ev.Event:
+    def _make(self, run: RunCore, cls: type[ev.Event], fields: dict[str, Any]) -> ev.Event:
         self._seq += 1
         build = _EVENT_BUILDERS.get(cls) or _event_builder(cls)
         return build(run.run_id, run.parent_run_id, run.branch, self._seq, run.agent.name, fields)
@@ -219,7 +220,7 @@ class Launch:
     branch: str
     emitter: Emitter
     state: StateView
-    parent: _Run | None = None
+    parent: RunCore | None = None
     session_id: str | None = None
     deps: Any = None
     variables: Mapping[str, Any] | None = None
@@ -235,7 +236,7 @@ class Launch:
     effects: Effects | None = None  # None: tools run as the run's own tasks
     instrument: Instrumentation | None = field(init=False)
     span: Span | None = None  # the run's span, when it is traced
-    run: _Run | None = None  # the run, once started
+    run: RunCore | None = None  # the run, once started
 
     def __post_init__(self) -> None:
         parent = self.parent
@@ -243,13 +244,13 @@ class Launch:
             self.agent.instrumentation, parent.instrument if parent is not None else None
         )
 
-    def start(self, session: SessionScope | None = None) -> _Run:
+    def start(self, session: SessionScope | None = None) -> RunCore:
         """Build the run (with what its session loaded, if it has one)."""
-        self.run = _Run(self, session)
+        self.run = RunCore(self, session)
         return self.run
 
 
-class _Run:
+class RunCore:
     """Everything one run (or sub-run) owns. ``RunView`` is its public, read-only face, and it
     is the ``AttemptLog`` of the responses it streams."""
 
@@ -411,7 +412,7 @@ class _Run:
         known = by_model.get(model)
         by_model[model] = usage if known is None else known + usage
 
-    def absorb(self, sub: _Run) -> None:
+    def absorb(self, sub: RunCore) -> None:
         """A sub-run ended: its usage is part of this run's."""
         for model, usage in sub.usage_by_model.items():
             self.count_usage(model, usage)
@@ -478,11 +479,11 @@ class _Run:
 
 @final
 class RunView(RunContext):
-    """The ``RunContext`` of a ``_Run``: what middleware and tools see of it, read-only."""
+    """The ``RunContext`` of a ``RunCore``: what middleware and tools see of it, read-only."""
 
     __slots__ = ("__weakref__", "_run")
 
-    def __init__(self, run: _Run) -> None:
+    def __init__(self, run: RunCore) -> None:
         self._run = run
 
     @property
@@ -551,9 +552,9 @@ class RunView(RunContext):
         return f"RunContext(run_id={self.run_id!r}, branch={self.branch!r})"
 
 
-def run_of(context: RunContext) -> _Run:
+def run_of(context: RunContext) -> RunCore:
     """The run behind a ``RunContext`` the engine handed out: the seam through which a
     sub-agent tool (``Agent.as_tool``) starts its sub-run under the run that called it."""
     if not isinstance(context, RunView):
         raise TypeError(f"not the context of a run of this runtime: {context!r}")
-    return context._run
+    return context._run  # pyright: ignore[reportPrivateUsage]  # the engine's seam: hidden from users

@@ -56,16 +56,16 @@ def borrow_nowait(limiter: anyio.CapacityLimiter, borrower: object) -> bool:
 class _Worker:
     """A daemon thread that runs one job after another."""
 
-    __slots__ = ("_jobs",)
+    __slots__ = ("jobs",)
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self.jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         threading.Thread(target=self._work, name="agentloop-tool", daemon=True).start()
 
     def _work(self) -> None:
         while True:
             try:
-                job = self._jobs.get(timeout=IDLE_SECONDS)
+                job = self.jobs.get(timeout=IDLE_SECONDS)
             except queue.Empty:
                 with _idle_lock:
                     if self in _idle:  # nobody took this worker meanwhile: end
@@ -84,7 +84,7 @@ def start_in_thread(job: Callable[[], None]) -> None:
         worker = _idle.pop() if _idle else None
     if worker is None:
         worker = _Worker()
-    worker._jobs.put(job)
+    worker.jobs.put(job)
 
 
 class NoWorkerThread(Exception):

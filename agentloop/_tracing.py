@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+import agentloop.models._types as mt
+
 from ._instrument import Instrumentation
-from .models import _types as mt
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from ._middleware import ModelCall, ToolCall, ToolCallNext, ToolMiddleware
-    from ._run import Launch, _Run
+    from ._run import Launch, RunCore
     from ._steps import ActionResult, RunResult
 
 logger = logging.getLogger("agentloop")
@@ -36,7 +37,7 @@ logger = logging.getLogger("agentloop")
 
 
 @contextmanager
-def _current(span: Span) -> Iterator[None]:
+def _current(span: Span) -> Generator[None, None, None]:
     """Make ``span`` current for the block (tool code and HTTP client spans nest under it)."""
     from opentelemetry import trace
 
@@ -62,13 +63,13 @@ def _fail(span: Span, kind: str, message: str, exc: BaseException | None = None)
         span.record_exception(exc)
 
 
-def _child_of(run: _Run) -> Any:
+def _child_of(run: RunCore) -> Any:
     from opentelemetry import trace
 
     return trace.set_span_in_context(run.span) if run.span is not None else None
 
 
-def _instrument(run: _Run) -> Instrumentation:
+def _instrument(run: RunCore) -> Instrumentation:
     """The run's instrumentation; the loop makes spans only for runs that have one."""
     if run.instrument is None:
         raise RuntimeError(f"run {run.run_id} is not traced")
@@ -124,7 +125,7 @@ async def traced_run(launch: Launch, body: Callable[[Launch], Awaitable[RunResul
         return result
 
 
-def traced_model_call(run: _Run, call: ModelCall) -> ModelCall:
+def traced_model_call(run: RunCore, call: ModelCall) -> ModelCall:
     """A ``chat`` span per model call: the attempts and retries below the middleware."""
     from opentelemetry.trace import SpanKind
 
@@ -190,7 +191,7 @@ def traced_model_call(run: _Run, call: ModelCall) -> ModelCall:
     return traced
 
 
-def attempt_failed(run: _Run, attempt: int, error: BaseException) -> None:
+def attempt_failed(run: RunCore, attempt: int, error: BaseException) -> None:
     """A retryable attempt failed and another follows: an event on the model call's span."""
     logger.info("run %s: model call attempt %d failed, retrying: %s", run.run_id, attempt, error)
     if run.instrument is None:
@@ -203,7 +204,7 @@ def attempt_failed(run: _Run, attempt: int, error: BaseException) -> None:
     )
 
 
-def tool_span(run: _Run) -> ToolMiddleware:
+def tool_span(run: RunCore) -> ToolMiddleware:
     """An ``execute_tool`` span per action, outside the user's tool middleware."""
     from opentelemetry.trace import SpanKind
 

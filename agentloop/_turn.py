@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from . import _events as ev
+import agentloop._events as ev
+import agentloop.models._types as mt
+
 from . import _react_parser as rp
 from ._actions import PendingAction, action_of, refusal
 from ._errors import ModelError, ModelTimeout, ReplyTooLarge, UsageLimitExceeded
@@ -17,7 +19,6 @@ from ._output import PartialParser
 from ._steps import RunErrorInfo
 from ._time import fail_after
 from ._tracing import attempt_failed
-from .models import _types as mt
 from .models._assemble import ResponseBuilder
 from .models._fallback import FallbackModel
 
@@ -27,12 +28,14 @@ _THOUGHT = -1
 
 if TYPE_CHECKING:
     from ._actions import Executor
-    from ._run import AttemptRecord, _Run
+    from ._run import AttemptRecord, RunCore
     from .models._base import Model
     from .models._types import DiscardReason
 
 
-async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) -> mt.ModelResponse:
+async def call_model(
+    run: RunCore, executor: Executor, request: mt.ModelRequest
+) -> mt.ModelResponse:
     """The innermost model call: attempts with retries, bounded by the policy's deadline.
 
     A failed attempt is discarded (``AttemptDiscarded(reason="retry")``, sent at once) only when
@@ -88,7 +91,7 @@ async def call_model(run: _Run, executor: Executor, request: mt.ModelRequest) ->
 
 
 async def _discard_failed(
-    run: _Run, failed: _Attempt, error: ModelError, wait: float, reason: DiscardReason
+    run: RunCore, failed: _Attempt, error: ModelError, wait: float, reason: DiscardReason
 ) -> None:
     attempt_failed(run, failed.record.n, error)
     why = RunErrorInfo(kind=type(error).__name__, message=str(error))
@@ -100,7 +103,7 @@ class _Attempt:
     """Streams one attempt; collects its parts and seals its actions."""
 
     def __init__(
-        self, run: _Run, executor: Executor, request: mt.ModelRequest, model: Model
+        self, run: RunCore, executor: Executor, request: mt.ModelRequest, model: Model
     ) -> None:
         self.run = run
         self.executor = executor

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import anyio
 
 from ._decisions import Approve, Deny, Edit, ExternalResult
-from ._errors import UserError
+from ._errors import UserError, as_given
 from ._session_run import Loaded, step_from_json, step_to_json
 from ._steps import PendingCall, Step
 
@@ -117,8 +117,7 @@ def check_decisions(
         )
     for key, decision in decisions.items():
         call = wanted[key]
-        given: object = decision  # from the caller: any value, whatever the annotation says
-        if not isinstance(given, Approve | Deny | Edit | ExternalResult):
+        if not isinstance(as_given(decision), Approve | Deny | Edit | ExternalResult):
             raise DecisionError(
                 f"the decision for {key!r} must be Approve(), Deny(reason), Edit(arguments) or "
                 f"ExternalResult(...), not {decision!r}"
@@ -172,7 +171,7 @@ async def ask(
     decision: object = None
     with anyio.move_on_after(timeout) as scope:
         try:
-            decision = await approver(call, context)
+            decision = as_given(await approver(call, context))  # a callback of the user's
         except Exception as exc:
             logger.warning(
                 "the approver failed on call %r (%s: %s); the call is denied",

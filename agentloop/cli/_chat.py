@@ -104,7 +104,7 @@ async def chat_command(options: ChatOptions) -> int:
                     failures += 1
                     print(f"agentloop: error: {_one_line(exc)}", file=sys.stderr)
                     continue
-            if turn.cancel_called or result is None:
+            if turn.cancel_called:
                 say("(interrupted: the turn was cancelled · Ctrl-C at the prompt leaves)")
                 continue
             if result.pending:  # external tools: their results cannot be typed in here

@@ -148,24 +148,24 @@ def _script(pace: float) -> list[Reply]:
 
 async def run_demo(speed: float = 1.0, *, style: Style = "auto", out: TextIO | None = None) -> int:
     """Run the demo with a view; returns the exit status."""
-    out = out or sys.stdout
+    stream: TextIO = out or sys.stdout
     agent = demo_agent(speed)
     tracker = Tracker()
     if style != "json":
-        out.write(
+        stream.write(
             f"agentloop demo · offline scripted model with realistic latency (speed ×{speed:g})"
             " · goals on\n\n"
         )
-        out.flush()
-    view = make_view(style, tracker, out=out)
+        stream.flush()
+    view = make_view(style, tracker, out=stream)
     async with agent.stream(PROMPT) as run:
         await follow(run, view, tracker)
     result = run.result
     if style != "json":
-        out.write("\ntiming\n")
+        stream.write("\ntiming\n")
         for line in timing_lines(tracker.timing()):
-            out.write(f"  {line}\n")
-        out.flush()
+            stream.write(f"  {line}\n")
+        stream.flush()
     if result.error is not None:  # the view leaves the run's own failure to this line
         print(
             f"agentloop: error: the run ended without an answer: {result.error.message}",

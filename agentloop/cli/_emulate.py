@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -148,7 +148,7 @@ def _os_error(exc: BaseException) -> str | None:
 
 
 @contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
+def _sigterm_interrupts() -> Generator[None, None, None]:
     """SIGTERM stops the server as Ctrl-C does (in the main thread, where signals land)."""
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from contextlib import AbstractContextManager
@@ -31,7 +32,7 @@ class View(Protocol):
 
 def rich_available() -> bool:
     try:
-        import rich  # noqa: F401
+        importlib.import_module("rich")
     except ImportError:
         return False
     return True
@@ -51,16 +52,18 @@ def make_view(
     show_input: bool = True,
     final_panel: bool = True,
 ) -> View:
-    out = out or sys.stdout
+    stream: TextIO = out or sys.stdout
     if style == "json":
-        return JsonView(out)
+        return JsonView(stream)
     if style == "quiet":
-        return AnswerView(out)
-    if style == "rich" or (style == "auto" and wants_rich(out)):
+        return AnswerView(stream)
+    if style == "rich" or (style == "auto" and wants_rich(stream)):
         from ._live import LiveView, make_console
 
-        return LiveView(make_console(out), tracker, show_input=show_input, final_panel=final_panel)
-    return PlainView(out, tracker, show_input=show_input)
+        return LiveView(
+            make_console(stream), tracker, show_input=show_input, final_panel=final_panel
+        )
+    return PlainView(stream, tracker, show_input=show_input)
 
 
 async def follow(run: RunStream, view: View, tracker: Tracker) -> None:

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import NoReturn, TextIO
@@ -40,7 +40,7 @@ class Interrupts:
         return _CURRENT.get() or cls()
 
     @contextmanager
-    def turn(self) -> Iterator[anyio.CancelScope]:
+    def turn(self) -> Generator[anyio.CancelScope, None, None]:
         """A scope that Ctrl-C cancels instead of ending the command (its ``cancel_called``
         says whether it did)."""
         with anyio.CancelScope() as scope:

@@ -10,7 +10,7 @@ thread (no rich refresh thread reads our state while we change it).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -288,7 +288,7 @@ class LiveView:
             self._draw(self.tracker.now())
 
     @contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self) -> Generator[None, None, None]:
         """Stand aside while the terminal asks a person something (an approval): what is
         settled is printed, the live area stops, and starts again after."""
         self._flush()

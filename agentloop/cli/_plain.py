@@ -8,7 +8,7 @@ itself failed is left to the command's one error line on stderr (said once, not 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -184,10 +184,9 @@ class PlainView:
         self.out.flush()
 
     @contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self) -> Generator[None, None, None]:
         """Stand aside while the terminal asks a person something (an approval)."""
-        if isinstance(self, PlainView):
-            self._break()
+        self._break()
         self.out.flush()
         yield
 
@@ -212,10 +211,8 @@ class JsonView:
         self.out.flush()
 
     @contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self) -> Generator[None, None, None]:
         """Stand aside while the terminal asks a person something (an approval)."""
-        if isinstance(self, PlainView):
-            self._break()
         self.out.flush()
         yield
 
@@ -241,10 +238,8 @@ class AnswerView:
                 self.out.flush()
 
     @contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self) -> Generator[None, None, None]:
         """Stand aside while the terminal asks a person something (an approval)."""
-        if isinstance(self, PlainView):
-            self._break()
         self.out.flush()
         yield
 

@@ -45,7 +45,7 @@ def make_model(spec: str | None, *, base_url: str | None = None) -> Model:
         )
     provider, sep, name = spec.partition(":")
     if provider == "test":
-        from .. import testing  # noqa: F401  (registers the "test:" models)
+        from .. import testing as _  # noqa: F401  (registers the "test:" models)
     if base_url is None:
         return resolve_model(spec)
     if not sep or not name:

@@ -6,9 +6,10 @@ On a terminal ``input()`` is used, so line editing works.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 
 import anyio
@@ -53,13 +54,13 @@ async def read_line(prompt: str = "") -> str | None:
 def _line_editing() -> None:
     """``readline`` gives ``input()`` history and editing (and writes the prompt to stdout)."""
     try:
-        import readline  # noqa: F401
+        importlib.import_module("readline")
     except ImportError:  # pragma: no cover - Windows without pyreadline
         pass
 
 
 @contextmanager
-def kept_terminal() -> Iterator[None]:
+def kept_terminal() -> Generator[None, None, None]:
     """Restore stdin's terminal settings on the way out: a reader left blocked in ``input()``
     (Ctrl-C at the prompt ends the command) leaves them as readline set them, without echo."""
     try:

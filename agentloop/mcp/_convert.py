@@ -13,7 +13,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .. import ToolError, UserError
 from ..models import IMAGE_TYPES, ImagePart
@@ -41,7 +41,9 @@ def check_names(kind: str, names: Collection[str] | None) -> frozenset[str] | No
     """A filter list, refusing a bare string (which would be iterated letter by letter)."""
     if names is None:
         return None
-    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+    if isinstance(names, str) or not all(
+        isinstance(n, str) for n in cast("Collection[object]", names)
+    ):
         raise UserError(f"MCP {kind} must be a collection of tool names, not {names!r}")
     return frozenset(names)
 
@@ -171,7 +173,7 @@ def schema_checker(schema: Mapping[str, Any]) -> Callable[[Any], list[tuple[tupl
 
     cls = validators.validator_for(schema, default=Draft202012Validator)
     try:
-        cls.check_schema(schema)
+        cls.check_schema(dict(schema))  # (its stubs want a dict)
     except SchemaError as exc:
         raise ValueError(exc.message) from None
     validator = cls(schema)

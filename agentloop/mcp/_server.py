@@ -8,10 +8,11 @@ calls fail — it never raises into the caller's task group.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from os import PathLike
 from pathlib import Path
@@ -49,8 +50,8 @@ def _import_sdk() -> None:
     """Import the SDK now (about a second, once) rather than on the event loop when the first
     connection opens, and say what to install when it is missing."""
     try:
-        import mcp.client.stdio
-        import mcp.client.streamable_http  # noqa: F401
+        for module in ("mcp", "mcp.client.stdio", "mcp.client.streamable_http"):
+            importlib.import_module(module)  # the package first: it may be missing
     except ImportError as exc:
         raise UserError(f"MCP servers need the mcp package: {_INSTALL} ({exc})") from exc
 
@@ -151,7 +152,7 @@ class MCPServer(ABC):
         return self._run_connection(ctx)
 
     @asynccontextmanager
-    async def _run_connection(self, ctx: RunContext) -> AsyncIterator[None]:
+    async def _run_connection(self, ctx: RunContext) -> AsyncGenerator[None, None]:
         scratch = ctx.scratch(self)
         async with self._connect() as connection:
             scratch[_SCRATCH_KEY] = connection
@@ -179,7 +180,7 @@ class MCPServer(ABC):
         return await connection.tools()
 
     @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[_Connection]:
+    async def _connect(self) -> AsyncGenerator[_Connection, None]:
         connection = _Connection(self)
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:
@@ -306,7 +307,7 @@ class MCPHttpServer(MCPServer):
         )
 
     @asynccontextmanager
-    async def _transport(self) -> AsyncIterator[Any]:
+    async def _transport(self) -> AsyncGenerator[Any, None]:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
@@ -346,7 +347,7 @@ class _Connection:
         try:
             with anyio.CancelScope() as scope:
                 client = Client(
-                    _watched(server._transport(), self._ended),
+                    _watched(server._transport(), self._ended),  # pyright: ignore[reportPrivateUsage]  # the subclasses' hook
                     cache=None,  # we keep the tool list ourselves, per connection
                     client_info=Implementation(name="agentloop", version=__version__),
                 )
@@ -462,7 +463,7 @@ class _Connection:
 @asynccontextmanager
 async def _watched(
     transport: AbstractAsyncContextManager[Any], on_end: Callable[[], object]
-) -> AsyncIterator[tuple[Any, Any]]:
+) -> AsyncGenerator[tuple[Any, Any], None]:
     """The transport, with ``on_end`` called when its read stream ends."""
     async with transport as (read, write):
         yield _EndWatch(read, on_end), write

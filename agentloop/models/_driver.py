@@ -57,14 +57,10 @@ DOCUMENT_TIMEOUT = 600.0
 """The read timeout of a non-streamed reply (``stream=False``), which arrives all at once."""
 _TRANSPORTS = ("auto", "aiohttp", "aiohttp-sdk", "httpx")
 
-_AIOHTTP: bool | None = None
 
-
+@functools.cache
 def _aiohttp_installed() -> bool:
-    global _AIOHTTP
-    if _AIOHTTP is None:
-        _AIOHTTP = importlib.util.find_spec("aiohttp") is not None
-    return _AIOHTTP
+    return importlib.util.find_spec("aiohttp") is not None
 
 
 @functools.cache

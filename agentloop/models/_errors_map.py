@@ -30,6 +30,7 @@ from agentloop._errors import (
     ModelTimeout,
     model_error_for_status,
 )
+from agentloop._json import is_mapping
 
 __all__ = [
     "error_from_exception",
@@ -80,7 +81,7 @@ def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
             if secret in value:
                 value = value.replace(secret, REDACTED)
         return _KEY_LIKE.sub(REDACTED, value)
-    if isinstance(value, Mapping):
+    if is_mapping(value):
         return {k: redact(v, secrets) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact(v, secrets) for v in value]
@@ -208,9 +209,9 @@ def _is_timeout(exc: BaseException) -> bool:
 
 
 def _provider_message(body: Any) -> str | None:
-    if isinstance(body, Mapping):
+    if is_mapping(body):
         error = body.get("error", body)
-        if isinstance(error, Mapping):
+        if is_mapping(error):
             message = error.get("message")
             if isinstance(message, str) and message:
                 return message
@@ -239,7 +240,7 @@ def error_from_status(
         request_id = (
             headers.get("x-request-id")
             or headers.get("request-id")
-            or (body.get("request_id") if isinstance(body, Mapping) else None)
+            or (body.get("request_id") if is_mapping(body) else None)
         )
     message = _provider_message(body) or f"HTTP {status}"
     if 300 <= status < 400:
@@ -266,8 +267,8 @@ def error_from_status(
 
 
 def _error_code(body: Any) -> str | None:
-    error = body.get("error", body) if isinstance(body, Mapping) else None
-    if isinstance(error, Mapping):
+    error = body.get("error", body) if is_mapping(body) else None
+    if is_mapping(error):
         code = error.get("code") or error.get("type")
         return code if isinstance(code, str) else None
     return None
@@ -294,7 +295,7 @@ def error_from_exception(
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None) or {}
         body = getattr(exc, "body", None)
-        if provider.startswith("openai") and isinstance(body, Mapping) and "error" not in body:
+        if provider.startswith("openai") and is_mapping(body) and "error" not in body:
             body = {"error": body}  # the OpenAI SDK unwraps it; keep the provider's shape
         request_id = getattr(exc, "request_id", None)
         secrets = secrets_of(_request_headers(response))

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from .._errors import ModelConnectionError, ModelError, ModelOverloaded, ModelRateLimited, UserError
+from .._errors import (
+    ModelConnectionError,
+    ModelError,
+    ModelOverloaded,
+    ModelRateLimited,
+    UserError,
+    as_given,
+)
 from ._base import Model
 
 if TYPE_CHECKING:
@@ -47,9 +54,9 @@ class FallbackModel(Model):
         if len(models) < 2:
             raise UserError("FallbackModel needs at least two models")
         for model in models:
-            if not isinstance(model, Model):
+            if not isinstance(as_given(model), Model):
                 raise UserError(f"FallbackModel takes Model objects, not {model!r}")
-        given: Sequence[object] = fallback_on
+        given = [as_given(c) for c in fallback_on]
         if not given or not all(isinstance(c, type) and issubclass(c, ModelError) for c in given):
             raise UserError("fallback_on must name ModelError classes")
         self.models: tuple[Model, ...] = models
@@ -75,7 +82,9 @@ class FallbackModel(Model):
         return self._stream(request)
 
     @asynccontextmanager
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[AsyncIterator[ModelDelta]]:
+    async def _stream(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
         last = len(self.models) - 1
         for index, model in enumerate(self.models):
             try:

@@ -21,6 +21,7 @@ import os
 import platform
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,9 +156,9 @@ def _stainless_headers(client_class: str, package_version: str) -> dict[str, str
     }
 
 
-def _guarded(read: object) -> str:
+def _guarded(read: Callable[[], object]) -> str:
     try:
-        return str(read())  # type: ignore[operator]
+        return str(read())
     except Exception:
         return "unknown"
 

@@ -23,6 +23,7 @@ from agentloop._errors import (
     ModelStreamError,
     ReplyTooLarge,
     UserError,
+    as_given,
 )
 
 from ._bounds import CHECKPOINT_BYTES, Chunks, Meter, event_cap, wire_budget
@@ -78,7 +79,7 @@ def _well_typed(delta: ModelDelta) -> bool:
                 )
             )
         case CitationDelta(data=data):
-            return isinstance(data, Mapping)
+            return isinstance(as_given(data), Mapping)
         case _:
             return True
 

@@ -50,11 +50,16 @@ __all__ = [
     "record_to_json",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("agentloop.sessions._"):
-        try:
-            _obj.__module__ = __name__
-        except (AttributeError, TypeError):
-            pass
-del _name, _obj
+
+def _show_names_here() -> None:
+    for name in __all__:
+        obj = globals()[name]
+        if getattr(obj, "__module__", "").startswith("agentloop.sessions._"):
+            try:
+                obj.__module__ = __name__
+            except (AttributeError, TypeError):
+                pass
+
+
+_show_names_here()
+del _show_names_here

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -210,38 +210,6 @@ def _finish_parts(
     return encoded, delta
 
 
-async def finish_one_async(store: BaseStore, item: Finish, now: float) -> None:
-    """``finish_one`` over a back end's separate ``_do_commit`` and ``_do_release`` (no
-    transaction spans both): the version is set as soon as the commit is, and a release that
-    fails after it is logged, not raised (the lease expires by itself)."""
-    if item.expected_version is not None:
-        try:
-            item.version = await store._do_commit(
-                item.lease.session_id,
-                item.expected_version,
-                item.records,
-                item.delta,
-                item.lease,
-                now,
-            )
-        except SessionConflict as exc:
-            if not isinstance(exc, DatabaseBusy):
-                await store._do_release(item.lease)  # the version moved; the lease is ours
-            raise
-    try:
-        await store._do_release(item.lease)
-    except Exception as exc:
-        if item.version is None:
-            raise
-        _logger.warning(
-            "could not release the lease of session %r after recording the end of its run:"
-            " %s: %s; it expires by itself",
-            item.lease.session_id,
-            type(exc).__name__,
-            exc,
-        )
-
-
 def check_commit(
     session_id: str, row: SessionRow, expected_version: int, lease: Lease | None, now: float
 ) -> None:
@@ -389,10 +357,41 @@ class BaseStore(ABC):
         with transactions does the whole batch in one (see ``ThreadedSQLStore``)."""
         for item in batch:
             try:
-                await finish_one_async(self, item, now)
+                await self._finish_one(item, now)
             except Exception as exc:  # this run's failure, not the batch's
                 item.error = exc
             item.done = True
+
+    async def _finish_one(self, item: Finish, now: float) -> None:
+        """``finish_one`` over a back end's separate ``_do_commit`` and ``_do_release`` (no
+        transaction spans both): the version is set as soon as the commit is, and a release that
+        fails after it is logged, not raised (the lease expires by itself)."""
+        if item.expected_version is not None:
+            try:
+                item.version = await self._do_commit(
+                    item.lease.session_id,
+                    item.expected_version,
+                    item.records,
+                    item.delta,
+                    item.lease,
+                    now,
+                )
+            except SessionConflict as exc:
+                if not isinstance(exc, DatabaseBusy):
+                    await self._do_release(item.lease)  # the version moved; the lease is ours
+                raise
+        try:
+            await self._do_release(item.lease)
+        except Exception as exc:
+            if item.version is None:
+                raise
+            _logger.warning(
+                "could not release the lease of session %r after recording the end of its run:"
+                " %s: %s; it expires by itself",
+                item.lease.session_id,
+                type(exc).__name__,
+                exc,
+            )
 
     _finish_in_thread = False
     """Whether ``_do_finish`` begins its batch (``FinishRound.begin``) itself, in a worker
@@ -461,7 +460,7 @@ class BaseStore(ABC):
         return self._keeper
 
     @contextmanager
-    def _counting(self) -> Iterator[None]:
+    def _counting(self) -> Generator[None, None, None]:
         try:
             yield
         except SessionConflict as exc:

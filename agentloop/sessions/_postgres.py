@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, LiteralString, TypeVar
 
 import anyio.to_thread
 
@@ -35,7 +35,7 @@ INSTALL_HINT = "pip install 'agentloop[postgres]'"
 # pg_advisory_xact_lock key serialising schema creation and migration across processes.
 _MIGRATION_LOCK = 0x6167_6C6F_6F70_0001
 
-_MIGRATIONS: dict[int, list[str]] = {
+_MIGRATIONS: dict[int, list[LiteralString]] = {
     1: [
         """CREATE TABLE agentloop_sessions (
             id text PRIMARY KEY,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloop._errors import UserError
+from agentloop._errors import UserError, as_given
 
 from ._memory import InMemoryStore
 from ._postgres import PostgresStore
@@ -29,7 +29,7 @@ def open_store(url: str, **options: Any) -> SessionStore:
         url: The store's URL.
         **options: Options of the store's constructor.
     """
-    if not isinstance(url, str):
+    if not isinstance(as_given(url), str):
         raise UserError(f"a store URL must be a str, not {type(url).__name__}")
     scheme, sep, _ = url.partition("://")
     scheme = scheme.lower()

@@ -10,8 +10,10 @@ else in agentloop also runs on trio). The guide *Durable runs on Temporal* says 
 
 from __future__ import annotations
 
+import importlib
+
 try:
-    import temporalio  # noqa: F401
+    importlib.import_module("temporalio")
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError(
         "agentloop.temporal needs temporalio: pip install 'agentloop[temporal]'"

@@ -140,7 +140,7 @@ class Activities:
             tg.cancel_scope.cancel()
         after = dict(state)
         return {
-            "result": _codec.encode_result(result),
+            "result": _codec.encode_result(result),  # pyright: ignore[reportPossiblyUnboundVariable]  # the task group swallows nothing
             "set": {k: v for k, v in after.items() if k not in before or before[k] != v},
             "deleted": [k for k in before if k not in after],
         }

@@ -13,12 +13,13 @@ from typing import Any, cast
 
 from pydantic import TypeAdapter
 
-from .. import _errors
+import agentloop._errors as _errors
+import agentloop.models._types as mt
+
 from .._decisions import Approve, Decision, Deny, Edit, ExternalResult
 from .._errors import ModelConnectionError, ModelError, ModelStreamError
 from .._steps import Action, ActionResult
 from .._waiting import DecisionError
-from ..models import _types as mt
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,11 +15,12 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from typing_extensions import TypeVar
 
-from .. import _errors
-from .. import _events as ev
+import agentloop._errors as _errors
+import agentloop._events as ev
+
 from .._actions import SUBAGENT
 from .._decisions import Approve, Deny, Edit, ExternalResult
-from .._errors import AgentLoopError, UserError
+from .._errors import AgentLoopError, UserError, as_given
 from .._inputs import RunInput, input_message_parts
 from .._session_run import check_stored_input, parts_to_json
 from .._steps import RunResult
@@ -132,7 +133,7 @@ class TemporalAgent(Generic[OutputT]):
         tools = list(agent.static_tools)
         for toolset in agent.toolsets:
             if isinstance(toolset, GoalToolSet):
-                tools.extend(toolset._tools)
+                tools.extend(toolset._tools)  # pyright: ignore[reportPrivateUsage]  # list_tools wants a run
         return tools
 
     def agent_at(self, path: str) -> Agent[Any, Any]:
@@ -356,9 +357,10 @@ class DurableRun(Generic[OutputT]):
                 return
         try:
             if reply is None:
-                reply = await self._handle.execute_update(
+                polled: dict[str, Any] = await self._handle.execute_update(
                     EVENTS_UPDATE, self.last_seq, result_type=dict
                 )
+                reply = polled
         except Exception as exc:  # the workflow closed between two polls
             if not await self._closed():
                 raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
@@ -425,7 +427,10 @@ class DurableRun(Generic[OutputT]):
     async def waiting(self) -> RunResult[OutputT] | None:
         """The run's result so far while it waits on decisions (``result.pending`` names the
         calls), else ``None`` (it runs, or has ended). It asks the workflow; it never waits."""
-        data = await self._handle.query(WAITING_QUERY, result_type=str | None)  # type: ignore[arg-type]
+        data = await self._handle.query(
+            WAITING_QUERY,
+            result_type=str | None,  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]  # the SDK converts to a union too
+        )
         if data is None:
             return None
         event = ev.event_from_json(data, output_type=self._durable.agent.output_type)
@@ -448,11 +453,10 @@ class DurableRun(Generic[OutputT]):
         from temporalio.client import WorkflowUpdateFailedError
         from temporalio.exceptions import ApplicationError
 
-        if not isinstance(decisions, Mapping):
+        if not isinstance(as_given(decisions), Mapping):
             raise UserError("decisions must be a mapping of pending call ids to decisions")
         for key, decision in decisions.items():
-            given: object = decision  # from the caller: any value, whatever the annotation
-            if not isinstance(given, Approve | Deny | Edit | ExternalResult):
+            if not isinstance(as_given(decision), Approve | Deny | Edit | ExternalResult):
                 raise DecisionError(
                     f"the decision for {key!r} must be Approve(), Deny(reason), "
                     f"Edit(arguments) or ExternalResult(...), not {decision!r}"

@@ -19,7 +19,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from .. import _errors
+import agentloop._errors as _errors
+
 from .._errors import AgentLoopError, SessionError, SessionStoreError, UserError
 from ..sessions import (
     JSON,

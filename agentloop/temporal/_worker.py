@@ -136,7 +136,9 @@ def replayer(agents: Sequence[TemporalAgent[Any] | str], **kwargs: Any) -> Repla
 
 def sandbox() -> SandboxedWorkflowRunner:
     """Temporal's sandbox, with the libraries the engine uses passed through."""
-    import anyio._backends._asyncio  # anyio loads it lazily: never inside a workflow
+    importlib.import_module(
+        "anyio._backends._asyncio"
+    )  # anyio loads it lazily: never in a workflow
 
     # anyio's lazy attributes, looked up once here, outside any workflow.
     _ = (anyio.Event, anyio.Lock, anyio.CancelScope, anyio.create_task_group)

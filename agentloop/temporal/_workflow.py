@@ -18,7 +18,7 @@ cancelled through its handle.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -29,7 +29,8 @@ import anyio
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from .. import _events as ev
+import agentloop._events as ev
+
 from .._actions import SUBAGENT, Toolbox, error_result, make_terminal
 from .._context import StateView
 from .._decisions import Decision, Deny, ExternalResult
@@ -152,7 +153,7 @@ class _WorkflowModel(Model):
         self._durable = durable
         self._facts = facts
         self._path = path  # the sub-agent's whose model this is ("" the agent's own)
-        self.provider = facts.provider  # type: ignore[misc]  # the real model's, per instance
+        self.provider = facts.provider  # type: ignore[misc]  # pyright: ignore[reportAttributeAccessIssue]  # the real model's, per instance
 
     @property
     def name(self) -> str:
@@ -166,7 +167,9 @@ class _WorkflowModel(Model):
         return self._stream(request)
 
     @asynccontextmanager
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[AsyncIterator[ModelDelta]]:
+    async def _stream(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
         call = self._host.open_call()
         attempt_timeout = self._durable.agent_at(self._path).retry.attempt_timeout
         encoded = _codec.encode_request(request)

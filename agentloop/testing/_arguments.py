@@ -23,6 +23,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
+from ._json import is_dict, is_list, is_mapping
+
 __all__ = ["arguments_for"]
 
 MAX_DEPTH = 12
@@ -56,10 +58,10 @@ _PATTERN_CANDIDATES = ("1", "12", "123", "1234", "12345", "123456", "A", "AB", "
 
 def arguments_for(schema: Any, variant: int = 0) -> dict[str, Any]:
     """Arguments fitting ``schema`` (a tool's parameters): ``{}`` when it says nothing."""
-    if not isinstance(schema, Mapping):
+    if not is_mapping(schema):
         return {}
     value = _Maker(schema, variant).value(schema, 0)
-    return value if isinstance(value, dict) else {}
+    return value if is_dict(value) else {}
 
 
 class _Maker:
@@ -74,12 +76,12 @@ class _Maker:
         self.made += 1
         schema = self._flatten(schema, 0)
         one_of = schema.pop("oneOf", None)
-        if isinstance(one_of, list) and one_of:
+        if is_list(one_of) and one_of:
             return self._one_of(schema, one_of, depth)
         if "const" in schema:
             return schema["const"]
         enum = schema.get("enum")
-        if isinstance(enum, list) and enum:
+        if is_list(enum) and enum:
             usable = [e for e in enum if e is not None] or enum
             return usable[self.variant % len(usable)]
         kind = _kind(schema)
@@ -116,7 +118,7 @@ class _Maker:
     def _flatten(self, schema: Any, hops: int) -> dict[str, Any]:
         """``schema`` with its ``$ref`` followed, ``allOf`` merged and one ``anyOf`` branch
         (the first that is not just ``null``) merged in; ``oneOf`` is left to ``_one_of``."""
-        if not isinstance(schema, Mapping) or hops > 8:
+        if not is_mapping(schema) or hops > 8:
             return {}
         out = dict(schema)
         ref = out.pop("$ref", None)
@@ -125,7 +127,7 @@ class _Maker:
         for sub in out.pop("allOf", None) or ():
             out = _merge(out, self._flatten(sub, hops + 1))
         branches = out.pop("anyOf", None)
-        if isinstance(branches, list) and branches:
+        if is_list(branches) and branches:
             flat = [self._flatten(b, hops + 1) for b in branches]
             chosen = next((b for b in flat if _kind(b) != "null"), flat[0])
             out = _merge(out, chosen)
@@ -135,7 +137,7 @@ class _Maker:
         if depth >= MAX_DEPTH or self.made > MAX_VALUES:
             return {}
         props = schema.get("properties")
-        props = props if isinstance(props, Mapping) else {}
+        props = props if is_mapping(props) else {}
         extra = schema.get("additionalProperties")
         required = [k for k in schema.get("required", ()) if isinstance(k, str)]
         wanted = schema.get("minProperties")
@@ -143,7 +145,7 @@ class _Maker:
             required += [k for k in props if k not in required][: wanted - len(required)]
         out: dict[str, Any] = {}
         for key in required:
-            sub = props.get(key, extra if isinstance(extra, Mapping) else {})
+            sub = props.get(key, extra if is_mapping(extra) else {})
             out[key] = self.value(sub, depth + 1)
         return out
 
@@ -157,14 +159,14 @@ class _Maker:
             count = 0
         count = min(count, MAX_ITEMS)
         prefix, items = schema.get("prefixItems"), schema.get("items")
-        if isinstance(items, list):  # the draft-4 tuple form
+        if is_list(items):  # the draft-4 tuple form
             prefix, items = items, schema.get("additionalItems")
-        prefix = prefix if isinstance(prefix, list) else []
+        prefix = prefix if is_list(prefix) else []
         count = max(count, min(len(prefix), MAX_ITEMS)) if prefix else count
         out: list[Any] = []
         variant = self.variant
         for i in range(count):
-            sub = prefix[i] if i < len(prefix) else (items if isinstance(items, Mapping) else {})
+            sub = prefix[i] if i < len(prefix) else (items if is_mapping(items) else {})
             if schema.get("uniqueItems") is True:
                 self.variant = variant + i  # different values for different items
             out.append(self.value(sub, depth + 1))
@@ -176,9 +178,9 @@ def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """Two schemas as one: properties joined, required lists joined, else ``extra`` wins."""
     out = dict(base)
     for key, value in extra.items():
-        if key == "properties" and isinstance(out.get(key), Mapping):
+        if key == "properties" and is_mapping(out.get(key)):
             out[key] = {**out[key], **value}
-        elif key == "required" and isinstance(out.get(key), list) and isinstance(value, list):
+        elif key == "required" and is_list(out.get(key)) and is_list(value):
             out[key] = [*out[key], *(v for v in value if v not in out[key])]
         else:
             out[key] = value
@@ -191,9 +193,9 @@ def _resolve(root: Mapping[str, Any], ref: str) -> Any:
     node: Any = root
     for part in filter(None, ref[1:].split("/")):
         part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
+        if is_mapping(node) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif is_list(node) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
             return {}
@@ -205,10 +207,10 @@ def _roughly_fits(value: Any, schema: Mapping[str, Any]) -> bool:
     if "const" in schema:
         return bool(value == schema["const"])
     enum = schema.get("enum")
-    if isinstance(enum, list):
+    if is_list(enum):
         return value in enum
     kind = schema.get("type")
-    kinds = kind if isinstance(kind, list) else [kind] if isinstance(kind, str) else []
+    kinds = kind if is_list(kind) else [kind] if isinstance(kind, str) else []
     if not kinds:
         return True
     return any(_has_type(value, k) for k in kinds)
@@ -227,7 +229,7 @@ def _has_type(value: Any, kind: str) -> bool:
 
 def _kind(schema: Mapping[str, Any]) -> str:
     kind = schema.get("type")
-    if isinstance(kind, list):
+    if is_list(kind):
         kinds = [k for k in kind if isinstance(k, str)]
         kind = next((k for k in kinds if k != "null"), kinds[0] if kinds else None)
     if isinstance(kind, str):

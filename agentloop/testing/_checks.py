@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._json import is_dict, is_list
+
 __all__ = ["request_problem"]
 
 _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -26,11 +28,11 @@ def request_problem(api: str, body: dict[str, Any]) -> str | None:
 
 def _chat(body: dict[str, Any]) -> str | None:
     messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
+    if not is_list(messages) or not messages:
         return "messages must be a non-empty array"
     open_calls: set[Any] = set()
     for i, m in enumerate(messages):
-        if not isinstance(m, dict):
+        if not is_dict(m):
             return f"messages[{i}] must be an object"
         role = m.get("role")
         if role == "tool":
@@ -50,7 +52,7 @@ def _chat(body: dict[str, Any]) -> str | None:
                 f"responding to each 'tool_call_id' (missing: {', '.join(sorted(open_calls))})"
             )
         if role == "assistant":
-            open_calls = {c.get("id") for c in m.get("tool_calls") or () if isinstance(c, dict)}
+            open_calls = {c.get("id") for c in m.get("tool_calls") or () if is_dict(c)}
         elif role in ("user", "system", "developer"):
             problem = _chat_content(m.get("content"), f"messages[{i}].content")
             if problem:
@@ -63,10 +65,10 @@ def _chat(body: dict[str, Any]) -> str | None:
 def _chat_content(content: Any, where: str) -> str | None:
     if isinstance(content, str):
         return None
-    if not isinstance(content, list):
+    if not is_list(content):
         return f"{where} must be text or an array of content parts"
     for j, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
+        kind = part.get("type") if is_dict(part) else None
         if kind == "text" and isinstance(part.get("text"), str):
             continue
         if kind == "image_url" and isinstance((part.get("image_url") or {}).get("url"), str):
@@ -99,11 +101,11 @@ def _responses(body: dict[str, Any]) -> str | None:
     items = body.get("input")
     if isinstance(items, str):
         return None
-    if not isinstance(items, list):
+    if not is_list(items):
         return "input must be text or an array of items"
     calls: set[Any] = set()
     for i, item in enumerate(items):
-        if not isinstance(item, dict):
+        if not is_dict(item):
             return f"input[{i}] must be an object"
         kind = item.get("type")
         if kind == "function_call":
@@ -126,10 +128,10 @@ def _responses(body: dict[str, Any]) -> str | None:
 
 
 def _responses_content(content: Any, where: str) -> str | None:
-    if not isinstance(content, list):
+    if not is_list(content):
         return f"{where} must be text or an array of input items"
     for j, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
+        kind = part.get("type") if is_dict(part) else None
         if kind not in _RESPONSES_INPUT:
             return f"{where}[{j}]: invalid input item type {kind!r}"
         if kind == "input_image":
@@ -151,15 +153,15 @@ _ANTHROPIC_USER = frozenset({"text", "image", "document", "tool_result"})
 
 def _anthropic(body: dict[str, Any]) -> str | None:
     messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
+    if not is_list(messages) or not messages:
         return "messages: at least one message is required"
     breakpoints = _count_breakpoints(body.get("system")) + _count_breakpoints(body.get("tools"))
     open_calls: set[Any] = set()
     for i, m in enumerate(messages):
-        content = m.get("content") if isinstance(m, dict) else None
+        content = m.get("content") if is_dict(m) else None
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
-        if not isinstance(content, list) or not content:
+        if not is_list(content) or not content:
             return f"messages.{i}: content must be a non-empty array"
         breakpoints += _count_breakpoints(content)
         if m.get("role") == "assistant":
@@ -204,9 +206,9 @@ def _anthropic_block(block: dict[str, Any], where: str) -> str | None:
                 return f"{where}.source.url must be an http(s) URL"
         elif not (kind == "document" and stype == "text" and isinstance(source.get("data"), str)):
             return f"{where}.source: invalid source type {stype!r}"
-    if kind == "tool_result" and isinstance(block.get("content"), list):
+    if kind == "tool_result" and is_list(block.get("content")):
         for k, inner in enumerate(block["content"]):
-            if not isinstance(inner, dict) or inner.get("type") not in ("text", "image"):
+            if not is_dict(inner) or inner.get("type") not in ("text", "image"):
                 return f"{where}.content.{k}: a tool_result holds text and image blocks"
             problem = _anthropic_block(inner, f"{where}.content.{k}")
             if problem:
@@ -215,6 +217,6 @@ def _anthropic_block(block: dict[str, Any], where: str) -> str | None:
 
 
 def _count_breakpoints(blocks: Any) -> int:
-    if not isinstance(blocks, list):
+    if not is_list(blocks):
         return 0
-    return sum(1 for b in blocks if isinstance(b, dict) and "cache_control" in b)
+    return sum(1 for b in blocks if is_dict(b) and "cache_control" in b)

@@ -20,8 +20,10 @@ from ..models import (
     ModelProfile,
     ModelRequest,
     ModelStream,
+    TextPart,
     TextPiece,
     ThoughtDone,
+    ThoughtPart,
     ThoughtPiece,
     ToolCallArgsDelta,
     ToolCallEnd,
@@ -158,7 +160,7 @@ class _ScriptedBase(Model):
         return self._open(request)
 
     @asynccontextmanager
-    async def _open(self, request: ModelRequest) -> AsyncIterator[AsyncIterator[ModelDelta]]:
+    async def _open(self, request: ModelRequest) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
         self.requests.append(request)
         reply = await self._next(request)
         deltas = self._deltas(reply, request)
@@ -206,7 +208,12 @@ class _ScriptedBase(Model):
 
 def _estimate(request: ModelRequest, out_chars: int) -> Usage:
     """Deterministic token counts (characters / 4) so that budgets can be tested."""
-    in_chars = sum(len(p.text) for m in request.messages for p in m.parts if hasattr(p, "text"))
+    in_chars = sum(
+        len(p.text)
+        for m in request.messages
+        for p in m.parts
+        if isinstance(p, TextPart | ThoughtPart)
+    )
     return Usage(requests=1, input_tokens=in_chars // 4, output_tokens=out_chars // 4)
 
 

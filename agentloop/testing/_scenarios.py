@@ -21,6 +21,7 @@ from typing import Any
 from ..models import wire_tool_name
 from ._arguments import arguments_for
 from ._checks import request_problem
+from ._json import is_dict, is_list
 from ._script import Chunk, RecordedRequest, ScriptedResponse
 from ._turns import EmulatedCall, EmulatedTurn, load_turns
 
@@ -115,7 +116,7 @@ class EmulatedProvider:
     def __call__(self, request: RecordedRequest) -> ScriptedResponse:
         """The emulated answer to one request."""
         body = request.json or {}
-        if not isinstance(body, dict):
+        if not is_dict(body):
             body = {}
         api = _api(request.path)
         if api is None:
@@ -220,12 +221,12 @@ def _offered(api: str, body: dict[str, Any]) -> dict[str, Any]:
     """The tools a request offers, in order: wire name to argument schema."""
     offered: dict[str, Any] = {}
     tools = body.get("tools")
-    for tool in tools if isinstance(tools, list) else ():
-        if not isinstance(tool, dict):
+    for tool in tools if is_list(tools) else ():
+        if not is_dict(tool):
             continue
         if api == "chat":
             fn = tool.get("function")
-            fn = fn if isinstance(fn, dict) else {}
+            fn = fn if is_dict(fn) else {}
             name, schema = fn.get("name"), fn.get("parameters")
         elif api == "responses":
             name, schema = tool.get("name"), tool.get("parameters")
@@ -240,11 +241,11 @@ def _assistant_turns(api: str, body: dict[str, Any]) -> int:
     """How many replies of the model the request's conversation already holds."""
     if api == "responses":
         items = body.get("input")
-        if not isinstance(items, list):
+        if not is_list(items):
             return 0
         turns, inside = 0, False
         for item in items:  # a turn is a run of model output items (message, calls, reasoning)
-            mine = isinstance(item, dict) and (
+            mine = is_dict(item) and (
                 item.get("role") == "assistant"
                 or item.get("type") in ("function_call", "reasoning")
             )
@@ -252,9 +253,9 @@ def _assistant_turns(api: str, body: dict[str, Any]) -> int:
             inside = mine
         return turns
     messages = body.get("messages")
-    if not isinstance(messages, list):
+    if not is_list(messages):
         return 0
-    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+    return sum(1 for m in messages if is_dict(m) and m.get("role") == "assistant")
 
 
 def _with_react_actions(text: str, calls: Sequence[EmulatedCall]) -> str:
@@ -296,7 +297,7 @@ def _chat_tool_results_done(body: dict[str, Any], rounds: int = 1) -> bool:
 
 def _responses_tool_results_done(body: dict[str, Any], rounds: int = 1) -> bool:
     items = body.get("input") or [{}]
-    last = items[-1] if isinstance(items, list) else {}
+    last = items[-1] if is_list(items) else {}
     results = last.get("type") == "function_call_output"
     if rounds > 1:  # a round is a run of function_call items (then their outputs)
         done = sum(
@@ -312,16 +313,16 @@ def _responses_tool_results_done(body: dict[str, Any], rounds: int = 1) -> bool:
 def _anthropic_tool_results_done(body: dict[str, Any], rounds: int = 1) -> bool:
     messages = body.get("messages") or [{}]
     content = messages[-1].get("content")
-    has_results = isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    has_results = is_list(content) and any(
+        is_dict(b) and b.get("type") == "tool_result" for b in content
     )
     if rounds > 1:
         done = sum(
             1
             for m in messages
             if m.get("role") == "assistant"
-            and isinstance(m.get("content"), list)
-            and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in m["content"])
+            and is_list(m.get("content"))
+            and any(is_dict(b) and b.get("type") == "tool_use" for b in m["content"])
         )
         has_results = has_results and done >= rounds
     return has_results or not body.get("tools")

@@ -24,6 +24,7 @@ import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeAlias, cast
 
@@ -123,7 +124,7 @@ class ProviderServer:
         self._errors: list[BaseException] = []
         self._cond = threading.Condition()
         self.stats = ServerStats()
-        self._portal_cm: Any = None
+        self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
         self._serve_future: Future[Any] | None = None
 

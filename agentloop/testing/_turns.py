@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import UserError
+from ._json import is_dict, is_list
 
 __all__ = ["EmulatedCall", "EmulatedTurn", "load_turns"]
 
@@ -47,7 +48,7 @@ class EmulatedCall:
         """
         if isinstance(value, str):
             value = {"name": value}
-        if not isinstance(value, dict):
+        if not is_dict(value):
             raise ValueError(f"a call is a tool name or an object, not {_show(value)}")
         unknown = sorted(set(value) - {"name", "path", "arguments"})
         if unknown:
@@ -103,7 +104,7 @@ class EmulatedTurn:
         """
         if isinstance(value, str):
             return cls(text=value)
-        if not isinstance(value, dict):
+        if not is_dict(value):
             raise ValueError(f"a turn is a text or an object, not {_show(value)}")
         unknown = sorted(set(value) - {"text", "calls"})
         if unknown:
@@ -111,7 +112,7 @@ class EmulatedTurn:
         text, calls = value.get("text", ""), value.get("calls", [])
         if not isinstance(text, str):
             raise ValueError("text must be a string")
-        if not isinstance(calls, list):
+        if not is_list(calls):
             raise ValueError("calls must be a list")
         parsed = []
         for i, call in enumerate(calls):
@@ -136,7 +137,7 @@ def load_turns(path: str | Path) -> list[EmulatedTurn]:
         value = json.loads(data)
     except ValueError as exc:
         raise UserError(f"script {str(path)!r} is not JSON: {exc}") from None
-    if not isinstance(value, list):
+    if not is_list(value):
         raise UserError(f"script {str(path)!r} must be a JSON list of turns")
     turns = []
     for i, item in enumerate(value):

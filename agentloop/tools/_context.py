@@ -75,4 +75,4 @@ def abandon(ctx: ToolContext[Any]) -> None:
     """The runtime stopped waiting for this sync tool's thread (cancelled or timed out) while
     the thread still runs: from now on the tool's ``state`` is read-only, so that a tool the
     run has given up on cannot change it behind the run's back."""
-    ctx._abandoned = True
+    ctx._abandoned = True  # pyright: ignore[reportPrivateUsage]  # the engine's seam, hidden from tools

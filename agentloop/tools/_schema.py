@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 from .._errors import UserError
+from .._json import is_dict, is_list, is_mapping
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -131,13 +132,13 @@ def json_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _strip_titles(node: Any) -> Any:
-    if isinstance(node, dict):
+    if is_dict(node):
         return {
             k: _strip_titles(v)
             for k, v in node.items()
             if not (k == "title" and isinstance(v, str))
         }
-    if isinstance(node, list):
+    if is_list(node):
         return [_strip_titles(v) for v in node]
     return node
 
@@ -148,9 +149,9 @@ MAX_ARGUMENT_DEPTH = 64  # levels of objects and arrays in a tool's arguments
 def nesting_exceeds(value: Any, limit: int) -> bool:
     """Whether ``value`` (decoded JSON) nests objects and arrays more than ``limit`` deep.
     Iterative: deep input cannot exhaust the stack. Flat arguments cost one pass."""
-    if isinstance(value, dict):
+    if is_dict(value):
         children = [v for v in value.values() if isinstance(v, (dict, list))]
-    elif isinstance(value, list):
+    elif is_list(value):
         children = [v for v in value if isinstance(v, (dict, list))]
     else:
         return False
@@ -161,7 +162,7 @@ def nesting_exceeds(value: Any, limit: int) -> bool:
         node, depth = stack.pop()
         if depth > limit:
             return True
-        items = node.values() if isinstance(node, dict) else node
+        items = node.values() if is_dict(node) else node
         stack.extend((v, depth + 1) for v in items if isinstance(v, (dict, list)))
     return False
 
@@ -199,13 +200,13 @@ def strip_nones(value: Any, schema: Mapping[str, Any]) -> Any:
 
 def _strip(value: Any, schema: Mapping[str, Any], defs: Mapping[str, Any], depth: int) -> Any:
     schema = _resolve(schema, defs)
-    if not isinstance(value, dict) or depth > MAX_ARGUMENT_DEPTH:
+    if not is_dict(value) or depth > MAX_ARGUMENT_DEPTH:
         return value
     props = schema.get("properties")
-    if not isinstance(props, dict):
+    if not is_dict(props):
         return value
     extra = schema.get("additionalProperties")
-    open_ = extra is True or isinstance(extra, Mapping)
+    open_ = extra is True or is_mapping(extra)
     out: dict[str, Any] = {}
     for key, item in value.items():
         sub = props.get(key)
@@ -217,9 +218,7 @@ def _strip(value: Any, schema: Mapping[str, Any], defs: Mapping[str, Any], depth
         if item is None and not _nullable(sub, defs):
             continue
         out[key] = (
-            _strip(item, _object_branch(sub, defs), defs, depth + 1)
-            if isinstance(item, dict)
-            else item
+            _strip(item, _object_branch(sub, defs), defs, depth + 1) if is_dict(item) else item
         )
     return out
 
@@ -228,7 +227,7 @@ def _resolve(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str,
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
         target = defs.get(ref.removeprefix("#/$defs/"))
-        if isinstance(target, Mapping):
+        if is_mapping(target):
             return target
     return schema
 
@@ -238,11 +237,11 @@ def _nullable(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> bool:
     if not schema or schema.get("type") == "null":
         return True
     t = schema.get("type")
-    if isinstance(t, list) and "null" in t:
+    if is_list(t) and "null" in t:
         return True
     for key in ("anyOf", "oneOf"):
         branches = schema.get(key)
-        if isinstance(branches, list) and any(_nullable(b, defs) for b in branches):
+        if is_list(branches) and any(_nullable(b, defs) for b in branches):
             return True
     return False
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeGuard
 
 from .._errors import UserError
+from .._json import is_dict, is_list, is_mapping
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -51,7 +52,7 @@ def tool_parameters(name: str, schema: Any) -> dict[str, Any]:
     Raises ``UserError`` naming the tool when ``schema`` is not JSON, not an object schema, or
     uses a keyword in a way this check cannot follow (a non-local ``$ref``, a bad ``pattern``).
     """
-    if not isinstance(schema, Mapping):
+    if not is_mapping(schema):
         raise UserError(f"tool {name!r}: schema must be a JSON object schema, not {schema!r}")
     try:
         copied: dict[str, Any] = json.loads(json.dumps(schema, allow_nan=False))
@@ -76,19 +77,19 @@ def _schema_problem(node: Any, root: Mapping[str, Any], at: tuple[str, ...]) -> 
         if isinstance(node, bool):
             continue
         where = "/".join(at) or "(root)"
-        if not isinstance(node, Mapping):
+        if not is_mapping(node):
             return f"at {where}: a schema must be an object or a boolean"
         kind = node.get("type")
-        kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
+        kinds = kind if is_list(kind) else [kind] if kind is not None else []
         if any(k not in _TYPES for k in kinds):
             return f"at {where}: unknown type {kind!r}"
         props = node.get("properties", {})
-        if not isinstance(props, Mapping):
+        if not is_mapping(props):
             return f"at {where}: properties must be an object"
         required = node.get("required", [])
-        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        if not is_list(required) or not all(isinstance(r, str) for r in required):
             return f"at {where}: required must be a list of property names"
-        if "enum" in node and not isinstance(node["enum"], list):
+        if "enum" in node and not is_list(node["enum"]):
             return f"at {where}: enum must be a list"
         ref = node.get("$ref")
         if ref is not None and _resolve_ref(root, ref) is None:
@@ -106,11 +107,11 @@ def _schema_problem(node: Any, root: Mapping[str, Any], at: tuple[str, ...]) -> 
                 stack.append((sub, (*at, key)))
         for key in ("prefixItems", "anyOf", "oneOf", "allOf", "items"):
             branches = node.get(key)
-            if isinstance(branches, list):
+            if is_list(branches):
                 stack.extend((b, (*at, key, str(i))) for i, b in enumerate(branches))
         for key in ("$defs", "definitions"):
             defs = node.get(key)
-            if isinstance(defs, Mapping):
+            if is_mapping(defs):
                 stack.extend((d, (*at, key, str(k))) for k, d in defs.items())
     return None
 
@@ -122,9 +123,9 @@ def _resolve_ref(root: Mapping[str, Any], ref: Any) -> Any:
     node: Any = root
     for part in filter(None, ref[1:].split("/")):
         part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
+        if is_mapping(node) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif is_list(node) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
             return None
@@ -186,9 +187,9 @@ class _Run:
         self.visits[0] += 1
         if self.visits[0] > MAX_VISITS:
             raise _TooLarge
-        if schema is True or (isinstance(schema, Mapping) and not schema):
+        if schema is True or (is_mapping(schema) and not schema):
             return
-        if schema is False or not isinstance(schema, Mapping):
+        if schema is False or not is_mapping(schema):
             self.add(at, "no value is allowed here")
             return
         ref = schema.get("$ref")
@@ -209,7 +210,7 @@ class _Run:
             if self.add(at, f"must be {json.dumps(schema['const'])}"):
                 return
         enum = schema.get("enum")
-        if isinstance(enum, list) and not any(_json_equal(value, e) for e in enum):
+        if is_list(enum) and not any(_json_equal(value, e) for e in enum):
             allowed = ", ".join(json.dumps(e) for e in enum[:10])
             if self.add(at, f"must be one of {allowed}"):
                 return
@@ -217,9 +218,9 @@ class _Run:
             self._string(value, schema, at)
         elif _is_number(value):
             self._number(value, schema, at)
-        elif isinstance(value, list):
+        elif is_list(value):
             self._array(value, schema, at)
-        elif isinstance(value, dict):
+        elif is_dict(value):
             self._object(value, schema, at)
         if not self.full:
             self._combinators(value, schema, at, hops)
@@ -265,9 +266,9 @@ class _Run:
             if len(set(keys)) < len(keys) and self.add(at, "items must be unique"):
                 return
         prefix, items = schema.get("prefixItems"), schema.get("items")
-        if isinstance(items, list):  # the draft-4 tuple form
+        if is_list(items):  # the draft-4 tuple form
             prefix, items = items, schema.get("additionalItems")
-        prefix = prefix if isinstance(prefix, list) else []
+        prefix = prefix if is_list(prefix) else []
         for i, item in enumerate(value):
             sub = prefix[i] if i < len(prefix) else items
             if sub is not None:
@@ -291,30 +292,30 @@ class _Run:
         if "patternProperties" in schema:  # not checked here: refuse nothing it may allow
             extra = True
         for key, item in value.items():
-            sub = props.get(key) if isinstance(props, Mapping) else None
+            sub = props.get(key) if is_mapping(props) else None
             if sub is None and extra is False:
                 if self.add((*at, key), "unexpected property"):
                     return
                 continue
             if sub is None:
-                sub = extra if isinstance(extra, Mapping) else True
+                sub = extra if is_mapping(extra) else True
             self.check(item, sub, (*at, key), 0)
             if self.full:
                 return
 
     def _combinators(self, value: Any, schema: Mapping[str, Any], at: Location, hops: int) -> None:
         all_of = schema.get("allOf")
-        for sub in all_of if isinstance(all_of, list) else ():
+        for sub in all_of if is_list(all_of) else ():
             self.check(value, sub, at, hops)
             if self.full:
                 return
         any_of = schema.get("anyOf")
-        if isinstance(any_of, list) and any_of:
+        if is_list(any_of) and any_of:
             if not any(self.matches(value, b, hops) for b in any_of):
                 if self.add(at, "matches none of the allowed forms (anyOf)"):
                     return
         one_of = schema.get("oneOf")
-        if isinstance(one_of, list) and one_of:
+        if is_list(one_of) and one_of:
             fits = sum(1 for b in one_of if self.matches(value, b, hops))
             if fits != 1:
                 how_many = "none" if fits == 0 else str(fits)
@@ -330,7 +331,7 @@ def _kinds(schema: Mapping[str, Any]) -> list[str]:
     kind = schema.get("type")
     if isinstance(kind, str):
         return [kind]
-    if isinstance(kind, list):
+    if is_list(kind):
         return [k for k in kind if isinstance(k, str)]
     return []
 
@@ -349,9 +350,9 @@ def _is_type(value: Any, kind: str) -> bool:
     if kind == "boolean":
         return isinstance(value, bool)
     if kind == "object":
-        return isinstance(value, dict)
+        return is_dict(value)
     if kind == "array":
-        return isinstance(value, list)
+        return is_list(value)
     if kind == "null":
         return value is None
     return True  # an unknown type name was refused when the tool was made
@@ -368,9 +369,9 @@ def _type_name(value: Any) -> str:
         return "number"
     if isinstance(value, str):
         return "string"
-    if isinstance(value, list):
+    if is_list(value):
         return "array"
-    if isinstance(value, dict):
+    if is_dict(value):
         return "object"
     return type(value).__name__
 
@@ -381,9 +382,9 @@ def _json_equal(a: Any, b: Any) -> bool:
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if _is_number(a) and _is_number(b):
         return bool(a == b)
-    if isinstance(a, list) and isinstance(b, list):
+    if is_list(a) and is_list(b):
         return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
+    if is_dict(a) and is_dict(b):
         return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
     return type(a) is type(b) and bool(a == b)
 

@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -247,7 +247,7 @@ def create_app(
         )
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncGenerator[None, None]:
         async with hub:
             yield
 
