@@ -15,6 +15,7 @@ from agentloop.models._transport import (
     SHARD_CONNECTIONS,
     ClientShards,
     _bound_error_body,
+    internals_checked,
     shard_sizes,
 )
 from agentloop.testing import EmulatedProvider, ProviderServer
@@ -80,7 +81,8 @@ async def test_a_large_pool_is_split_and_a_lone_caller_reuses_one_connection() -
                     await streams.enter_async_context(model.stream(REQUEST))
                 clients = model._sender._shards.clients
                 assert [_pool_connections(c) for c in clients] == [50, 50, 50]
-                assert all(_bound_error_body in c._client.event_hooks["response"] for c in clients)
+                hooked = [_bound_error_body in c._client.event_hooks["response"] for c in clients]
+                assert hooked == [internals_checked()] * 3  # as the first (on checked SDKs)
                 assert server.stats.max_open_connections == 150
             # Left unread, those connections were closed; one caller's requests take one.
             connections = server.stats.connections
