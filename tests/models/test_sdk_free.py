@@ -35,6 +35,34 @@ OPTIONS: list[dict[str, Any]] = [
 ]
 
 
+def _first_run_in_a_fresh_process(module: str, model: str) -> list[str]:
+    """``Agent(model).run("hi")`` in a fresh interpreter (``model``: the driver's constructor
+    call, from ``module``): the transport it took, then which of openai, anthropic and jinja2
+    it imported."""
+    name = model.partition("(")[0]
+    code = textwrap.dedent(
+        f"""
+        import sys, anyio
+        from agentloop import Agent
+        from {module} import {name}
+
+        async def main():
+            async with {model} as m:
+                result = await Agent(m).run("hi")
+                assert result.error is None, result.error
+                print(m.transport)
+
+        anyio.run(main, backend="asyncio")
+        print(",".join(n for n in ("openai", "anthropic", "jinja2") if n in sys.modules))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
 def _fields(sender: Any) -> dict[str, Any]:
     names = ("base_url", "_url", "_headers", "_secrets", "_timeout", "_max_connections", "kind")
     return {name: getattr(sender, name) for name in names}
@@ -82,27 +110,8 @@ def test_a_first_run_on_the_direct_path_imports_no_sdk(server: ProviderServer) -
     importing ``openai`` (0.3-0.5 s and about 30 MiB before the first request byte), nor jinja2
     for an agent without instructions."""
     server.enqueue(ScriptedResponse.sse(load("openai-chat/stream_text_short_usage").body))
-    code = textwrap.dedent(
-        f"""
-        import sys, anyio
-        from agentloop import Agent
-        from agentloop.models.openai import OpenAIChatModel
-
-        async def main():
-            async with OpenAIChatModel("m", base_url={server.url + "/v1"!r}, api_key="sk-k") as m:
-                result = await Agent(m).run("hi")
-                assert result.error is None, result.error
-                print(m.transport)
-
-        anyio.run(main, backend="asyncio")
-        print(",".join(n for n in ("openai", "anthropic", "jinja2") if n in sys.modules))
-        """
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["aiohttp", ""]
+    model = f"OpenAIChatModel('m', base_url={server.url + '/v1'!r}, api_key='sk-k')"
+    assert _first_run_in_a_fresh_process("agentloop.models.openai", model) == ["aiohttp", ""]
     (request,) = server.requests
     assert request.headers["authorization"] == "Bearer sk-k"
     assert request.headers["user-agent"].startswith("AsyncOpenAI/Python ")
@@ -193,27 +202,8 @@ def test_a_first_anthropic_run_on_the_direct_path_imports_no_sdk(server: Provide
     """In a fresh process, ``Agent.run`` on Anthropic's aiohttp transport reaches the provider
     without importing ``anthropic`` (about 4,000 modules)."""
     server.enqueue(ScriptedResponse.sse(load("anthropic/stream_text_ping").body))
-    code = textwrap.dedent(
-        f"""
-        import sys, anyio
-        from agentloop import Agent
-        from agentloop.models.anthropic import AnthropicModel
-
-        async def main():
-            async with AnthropicModel("m", base_url={server.url!r}, api_key="sk-ant-k") as m:
-                result = await Agent(m).run("hi")
-                assert result.error is None, result.error
-                print(m.transport)
-
-        anyio.run(main, backend="asyncio")
-        print(",".join(n for n in ("openai", "anthropic", "jinja2") if n in sys.modules))
-        """
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["aiohttp", ""]
+    model = f"AnthropicModel('m', base_url={server.url!r}, api_key='sk-ant-k')"
+    assert _first_run_in_a_fresh_process("agentloop.models.anthropic", model) == ["aiohttp", ""]
     (request,) = server.requests
     assert request.headers["authorization"] == "Bearer sk-ant-k"
     assert request.headers["user-agent"].startswith("AsyncAnthropic/Python ")
