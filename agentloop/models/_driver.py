@@ -180,7 +180,8 @@ class SDKModel(Model):
 
     def stream(self, request: ModelRequest) -> ModelStream:
         return DeltaStream(
-            lambda: self._open(request),
+            self._open,
+            request,
             self._decoder(),
             streaming=self._streaming,
             provider=self.provider,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, Protocol
@@ -33,6 +32,7 @@ from ._transport import RawResponse
 from ._types import (
     CitationDelta,
     ModelDelta,
+    ModelRequest,
     TextPiece,
     ThoughtDone,
     ThoughtPiece,
@@ -141,6 +141,7 @@ class DeltaStream:
         "_pending",
         "_provider",
         "_raw",
+        "_request",
         "_request_id_header",
         "_response",
         "_rest",
@@ -153,7 +154,8 @@ class DeltaStream:
 
     def __init__(
         self,
-        open_response: Callable[[], Awaitable[RawResponse]],
+        open_response: Callable[[ModelRequest], Awaitable[RawResponse]],
+        request: ModelRequest,
         decoder: WireDecoder,
         *,
         streaming: bool,
@@ -163,7 +165,8 @@ class DeltaStream:
         max_reply_chars: int | None = None,
         secrets: Callable[[], tuple[str, ...]] | None = None,
     ) -> None:
-        self._open = open_response
+        self._open = open_response  # with the request, not a closure over it: one object less
+        self._request = request
         self._decoder = decoder
         self._meter = decoder.meter = Meter(max_reply_chars)
         self._budget = wire_budget(max_reply_chars)
@@ -178,7 +181,9 @@ class DeltaStream:
         self._response: RawResponse | None = None
         self._raw: Chunks | None = None
         self._sse = SSEDecoder(max_event_bytes=event_cap(max_reply_chars))
-        self._pending: deque[ModelDelta] = deque()
+        # The decoded deltas not yet taken, last first (``pop`` takes the next): a list the
+        # size of one chunk's deltas, where a deque would hold a block of 64 per stream.
+        self._pending: list[ModelDelta] = []
         self._done = False
         self._error: BaseException | None = None
         self._closed = False
@@ -186,7 +191,7 @@ class DeltaStream:
 
     async def __aenter__(self) -> AsyncIterator[ModelDelta]:
         try:
-            self._response = await self._open()
+            self._response = await self._open(self._request)
         except Exception as exc:
             error = self._wrap(exc)
             if error is exc:
@@ -232,8 +237,7 @@ class DeltaStream:
         return self
 
     async def __anext__(self) -> ModelDelta:
-        pending = self._pending
-        while not pending:
+        while not self._pending:
             if self._error is not None:
                 error, self._error = self._error, None
                 self._done = True
@@ -241,7 +245,7 @@ class DeltaStream:
             if self._done:
                 raise StopAsyncIteration
             await self._pull()
-        return pending.popleft()
+        return self._pending.pop()
 
     async def _chunk(self, raw: Chunks) -> bytes:
         """The next piece of the body, at most ``CHECKPOINT_BYTES``, counted against the wire
@@ -310,7 +314,8 @@ class DeltaStream:
                     )
                 )
                 break
-        self._pending.extend(out)
+        out.reverse()
+        self._pending = out
 
     async def _read_document(self, raw: Chunks, out: list[ModelDelta]) -> None:
         chunks: list[bytes] = []

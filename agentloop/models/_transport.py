@@ -500,6 +500,7 @@ class DirectSender:
         connector = aiohttp.TCPConnector(limit=self._max_connections or 1000)
         return aiohttp.ClientSession(
             connector=connector,
+            headers=self._headers,
             auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read),
         )
@@ -515,9 +516,7 @@ class DirectSender:
         # handed to the transport whole instead (``_WholeBody``): later pieces go out as the
         # socket is writable, after the loop read what arrived.
         data: Any = body if len(body) <= _LARGE_BODY else _whole_body(body)
-        response = await session.post(
-            self._url, data=data, headers=self._headers, allow_redirects=False
-        )
+        response = await session.post(self._url, data=data, allow_redirects=False)
         if response.status >= 300:
             try:
                 data = (await read_prefix(_AiohttpRaw(response).chunks()))[0]
