@@ -252,7 +252,53 @@ class Launch:
 
 class RunCore:
     """Everything one run (or sub-run) owns. ``RunView`` is its public, read-only face, and it
-    is the ``AttemptLog`` of the responses it streams."""
+    is the ``AttemptLog`` of the responses it streams. Slotted: a service holds thousands of
+    runs at once, and an instance dict of some forty attributes is over a KiB each."""
+
+    __slots__ = (
+        "_attempt_count",
+        "_context",
+        "_pending_discards",
+        "agent",
+        "approval_timeout",
+        "approver",
+        "attempts",
+        "branch",
+        "call_prefix",
+        "committed_attempt",
+        "committed_reply",
+        "decisions",
+        "deps",
+        "effects",
+        "emitter",
+        "entry_agent",
+        "entry_branch",
+        "input_parts",
+        "instrument",
+        "memory",
+        "output_retries",
+        "parent_run_id",
+        "plan",
+        "replayed",
+        "resumed",
+        "root_run_id",
+        "run_id",
+        "scratch",
+        "session",
+        "session_id",
+        "span",
+        "state",
+        "steps",
+        "stopped",
+        "subrun_resumes",
+        "tool_calls",
+        "tool_retries",
+        "toolbox",
+        "usage_by_model",
+        "user_input",
+        "variables",
+        "waiting_step",
+    )
 
     def __init__(self, launch: Launch, session: SessionScope | None = None) -> None:
         agent = launch.agent
