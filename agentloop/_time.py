@@ -10,6 +10,7 @@ import uuid
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any, Protocol
 
 import anyio
@@ -64,7 +65,33 @@ def new_id() -> str:
 
 def fail_after(seconds: float | None) -> AbstractContextManager[Any]:
     """``anyio.fail_after``, or nothing at all when ``seconds`` is ``None`` (hot paths)."""
-    return _NO_DEADLINE if seconds is None else anyio.fail_after(seconds)
+    return _NO_DEADLINE if seconds is None else _FailAfter(seconds)
+
+
+class _FailAfter:
+    """``anyio.fail_after`` as a plain class: one cancel scope, and ``TimeoutError`` when its
+    deadline cancelled the block. It guards every model attempt and tool call, and anyio's is
+    a generator-based context manager: two more objects and a generator frame each time."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, seconds: float) -> None:
+        self._scope = anyio.CancelScope(deadline=anyio.current_time() + seconds)
+
+    def __enter__(self) -> anyio.CancelScope:
+        return self._scope.__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        scope = self._scope
+        caught = scope.__exit__(exc_type, exc, tb)
+        if caught and anyio.current_time() >= scope.deadline:
+            raise TimeoutError from None
+        return caught
 
 
 def utc_text(unix: float) -> str:

@@ -102,6 +102,24 @@ async def _discard_failed(
 class _Attempt:
     """Streams one attempt; collects its parts and seals its actions."""
 
+    __slots__ = (
+        "builder",
+        "calls",
+        "chars",
+        "cut",
+        "executor",
+        "limit_chars",
+        "model",
+        "parser",
+        "partial",
+        "partial_section",
+        "pieces",
+        "record",
+        "request",
+        "run",
+        "tags",
+    )
+
     def __init__(
         self, run: RunCore, executor: Executor, request: mt.ModelRequest, model: Model
     ) -> None:
@@ -163,7 +181,7 @@ class _Attempt:
                 if idle is None:
                     delta = await iterator.__anext__()
                 else:
-                    with anyio.fail_after(idle):
+                    with fail_after(idle):
                         delta = await iterator.__anext__()
             except StopAsyncIteration:
                 return
