@@ -522,10 +522,11 @@ class Agent(Generic[DepsT, OutputT]):
             run_key=run_key,
         )
         try:
-            return await _to_end(launch, raise_on_error)
+            result = await execute(launch)
         except anyio.get_cancelled_exc_class() as exc:
             shed(exc)  # the caller's task keeps neither this run's frames nor the run
             raise
+        return _checked(result, raise_on_error)
 
     def stream(
         self,
@@ -626,10 +627,11 @@ class Agent(Generic[DepsT, OutputT]):
             resume_state=resume_state,
         )
         try:
-            return await _to_end(launch, raise_on_error)
+            result = await execute(launch)
         except anyio.get_cancelled_exc_class() as exc:
             shed(exc)  # the caller's task keeps neither this run's frames nor the run
             raise
+        return _checked(result, raise_on_error)
 
     async def unfinished_run(
         self, *, session: str, store: SessionStore | None = None
@@ -918,8 +920,7 @@ def _tools_and_toolsets(
     return tuple(tools), tuple(toolsets)
 
 
-async def _to_end(launch: Launch, raise_on_error: bool) -> RunResult[Any]:
-    result = await execute(launch)
+def _checked(result: RunResult[Any], raise_on_error: bool) -> RunResult[Any]:
     if raise_on_error:
         result.raise_for_error()
     return result

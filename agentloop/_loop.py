@@ -164,12 +164,19 @@ async def _failed(run: RunCore, exc: Exception) -> None:
     await run.emit(ev.RunFailed, error=info)
 
 
-async def _with_deadline(run: RunCore) -> RunResult:
+def _with_deadline(run: RunCore) -> Awaitable[RunResult]:
+    """The run's body, within the agent's deadline if it has one. (Plain functions where
+    nothing is awaited around the next layer: a coroutine frame each is held by every run in
+    flight.)"""
     agent = run.agent
     body = _in_task_group(run, None if agent.toolsets else agent.static_tools, run.session)
     deadline = agent.deadline
     if deadline is None:
-        return await body
+        return body
+    return _within(body, deadline)
+
+
+async def _within(body: Awaitable[RunResult], deadline: float) -> RunResult:
     with anyio.move_on_after(deadline):
         return await body
     raise RunDeadlineExceeded(f"the run's deadline of {deadline:g}s passed")
@@ -257,11 +264,17 @@ def _raise_exit(group: BaseExceptionGroup[BaseException]) -> None:
     raise exc from None
 
 
-async def _loop(
+def _loop(
+    run: RunCore, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
+) -> Awaitable[RunResult]:
+    if not controls.hands_over_to_toolsets(run):
+        return _steps(run, tg, toolbox, exits, None)
+    return _steps_in_stack(run, tg, toolbox, exits)
+
+
+async def _steps_in_stack(
     run: RunCore, tg: TaskGroup, toolbox: Toolbox, exits: list[BaseException]
 ) -> RunResult:
-    if not controls.hands_over_to_toolsets(run):
-        return await _steps(run, tg, toolbox, exits, None)
     async with AsyncExitStack() as stack:  # the scopes of toolsets of agents handed over to
         return await _steps(run, tg, toolbox, exits, stack)
 
