@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import importlib.util
 from abc import abstractmethod
+from collections.abc import Awaitable
 from typing import Any, ClassVar, Literal, Self
 
 import anyio
@@ -196,12 +197,14 @@ class SDKModel(Model):
         sender = self._sender
         return sender.secrets() if sender is not None else ()
 
-    async def _open(self, request: ModelRequest) -> RawResponse:
+    def _open(self, request: ModelRequest) -> Awaitable[RawResponse]:
+        """The request's response, posted (a plain function: the stream awaits the post
+        itself, and a frame here would be held by every reply in flight)."""
         sender = self._sender_for_loop()
         self._check_allowed(sender.base_url)
         settings = merge_settings(self._settings, request.settings)
         body = self._build_body(request, settings, self._streaming)
-        return await sender.post(body)
+        return sender.post(body)
 
     def build_body(self, request: ModelRequest) -> bytes:
         """The exact body ``stream(request)`` would send (for tests and debugging)."""
