@@ -248,8 +248,8 @@ class ProviderServer:
             while True:
                 try:
                     stream = await listener.accept()
-                except anyio.ClosedResourceError:  # stop(): connections open run until cancelled
-                    await anyio.sleep_forever()
+                except anyio.ClosedResourceError:  # stop(): open connections run until it cancels
+                    return
                 except OSError as exc:  # EMFILE/ENFILE: say so loudly, then stop serving
                     print(f"agentloop provider server: accept failed: {exc!r}", file=sys.stderr)
                     raise
