@@ -10,6 +10,7 @@ import random
 import socket
 import sys
 import threading
+import time
 
 import httpx2
 import pytest
@@ -138,22 +139,24 @@ def test_a_connection_that_arrives_as_the_server_stops_is_closed(loop: str) -> N
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as first:
             first.sendall(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
             assert held.wait(10)
-            late = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-            stopping.start()
-            while not _calling_the_loop(stopping):
-                stopping.join(0.001)
-            release.set()
-            stopping.join(10)
-            assert not stopping.is_alive()
-        with late:
-            try:
-                assert late.recv(1) == b""  # the server closed it
-            except ConnectionResetError:
-                pass  # or the kernel did, with the listening socket
-            except TimeoutError:
-                pytest.fail("the server left the connection open")
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as late:
+                stopping.start()
+                deadline = time.monotonic() + 10
+                while not _calling_the_loop(stopping) and time.monotonic() < deadline:
+                    stopping.join(0.001)
+                release.set()
+                stopping.join(10)
+                assert not stopping.is_alive()
+                try:
+                    assert late.recv(1) == b""  # the server closed it
+                except ConnectionResetError:
+                    pass  # or the kernel did, with the listening socket
+                except TimeoutError:
+                    pytest.fail("the server left the connection open")
     finally:
         release.set()
+        if stopping.is_alive():
+            stopping.join(10)
         server.stop()
     gc.collect()  # a socket dropped in a reference cycle warns here (an error: pyproject.toml)
 
