@@ -127,6 +127,7 @@ class ProviderServer:
         self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
         self._serve_future: Future[Any] | None = None
+        self._listener: SocketListener | None = None
 
     # -- public surface -------------------------------------------------------------------
 
@@ -198,10 +199,14 @@ class ProviderServer:
     def stop(self) -> None:
         if self._portal_cm is None:
             return
-        if self._serve_future is not None:
-            self._serve_future.cancel()
-        cm, self._portal_cm, self._portal = self._portal_cm, None, None
-        cm.__exit__(None, None, None)
+        try:
+            if self._portal is not None:
+                self._portal.call(self._stop_accepting)
+        finally:
+            if self._serve_future is not None:
+                self._serve_future.cancel()
+            cm, self._portal_cm, self._portal = self._portal_cm, None, None
+            cm.__exit__(None, None, None)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -225,15 +230,26 @@ class ProviderServer:
             stats.max_open_connections = max(stats.max_open_connections, stats.open_connections)
             self._cond.notify_all()
 
+    async def _stop_accepting(self) -> None:
+        """Close the listening socket, before ``stop`` cancels the server: on asyncio, an accept
+        cancelled on the loop's turn that finds a connection ready takes that connection and
+        drops it, open, for the garbage collector (CPython gh-153761); closing the listener
+        first removes the pending accept from the loop (anyio does), and a connection that was
+        not accepted is reset by the kernel."""
+        if self._listener is not None:
+            await self._listener.aclose()
+
     async def _serve(self, *, task_status: TaskStatus[int]) -> None:
         multi = await anyio.create_tcp_listener(local_host=self._host, local_port=self._port)
-        listener = cast("SocketListener", multi.listeners[0])
+        listener = self._listener = cast("SocketListener", multi.listeners[0])
         port = listener.extra(SocketAttribute.local_port)
         async with multi, anyio.create_task_group() as tg:
             task_status.started(port)
             while True:
                 try:
                     stream = await listener.accept()
+                except anyio.ClosedResourceError:  # stop(): open connections run until it cancels
+                    return
                 except OSError as exc:  # EMFILE/ENFILE: say so loudly, then stop serving
                     print(f"agentloop provider server: accept failed: {exc!r}", file=sys.stderr)
                     raise

@@ -4,11 +4,17 @@ two-turn tool sessions for each API."""
 
 from __future__ import annotations
 
+import gc
 import json
 import random
+import socket
+import sys
+import threading
+import time
 
 import httpx2
 import pytest
+from anyio import from_thread
 
 from agentloop.models import (
     Message,
@@ -99,6 +105,60 @@ async def test_reset_after_bytes(server: ProviderServer) -> None:
             await read(client)
     assert b"".join(received) == b"data: 1\n\n"
     assert server.stats.resets == 1
+
+
+def _calling_the_loop(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is in a call into a server's loop (``BlockingPortal.call``)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        code = frame.f_code
+        if (code.co_qualname, code.co_filename) == ("BlockingPortal.call", from_thread.__file__):
+            return True
+        frame = frame.f_back
+    return False
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "trio"])
+def test_a_connection_that_arrives_as_the_server_stops_is_closed(loop: str) -> None:
+    """A client that connects as the server stops has its connection closed (by the server, or
+    by the kernel with the listening socket), not left open for the garbage collector to find in
+    a later test. On asyncio, cancelling an accept whose connection is ready in the same turn of
+    the loop drops that connection (CPython gh-153761). Deterministic: a handler holds the
+    server's loop while the client connects and ``stop()`` calls into the loop (having asked
+    it to stop), so the loop sees both on its next turn."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_loop(request: RecordedRequest) -> ScriptedResponse:
+        held.set()
+        release.wait(10)  # a plain handler runs in the server's loop: nothing else runs now
+        return ScriptedResponse.json({})
+
+    server = ProviderServer(hold_the_loop, backend=loop).start()
+    stopping = threading.Thread(target=server.stop)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as first:
+            first.sendall(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            assert held.wait(10)
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as late:
+                stopping.start()
+                deadline = time.monotonic() + 10
+                while not _calling_the_loop(stopping) and time.monotonic() < deadline:
+                    stopping.join(0.001)
+                release.set()
+                stopping.join(10)
+                assert not stopping.is_alive()
+                try:
+                    assert late.recv(1) == b""  # the server closed it
+                except ConnectionResetError:
+                    pass  # or the kernel did, with the listening socket
+                except TimeoutError:
+                    pytest.fail("the server left the connection open")
+    finally:
+        release.set()
+        if stopping.is_alive():
+            stopping.join(10)
+        server.stop()
+    gc.collect()  # a socket dropped in a reference cycle warns here (an error: pyproject.toml)
 
 
 def test_raise_fd_limit() -> None:

@@ -167,7 +167,12 @@ def _reading_ahead_client(**options: Any) -> Iterator[tuple[httpx2.AsyncClient, 
 async def test_what_is_read_ahead_is_bounded_and_arrives_in_order() -> None:
     """A server that streams a large reply while the request body is still being written: the
     connection reads ahead at most ``READ_AHEAD_LIMIT`` bytes (then flow control holds the
-    server), the body arrives whole, and the reply arrives whole and in order."""
+    server), the body arrives whole, and the reply arrives whole and in order.
+
+    The reply's head goes out before the server reads any of the body, and the client's send
+    buffer is small (the kernel's own grows to megabytes), so the client is still writing when
+    the head arrives, however late the threads run: the write must wait for the server to read
+    most of the body, and the read ahead reads the head meanwhile."""
     reply = bytes(range(256)) * (32 << 12)  # 8 MiB that show any reordering
     body = b"b" * (4 << 20)
     received: list[int] = []
@@ -175,11 +180,9 @@ async def test_what_is_read_ahead_is_bounded_and_arrives_in_order() -> None:
     def handle(conn: socket.socket) -> None:
         head, rest = _read_head(conn)
         length = _content_length(head)
-        answer = threading.Thread(
-            target=conn.sendall,
-            args=(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%b" % (len(reply), reply),),
-        )
-        answer.start()  # the reply goes out while the body is still coming in
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(reply))
+        answer = threading.Thread(target=conn.sendall, args=(reply,))
+        answer.start()  # the rest of the reply goes out while the body is still coming in
         got = len(rest)
         while got < length:
             chunk = conn.recv(1 << 16)
@@ -189,8 +192,14 @@ async def test_what_is_read_ahead_is_bounded_and_arrives_in_order() -> None:
         received.append(got)
         answer.join(10)
 
+    small_send_buffer = httpx2.AsyncHTTPTransport(
+        socket_options=[(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)]
+    )
     most = 0
-    with _RawServer(handle) as server, _reading_ahead_client() as (client, opened):
+    with (
+        _RawServer(handle) as server,
+        _reading_ahead_client(transport=small_send_buffer) as (client, opened),
+    ):
         async with client:
 
             async def watch() -> None:
