@@ -228,6 +228,19 @@ class PendingAction:
 class Executor:
     """Runs a run's actions as tasks of the run's task group, within the limits."""
 
+    __slots__ = (
+        "_call",
+        "_exits",
+        "_limiter",
+        "_limits",
+        "_on_finish",
+        "_on_start",
+        "_parallel",
+        "_run",
+        "_tg",
+        "toolbox",
+    )
+
     def __init__(
         self,
         *,

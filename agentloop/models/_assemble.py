@@ -47,6 +47,18 @@ class ResponseBuilder:
         provider: The provider whose reasoning this is (set on ``ThoughtPart.provider``).
     """
 
+    __slots__ = (
+        "_buffer",
+        "_calls",
+        "_citations",
+        "_open_kind",
+        "_parts",
+        "_provider",
+        "finish_reason",
+        "refusal",
+        "usage",
+    )
+
     def __init__(self, *, provider: str | None = None) -> None:
         self._provider = provider
         self._parts: list[Part | None] = []

@@ -646,7 +646,7 @@ ModelDelta: TypeAlias = (
 # Responses
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ModelResponse:
     """A whole reply, as middleware sees it.
 
