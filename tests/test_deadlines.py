@@ -5,6 +5,7 @@ and the silence allowed between two deltas (``RetryPolicy.idle_timeout``)."""
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from agentloop import Agent, ModelTimeout, RetryPolicy
@@ -30,11 +31,15 @@ async def test_a_block_done_in_time_is_left_alone() -> None:
         pass  # no checkpoint at all
 
 
+async def _fail_within(seconds: float) -> None:
+    with fail_after(seconds):
+        await anyio.lowlevel.checkpoint()
+        raise KeyError("mine")
+
+
 async def test_an_error_in_the_block_is_raised_as_itself() -> None:
-    with pytest.raises(KeyError):
-        with fail_after(5):
-            await anyio.sleep(0)
-            raise KeyError("mine")
+    with pytest.raises(KeyError, match="mine"):
+        await _fail_within(5)
 
 
 async def test_an_outer_cancellation_stays_cancellation_though_the_deadline_passed() -> None:
