@@ -463,9 +463,14 @@ async def test_a_driver_fault_fails_the_run_as_in_process(temporal_target: str) 
     assert isinstance(events[-1], ev.RunFailed) and events[-1].error.kind == "RuntimeError"
 
 
-async def test_cancelling_a_durable_run_cancels_its_tool_activity(temporal_target: str) -> None:
+async def test_cancelling_a_durable_run_cancels_its_tool_activity(
+    temporal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The workflow's cancellation reaches the tool in flight (its activity is cancelled
-    through its handle, never awaited inside a cancel scope: that would deadlock)."""
+    through its handle, never awaited inside a cancel scope: that would deadlock). The caller
+    streaming it learns of the end at once (it used to poll the ended run until it counted as
+    idle, 2 s; here that would be a minute)."""
+    monkeypatch.setattr(_durable, "IDLE_POLLS", 600)
     cancelled = anyio.Event()
 
     @tool
@@ -491,7 +496,7 @@ async def test_cancelling_a_durable_run_cancels_its_tool_activity(temporal_targe
         await run.cancel()
         with anyio.fail_after(10):
             await cancelled.wait()
-        with pytest.raises(DurableRunFailed, match=r"[Cc]ancel"):
+        with anyio.fail_after(10), pytest.raises(DurableRunFailed, match=r"[Cc]ancel"):
             await run.result()
 
 
