@@ -106,11 +106,34 @@ def _share_bytecode_cache(config: pytest.Config) -> None:
     config.add_cleanup(restore)
 
 
+def _temporary_files_in_memory(config: pytest.Config) -> None:
+    """The tests' temporary folders (``tmp_path``) in memory, in ``/dev/shm`` where there is
+    one, unless a folder was chosen (``--basetemp``, ``PYTEST_DEBUG_TEMPROOT``). The SQLite
+    session stores the tests make there sync every commit (``synchronous="FULL"``, the
+    default), and on a disk each test waited for its syncs: seconds in a file of 100-run tests.
+    No test can tell the difference (a sync matters only when the machine loses power)."""
+    memory = "/dev/shm"
+    if (
+        config.option.basetemp
+        or "PYTEST_DEBUG_TEMPROOT" in os.environ
+        or not os.path.isdir(memory)
+        or not os.access(memory, os.W_OK | os.X_OK)
+    ):
+        return
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = memory
+
+    def restore() -> None:
+        os.environ.pop("PYTEST_DEBUG_TEMPROOT", None)
+
+    config.add_cleanup(restore)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "fake_clock: run the trio variant on MockClock(autojump_threshold=0)"
     )
     _share_bytecode_cache(config)
+    _temporary_files_in_memory(config)
     from agentloop.models._transport import internals_checked
 
     if not internals_checked():

@@ -32,8 +32,22 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.chdir(tmp_path)
+    froze: list[bool] = []
+    freeze = gc.freeze
+
+    def noted_freeze() -> None:
+        froze.append(True)
+        freeze()
+
+    monkeypatch.setattr(gc, "freeze", noted_freeze)
     yield
-    gc.unfreeze()  # a guide shows gc.freeze(): the test process's heap stays collectable
+    if froze:
+        # A guide shows gc.freeze(): what it froze is collectable again, and what the suite
+        # froze after collecting (conftest) is frozen again, once the guide's garbage is
+        # collected (unfrozen, every later full collection in this worker would walk it).
+        gc.unfreeze()
+        gc.collect()
+        freeze()
 
 
 def run_block(block: CodeBlock, namespace: dict[str, Any], filename: str) -> None:

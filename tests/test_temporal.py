@@ -53,6 +53,7 @@ from agentloop.temporal import (  # noqa: E402
     DurableRunFailed,
     TemporalAgent,
     TemporalUnavailable,
+    _durable,
     connect,
     replayer,
     worker,
@@ -438,7 +439,8 @@ async def test_a_tools_retry_policy_is_its_own(temporal_target: str) -> None:
     durable = TemporalAgent(
         Agent(model, name="retried", tools=[hangs]),
         task_queue=_queue(),
-        tool_activities={"hangs": ActivityOptions(start_to_close=2.0, retry=twice)},
+        # Each attempt times out after 1 s (the tool has long begun by then: it runs at once).
+        tool_activities={"hangs": ActivityOptions(start_to_close=1.0, retry=twice)},
     )
     async with serving(temporal_target, durable) as client:
         result = await durable.run(client, "go")
@@ -461,9 +463,14 @@ async def test_a_driver_fault_fails_the_run_as_in_process(temporal_target: str) 
     assert isinstance(events[-1], ev.RunFailed) and events[-1].error.kind == "RuntimeError"
 
 
-async def test_cancelling_a_durable_run_cancels_its_tool_activity(temporal_target: str) -> None:
+async def test_cancelling_a_durable_run_cancels_its_tool_activity(
+    temporal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The workflow's cancellation reaches the tool in flight (its activity is cancelled
-    through its handle, never awaited inside a cancel scope: that would deadlock)."""
+    through its handle, never awaited inside a cancel scope: that would deadlock). The caller
+    streaming it learns of the end at once (it used to poll the ended run until it counted as
+    idle, 2 s; here that would be a minute)."""
+    monkeypatch.setattr(_durable, "IDLE_POLLS", 600)
     cancelled = anyio.Event()
 
     @tool
@@ -489,7 +496,7 @@ async def test_cancelling_a_durable_run_cancels_its_tool_activity(temporal_targe
         await run.cancel()
         with anyio.fail_after(10):
             await cancelled.wait()
-        with pytest.raises(DurableRunFailed, match=r"[Cc]ancel"):
+        with anyio.fail_after(10), pytest.raises(DurableRunFailed, match=r"[Cc]ancel"):
             await run.result()
 
 
@@ -550,12 +557,18 @@ def test_activity_options_are_checked() -> None:
         TemporalAgent(Agent(ScriptedModel(["x"])), tool_activities={"nope": ActivityOptions()})
 
 
-async def test_a_busy_stream_is_read_by_queries_not_updates(temporal_target: str) -> None:
+async def test_a_busy_stream_is_read_by_queries_not_updates(
+    temporal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Updates are recorded and limited per run (2,000 on the dev server); queries are
-    neither. A caller streaming a busy run for seconds makes no update at all: it long-polls
-    with an update only after the run has been idle for a while."""
+    neither. A caller streaming a busy run for over twice its idle time makes no update at all:
+    it long-polls with an update only after the run has been idle for a while. (The idle time
+    is 0.8 s here, not 2 s, so that the stream need only last about 2 s, not 3 s and more.)"""
+    monkeypatch.setattr(_durable, "IDLE_POLLS", 8)  # polls 0.1 s apart: 0.8 s idle
     script: list[EmulatedTurn | str] = ["word " * 30]
-    with ProviderServer(EmulatedProvider(script=script, chunk_delay=0.1, text_chunks=30)) as server:
+    with ProviderServer(
+        EmulatedProvider(script=script, chunk_delay=0.06, text_chunks=30)
+    ) as server:
         async with emulated_agent(server.url, name="talker") as agent:
             durable = TemporalAgent(agent, task_queue=_queue())
             async with serving(temporal_target, durable) as client:
@@ -569,7 +582,7 @@ async def test_a_busy_stream_is_read_by_queries_not_updates(temporal_target: str
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
     ]
-    assert len(deltas) >= 10  # it streamed, over about three seconds
+    assert len(deltas) >= 10  # it streamed, over about two seconds
     assert len(updates) <= 1, len(updates)
 
 

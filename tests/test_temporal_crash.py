@@ -13,11 +13,12 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from agentloop import AttemptDiscarded
+from agentloop import AttemptDiscarded, RunResult
 from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, ProviderServer
 from tests.support.temporal import import_temporal
 
@@ -139,16 +140,17 @@ async def test_a_run_survives_workers_killed_mid_tool_and_mid_stream(
     temporal_target: str, provider: ProviderServer, workers: tuple[Path, str], tmp_path: Path
 ) -> None:
     log, queue = workers
-    # The uninterrupted run's result, in this process, while the workers start.
-    durable = crash_agent(provider.url, str(tmp_path / "uninterrupted.txt"))
-    uninterrupted = await durable.agent.run("add them")
-    await durable.agent.resolved_model().aclose()
+    reference = crash_agent(provider.url, str(tmp_path / "uninterrupted.txt"))
     durable = crash_agent(provider.url, str(log))
     durable.task_queue = queue
-    await _wait_for(log, lambda _: sum(x[0] == "ready" for x in _lines(log)) == 3, 60)
-    client = await connect(temporal_target)
-    run = await durable.start(client, "add them")
+    uninterrupted: list[RunResult[Any]] = []
     killed: list[int] = []
+
+    async def run_uninterrupted() -> None:
+        # The uninterrupted run's result, in this process, while the workers start and the
+        # durable run goes on (the emulated provider answers each conversation on its own).
+        uninterrupted.append(await reference.agent.run("add them"))
+        await reference.agent.resolved_model().aclose()
 
     async def kill_mid_tool_then_mid_stream() -> None:
         first = await _wait_for(log, lambda line: line[:2] == ["start", "slow"])
@@ -168,9 +170,14 @@ async def test_a_run_survives_workers_killed_mid_tool_and_mid_stream(
         killed.append(int(second[-2]))
 
     async with anyio.create_task_group() as tg:
+        tg.start_soon(run_uninterrupted)
+        await _wait_for(log, lambda _: sum(x[0] == "ready" for x in _lines(log)) == 3, 60)
+        client = await connect(temporal_target)
+        run = await durable.start(client, "add them")
         tg.start_soon(kill_mid_tool_then_mid_stream)
         events = [event async for event in run]
     result = await run.result()
+    [uninterrupted_result] = uninterrupted
     # Its history, with the lost activities and the retries in it, replays deterministically.
     history = await client.get_workflow_handle(run.run_id).fetch_history()
     replay = await replayer([durable]).replay_workflow(history, raise_on_replay_failure=False)
@@ -186,10 +193,10 @@ async def test_a_run_survives_workers_killed_mid_tool_and_mid_stream(
     assert any(isinstance(e, AttemptDiscarded) and e.reason == "retry" for e in events)
     assert result.output == "Quick gave 1 and slow gave 20, so the answer is 21."
     assert [(a.name, a.output) for a in result.steps[0].actions] == [("quick", 1), ("slow", 20)]
-    assert result.output == uninterrupted.output
-    assert [s.answer for s in result.steps] == [s.answer for s in uninterrupted.steps]
+    assert result.output == uninterrupted_result.output
+    assert [s.answer for s in result.steps] == [s.answer for s in uninterrupted_result.steps]
     assert [[(a.name, a.input, a.output) for a in s.actions] for s in result.steps] == [
-        [(a.name, a.input, a.output) for a in s.actions] for s in uninterrupted.steps
+        [(a.name, a.input, a.output) for a in s.actions] for s in uninterrupted_result.steps
     ]
 
 

@@ -364,14 +364,22 @@ class DurableRun(Generic[OutputT]):
         except Exception as exc:  # the workflow closed between two polls
             if not await self._closed():
                 raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
-            self._batch = deque(e for e in [await self._terminal()] if e.seq > self.last_seq)
-            if not self._batch:
-                self._ended = True
+            await self._end_from_outcome()
+            return
+        if reply["end"] and not reply["events"]:  # it ended with no terminal event (cancelled)
+            await self._end_from_outcome()
             return
         if reply["events"]:
             self._empty_polls = 0
         output_type = self._durable.agent.output_type
         self._batch = deque(ev.event_from_json(e, output_type=output_type) for e in reply["events"])
+
+    async def _end_from_outcome(self) -> None:
+        """The end as the workflow's outcome tells it: its terminal event, unless the caller
+        has seen it; a run that failed without one (cancelled) raises its error."""
+        self._batch = deque(e for e in [await self._terminal()] if e.seq > self.last_seq)
+        if not self._batch:
+            self._ended = True
 
     async def _peek(self) -> dict[str, Any] | None:
         """The events after the last seen, by query (``None``: no worker answered now, as

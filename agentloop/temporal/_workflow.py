@@ -17,6 +17,7 @@ cancelled through its handle.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -414,7 +415,13 @@ class AgentRunWorkflow:
                 type="AgentMismatch",
                 non_retryable=True,
             )
-        terminal = await self._execute(durable, facts, start)
+        try:
+            terminal = await self._execute(durable, facts, start)
+        except asyncio.CancelledError:
+            # Cancelled, the run has no terminal event: a caller streaming it learns at its
+            # next poll that it ended (and reads the outcome), not after polling it idle.
+            self._finished = True
+            raise
         self._finished = True
         if self._polled and self._acked < len(self._log):
             try:

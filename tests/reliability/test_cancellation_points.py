@@ -243,14 +243,15 @@ async def test_cancel_while_tools_run(seed: int, tmp_path: Path) -> None:
 TAIL = 0.1  # the server holds each reply open this long after its last event
 
 
-def _slow_provider(emulated: EmulatedProvider) -> Any:
+def _slow_provider(emulated: EmulatedProvider, resumed: list[bool]) -> Any:
     """Every reply streams one event per 5 ms, then stays open ``TAIL`` seconds: a client that
-    is cancelled while reading must close it (the server sees that), or it would complete."""
+    is cancelled while reading must close it (the server sees that), or it would complete.
+    Once ``resumed`` holds True (the cancel is over), replies end with their last event."""
 
     def handler(request: RecordedRequest) -> ScriptedResponse:
         reply = slowed(emulated(request), 0.005)
         assert isinstance(reply.body, list)
-        return ScriptedResponse.sse([*reply.body, Chunk(b"", TAIL)])
+        return ScriptedResponse.sse([*reply.body] if resumed else [*reply.body, Chunk(b"", TAIL)])
 
     return handler
 
@@ -280,7 +281,8 @@ async def test_cancel_in_a_provider_stream(seed: int, tmp_path: Path, monkeypatc
 
     emulated = EmulatedProvider(answer=ANSWER)
     store = CountingStore(str(tmp_path / "s.db"))
-    async with ProviderServer(_slow_provider(emulated)) as server, store:
+    resumed: list[bool] = []
+    async with ProviderServer(_slow_provider(emulated, resumed)) as server, store:
         model = make_model(api, server.url)
         opened: list[Any] = []
         stream = model.stream
@@ -316,6 +318,7 @@ async def test_cancel_in_a_provider_stream(seed: int, tmp_path: Path, monkeypatc
             server.wait_until, lambda s: s.client_closed >= 1, 5.0
         )
         assert closed, server.stats
+        resumed.append(True)
         await _finish_and_check_real(agent, store, log)
         await model.aclose()
         gone = await anyio.to_thread.run_sync(

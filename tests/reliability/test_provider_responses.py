@@ -127,8 +127,8 @@ async def test_a_silent_provider_ends_in_model_timeout(api: str) -> None:
     silent = ScriptedResponse.sse([Chunk(b"", 0.001), Chunk(b": x\n\n", 30.0)])
     drip = ScriptedResponse.sse([Chunk(b": keep-alive\n\n", 0.05)] * 200)
     for response, timeout, retry in (
-        (silent, 0.1, THREE),
-        (drip, 5.0, RetryPolicy(max_attempts=2, attempt_timeout=0.1, initial_wait=0.0)),
+        (silent, 0.05, THREE),
+        (drip, 5.0, RetryPolicy(max_attempts=2, attempt_timeout=0.05, initial_wait=0.0)),
     ):
         async with ProviderServer(_answer(response)) as server:
             for transport in _transports():

@@ -14,7 +14,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -334,6 +334,19 @@ class _CountingObjectsStore(SQLiteStore):
         await super()._do_finish(batch, now)
 
 
+@pytest.fixture
+def refrozen() -> Iterator[None]:
+    """After a test that unfreezes the heap (``gc.unfreeze``), what the suite froze after
+    collecting (conftest) is frozen again, once the test's garbage is collected: else every
+    later full collection in this worker would walk it again."""
+    frozen = gc.get_freeze_count()
+    yield
+    if frozen and not gc.get_freeze_count():
+        gc.collect()
+        gc.freeze()
+
+
+@pytest.mark.usefixtures("refrozen")
 async def test_cancelled_runs_hold_little_while_their_ends_are_written(tmp_path: Path) -> None:
     """200 session runs cancelled at once, the collector off: while their ends go to the
     store, the cancellation has left fewer than 30 new objects per run for the collector to
@@ -448,7 +461,7 @@ async def test_a_batch_handed_to_its_thread_after_the_bound_still_records_every_
 
         async def late() -> None:
             await store.reached.wait()
-            await anyio.sleep(3 * SessionScope.release_timeout)  # every bound has passed
+            await anyio.sleep(2 * SessionScope.release_timeout)  # every bound has passed
             go.set()
 
         assert await _cancel_waiting_runs(store, runs, late) == runs
@@ -502,9 +515,11 @@ async def test_a_finished_run_whose_release_fails_is_reported_finished(
 # -- 13: lease renewal survives a blip ------------------------------------------------------------
 
 
-def _slow_agent(store: Any, ttl: float) -> Agent:
+def _slow_agent(store: Any, ttl: float, takes: float | None = None) -> Agent:
+    """An agent whose model answers after ``takes`` seconds (``2 * ttl``: a few renewals)."""
+
     async def reply(request: ModelRequest) -> str:
-        await anyio.sleep(2 * ttl)  # needs a few renewals
+        await anyio.sleep(2 * ttl if takes is None else takes)
         return "done"
 
     return Agent(FunctionModel(reply), store=store, lease_ttl=ttl)
@@ -532,8 +547,10 @@ async def test_a_renewal_that_fails_once_is_retried(timescale: float, kept: bool
     a healthy run: the renewal is retried with backoff and the run finishes."""
     store = FaultyStore()
     store.renew_errors = [_blip(), _blip()]
+    ttl = 30 * timescale
     async with _maybe_entered(store, kept):
-        result = await _slow_agent(store, 30 * timescale).run("go", session="s")
+        # The first renewal is due at a third of the TTL, and retried within a tenth of it.
+        result = await _slow_agent(store, ttl, takes=ttl).run("go", session="s")
         assert result.text == "done"
         assert store.events[:3] == ["renew failed", "renew failed", "renewed"]
         assert await _ends(store, "s") == ["finished"]
@@ -582,10 +599,10 @@ class _RenewCountingSQLiteStore(SQLiteStore):
 
 
 async def test_an_entered_store_renews_its_runs_leases_together(tmp_path: Path) -> None:
-    """100 session runs on a SQLite store entered with ``async with``, each waiting 2.5 s with
-    a lease of 1.5 s: the store's keeper renews their leases together, a few transactions per
-    renewal period, where a renewal task per run wrote one each (about 500 here). Halfway,
-    another store on the file sees every lease renewed past its first expiry; every run
+    """100 session runs on a SQLite store entered with ``async with``, each waiting 2 s with a
+    lease of 1.5 s: the store's keeper renews their leases together, a few transactions per
+    renewal period, where a renewal task per run wrote one each (about 400 here). At 2 s,
+    another store on the file sees every lease renewed past its first expiry; then every run
     finishes and releases its lease."""
     runs, ttl = 100, 1.5
     path = tmp_path / "s.db"
@@ -594,7 +611,6 @@ async def test_an_entered_store_renews_its_runs_leases_together(tmp_path: Path) 
 
     async def reply(request: ModelRequest) -> str:
         await halfway.wait()
-        await anyio.sleep(0.5)
         return "done"
 
     async with _RenewCountingSQLiteStore(path) as store, SQLiteStore(path) as other:
