@@ -111,7 +111,8 @@ def _temporary_files_in_memory(config: pytest.Config) -> None:
     one, unless a folder was chosen (``--basetemp``, ``PYTEST_DEBUG_TEMPROOT``). The SQLite
     session stores the tests make there sync every commit (``synchronous="FULL"``, the
     default), and on a disk each test waited for its syncs: seconds in a file of 100-run tests.
-    No test can tell the difference (a sync matters only when the machine loses power)."""
+    No test can tell the difference (a sync matters only when the machine loses power).
+    A small ``/dev/shm`` (a container's default is 64 MiB) is left alone."""
     memory = "/dev/shm"
     if (
         config.option.basetemp
@@ -119,6 +120,9 @@ def _temporary_files_in_memory(config: pytest.Config) -> None:
         or not os.path.isdir(memory)
         or not os.access(memory, os.W_OK | os.X_OK)
     ):
+        return
+    free = os.statvfs(memory)
+    if free.f_bavail * free.f_frsize < 1 << 30:
         return
     os.environ["PYTEST_DEBUG_TEMPROOT"] = memory
 
