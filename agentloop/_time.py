@@ -90,6 +90,8 @@ class _FailAfter:
         scope = self._scope
         caught = scope.__exit__(exc_type, exc, tb)
         if caught and anyio.current_time() >= scope.deadline:
+            if exc is not None:  # our own cancellation, swallowed: the error keeps no frames
+                exc.__traceback__ = None
             raise TimeoutError from None
         return caught
 
