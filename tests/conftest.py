@@ -13,7 +13,6 @@ thread (autojump would fire while they wait).
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import tempfile
@@ -23,6 +22,8 @@ from typing import Any, NoReturn
 
 import pytest
 from hypothesis import settings
+
+from tests.support.heap import freeze_what_lives
 
 settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
 settings.register_profile("dev", deadline=None)
@@ -158,8 +159,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     lives as long as the session: frozen (``gc.freeze``), it is left out of every later full
     collection, which then scans only what the tests made (a fifth of a second less, each of
     the dozens of times). Garbage the tests make is collected, and warns, as before."""
-    gc.collect()
-    gc.freeze()
+    freeze_what_lives()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

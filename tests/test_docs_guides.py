@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.support.heap import freeze_what_lives
 from tests.support.markdown import CodeBlock, compile_block, python_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,8 +47,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
         # froze after collecting (conftest) is frozen again, once the guide's garbage is
         # collected (unfrozen, every later full collection in this worker would walk it).
         gc.unfreeze()
-        gc.collect()
-        freeze()
+        freeze_what_lives()
 
 
 def run_block(block: CodeBlock, namespace: dict[str, Any], filename: str) -> None:

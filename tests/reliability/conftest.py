@@ -4,10 +4,11 @@ the collector runs at the end of each module so that one held in a reference cyc
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator
 
 import pytest
+
+from tests.support.heap import freeze_what_lives
 
 from ._support import collect_garbage
 
@@ -16,7 +17,6 @@ from ._support import collect_garbage
 def _collect_garbage_at_the_end() -> Iterator[None]:
     yield
     collect_garbage()
-    # What is left lives on (the SDKs the tests imported since collection, caches): frozen,
-    # as conftest froze what collecting made, so that later full collections skip it (it
-    # made each module's end take a third of a second or more).
-    gc.freeze()
+    # The SDKs the tests imported since collection, caches: as conftest froze what collecting
+    # made (else each module's end took a third of a second or more).
+    freeze_what_lives()

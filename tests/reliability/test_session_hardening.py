@@ -28,6 +28,7 @@ from agentloop.sessions import InMemoryStore, Lease, RunEndRecord, SQLiteStore
 from agentloop.sessions._base import DatabaseBusy, Finish
 from agentloop.sessions._codec import EncodedRecord, StateDelta
 from agentloop.testing import FunctionModel
+from tests.support.heap import freeze_what_lives
 
 
 def _blip() -> SessionStoreError:
@@ -342,8 +343,7 @@ def refrozen() -> Iterator[None]:
     frozen = gc.get_freeze_count()
     yield
     if frozen and not gc.get_freeze_count():
-        gc.collect()
-        gc.freeze()
+        freeze_what_lives()
 
 
 @pytest.mark.usefixtures("refrozen")
