@@ -1,0 +1,114 @@
+"""Instructions per turn: round two's CPU targets counted, not timed.
+
+``bench_scale`` times CPU per turn, and on a shared 2-core machine the floor's own time moves by up
+to 2x between runs (0.48 to 0.96 ms per turn in one hour), so its ratios swing with the load.
+This counts the instructions each client executes instead (valgrind's callgrind), which do not
+depend on what else the machine runs: three runs of the floor at S = 100, beside test suites
+and other benchmarks, counted 1,349 K, 1,394 K and 1,398 K instructions per turn, within 4%.
+(What varies is how the replies' bytes happen to be split between reads.)
+
+The clients and the conversation are ``bench_scale``'s (S concurrent sessions of two turns each,
+the emulated provider in a separate process). Each client runs twice under callgrind, with one
+round and with ``1 + rounds`` rounds of S sessions; the difference is the instructions of the
+extra rounds (start-up, imports and warm-up cancel out), divided by their turns. Targets (issue
+22, round two): ``Agent.run`` within 1.4x the floor, ``Agent.stream`` reading every event within
+1.5x. An instruction is not a nanosecond: cache misses and the collector's walks over a large
+heap count as one each, so this complements ``bench_scale`` at S = 1,000 rather than replacing
+it.
+
+Run: ``python -m benchmarks.bench_instructions [--sessions 100] [--rounds 2]
+[--configs floor,agent-openai-chat,...]`` (about 8 minutes on 2 cores). It needs valgrind
+(``apt-get install valgrind``) and says so, passing, when it is missing; ``--smoke`` skips it
+(minutes under callgrind even at S = 10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+
+from benchmarks._loopback import FD_MARGIN, LABELS
+from benchmarks.bench_scale import ROUND_TWO
+from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
+
+# The openai SDK's own loop (``sdk-httpx``) can be added: 15x the floor, and 20 minutes under
+# callgrind at S = 100.
+CONFIGS = ["floor", "agent-openai-chat", "agent-openai-chat-stream"]
+_COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+def instructions(valgrind: str, url: str, config: str, sessions: int, rounds: int) -> int:
+    """Instructions the client ``config`` executes in ``rounds`` rounds of ``sessions``."""
+    cmd = [
+        valgrind,
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        "-m",
+        "benchmarks._loopback",
+        "--worker",
+        config,
+        "--url",
+        url,
+        "--sessions",
+        str(sessions),
+        "--rounds",
+        str(rounds),
+        "--cap",
+        str(sessions),
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=3600)
+    found = _COLLECTED.findall(out.stderr)
+    if out.returncode != 0 or not found:
+        raise RuntimeError(f"{config} under callgrind failed:\n{out.stderr[-3000:]}")
+    return int(found[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_instructions")
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--sessions", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=2, help="measured rounds")
+    parser.add_argument("--configs", default=None, help="comma-separated configurations")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        print("Skipped with --smoke: minutes under callgrind even at S = 10.")
+        return 0
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("Skipped: valgrind is not installed (`apt-get install valgrind`).")
+        return 0
+    sessions = args.sessions or 100
+    configs = args.configs.split(",") if args.configs else CONFIGS
+    if "floor" not in configs:
+        configs.insert(0, "floor")
+    raise_fd_limit(sessions + FD_MARGIN)
+    per_turn: dict[str, float] = {}
+    with ProviderServerProcess(min_fds=sessions + FD_MARGIN) as server:
+        for config in configs:
+            base = instructions(valgrind, server.url, config, sessions, 1)
+            more = instructions(valgrind, server.url, config, sessions, 1 + args.rounds)
+            per_turn[config] = (more - base) / (2 * sessions * args.rounds)
+    floor = per_turn["floor"]
+    print("| client | instructions per turn | x floor | target |")
+    print("|---|---:|---:|---|")
+    for config in configs:
+        ratio = per_turn[config] / floor
+        target = ROUND_TWO.get(config)
+        verdict = (
+            "" if target is None else f"≤ {target}x: {'met' if ratio <= target else 'NOT met'}"
+        )
+        label = LABELS.get(config, config)
+        print(f"| {label} | {per_turn[config] / 1000:,.0f} K | {ratio:.2f}x | {verdict} |")
+    print(
+        f"\nS = {sessions} concurrent sessions of two turns; {args.rounds} measured rounds "
+        "(callgrind's count with 1 + rounds rounds minus its count with 1), per turn."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
