@@ -162,6 +162,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     freeze_what_lives()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _freeze_what_each_module_leaves() -> Iterator[None]:
+    """At each module's end, what lives on (the SDKs and modules its tests imported, caches) is
+    frozen too, as what collecting made was: else every later full collection in this worker
+    walks it again. The module's garbage is collected first, so it still warns as before."""
+    yield
+    freeze_what_lives()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The slow tests first (the order is otherwise kept): in a parallel run a long test that
     starts near the end holds the whole suite up while the other workers sit idle."""

@@ -21,6 +21,16 @@ import anyio.to_thread
 from agentloop._errors import SessionConflict
 from agentloop.sessions import PostgresStore, SessionStore, SQLiteStore, StateChangeRecord
 
+# Backoff after a conflict: full jitter over a window that doubles from 1 ms up to half a second.
+# Fifty writers on one row: a window that grew only linearly (1 ms per attempt, to 20 ms) kept
+# them all retrying together, and on PostgreSQL 200 commits cost some 3,000 conflicts and 12 s.
+_FIRST_WINDOW, _LAST_WINDOW = 0.001, 0.5
+
+
+def _backoff(attempt: int, rng: random.Random) -> float:
+    """Seconds to wait before retry ``attempt + 1`` (bounded by ``_LAST_WINDOW``)."""
+    return rng.uniform(0, min(_LAST_WINDOW, _FIRST_WINDOW * 2 ** min(attempt, 20)))
+
 
 async def main(
     kind: str, target: str, sid: str, writers: int, increments: int, retries: int
@@ -50,7 +60,7 @@ async def main(
                         )
                     except SessionConflict:
                         counts["conflicts"] += 1
-                        await anyio.sleep(rng.uniform(0, 0.001 * min(attempt + 1, 20)))
+                        await anyio.sleep(_backoff(attempt, rng))
                         continue
                     counts["ok"] += 1
                     break
