@@ -162,6 +162,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     freeze_what_lives()
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than there are cores (``--maxprocesses`` caps it). A third
+    of the suite's time waits on servers, child processes and real-time bounds, and the extra
+    worker fills those waits: on 2 cores, 142 s against 167 s with 2 workers (and 157 s with 4,
+    whose start-up and collection cost more than they fill)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) + 1
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _freeze_what_each_module_leaves() -> Iterator[None]:
     """At each module's end, what lives on (the SDKs and modules its tests imported, caches) is
