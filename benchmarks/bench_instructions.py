@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 
-from benchmarks._loopback import FD_MARGIN, LABELS
+from benchmarks._loopback import FD_MARGIN, LABELS, _worker_cmd
 from benchmarks.bench_scale import ROUND_TWO
 from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
@@ -42,24 +42,9 @@ _COLLECTED = re.compile(r"Collected : (\d+)")
 
 def instructions(valgrind: str, url: str, config: str, sessions: int, rounds: int) -> int:
     """Instructions the client ``config`` executes in ``rounds`` rounds of ``sessions``."""
-    cmd = [
-        valgrind,
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        "-m",
-        "benchmarks._loopback",
-        "--worker",
-        config,
-        "--url",
-        url,
-        "--sessions",
-        str(sessions),
-        "--rounds",
-        str(rounds),
-        "--cap",
-        str(sessions),
-    ]
+    cmd = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    cmd += _worker_cmd(config, url)
+    cmd += ["--sessions", str(sessions), "--rounds", str(rounds), "--cap", str(sessions)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=3600)
     found = _COLLECTED.findall(out.stderr)
     if out.returncode != 0 or not found:
