@@ -89,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         label = LABELS.get(config, config)
         print(f"| {label} | {per_turn[config] / 1000:,.0f} K | {ratio:.2f}x | {verdict} |")
     print(
-        f"\nS = {sessions} concurrent sessions of two turns; {args.rounds} measured rounds "
-        "(callgrind's count with 1 + rounds rounds minus its count with 1), per turn."
+        f"\nS = {sessions} concurrent sessions of two turns, per turn of {args.rounds} measured"
+        " round(s): callgrind's count with 1 + that many rounds minus its count with 1."
     )
     return 0
 
