@@ -8,15 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.heap import freeze_what_lives
-
 from ._support import collect_garbage
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _collect_garbage_at_the_end() -> Iterator[None]:
     yield
-    collect_garbage()
-    # The SDKs the tests imported since collection, caches: as conftest froze what collecting
-    # made (else each module's end took a third of a second or more).
-    freeze_what_lives()
+    collect_garbage()  # then the suite's conftest freezes what survives, at every module's end
