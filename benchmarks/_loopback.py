@@ -1,6 +1,8 @@
 """Shared machinery of the benchmarks that run clients against the loopback provider server.
 
 A *configuration* is one client: ``floor`` (a bare loop on ``aiohttp`` + ``json``, no SDK),
+``primitives[-stream]`` (the floor inside the anyio primitives the runtime's design requires, with
+no engine code: the lowest ``Agent.run`` or ``Agent.stream`` could cost),
 ``sdk-aiohttp`` / ``sdk-httpx`` (a bare loop on the ``openai`` SDK with its aiohttp or default
 httpx2 client), ``<api>-<transport>`` (an agentloop driver through ``Model.stream``, e.g.
 ``openai-chat-aiohttp``) and ``agent-<api>[-stream]`` (the full ``agentloop.Agent``: two async
@@ -30,9 +32,13 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
+import anyio.lowlevel
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
 
 TOOLS_CHAT: list[dict[str, Any]] = [
     {
@@ -52,6 +58,8 @@ TOOLS_CHAT: list[dict[str, Any]] = [
 
 LABELS = {
     "floor": "floor: aiohttp + json",
+    "primitives": "floor + the design's anyio primitives for a run, no engine",
+    "primitives-stream": "floor + the design's anyio primitives for a streamed run, no engine",
     "sdk-aiohttp": "openai SDK, aiohttp client",
     "sdk-httpx": "openai SDK (default httpx2 client)",
     "openai-chat-aiohttp": "agentloop OpenAIChatModel, aiohttp",
@@ -114,43 +122,52 @@ def concurrently(session: Callable[[], Coroutine[Any, Any, None]]) -> Runner:
 # -- the configurations ------------------------------------------------------------------------
 
 
+Turn: TypeAlias = Callable[[list[dict[str, Any]]], Awaitable[tuple[str, list[dict[str, Any]]]]]
+
+
+def _floor_turn(http: Any, url: str) -> Turn:
+    """One streamed Chat Completions call on a bare ``aiohttp`` session: its text and calls."""
+    headers = {"content-type": "application/json", "authorization": "Bearer k"}
+
+    async def turn(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        body = json.dumps(
+            {
+                "model": "m",
+                "messages": messages,
+                "tools": TOOLS_CHAT,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+        ).encode()
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        async with http.post(url + "/v1/chat/completions", data=body, headers=headers) as r:
+            async for line in r.content:
+                if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+                    continue
+                chunk = json.loads(line[6:])
+                for choice in chunk["choices"]:
+                    delta = choice["delta"]
+                    if delta.get("content"):
+                        text.append(delta["content"])
+                    for tc in delta.get("tool_calls") or ():
+                        call = calls.setdefault(tc["index"], {"arguments": ""})
+                        if tc.get("id"):
+                            call["id"] = tc["id"]
+                            call["name"] = tc["function"]["name"]
+                        call["arguments"] += tc["function"].get("arguments") or ""
+        return "".join(text), [calls[i] for i in sorted(calls)]
+
+    return turn
+
+
 @contextlib.asynccontextmanager
 async def floor(url: str, cap: int) -> AsyncIterator[Runner]:
     """The floor: what a two-turn session costs with no SDK and no runtime at all."""
     import aiohttp
 
-    connector = aiohttp.TCPConnector(limit=cap)
-    headers = {"content-type": "application/json", "authorization": "Bearer k"}
-    async with aiohttp.ClientSession(connector=connector) as http:
-
-        async def turn(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-            body = json.dumps(
-                {
-                    "model": "m",
-                    "messages": messages,
-                    "tools": TOOLS_CHAT,
-                    "stream": True,
-                    "stream_options": {"include_usage": True},
-                }
-            ).encode()
-            text: list[str] = []
-            calls: dict[int, dict[str, Any]] = {}
-            async with http.post(url + "/v1/chat/completions", data=body, headers=headers) as r:
-                async for line in r.content:
-                    if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
-                        continue
-                    chunk = json.loads(line[6:])
-                    for choice in chunk["choices"]:
-                        delta = choice["delta"]
-                        if delta.get("content"):
-                            text.append(delta["content"])
-                        for tc in delta.get("tool_calls") or ():
-                            call = calls.setdefault(tc["index"], {"arguments": ""})
-                            if tc.get("id"):
-                                call["id"] = tc["id"]
-                                call["name"] = tc["function"]["name"]
-                            call["arguments"] += tc["function"].get("arguments") or ""
-            return "".join(text), [calls[i] for i in sorted(calls)]
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=cap)) as http:
+        turn = _floor_turn(http, url)
 
         async def session() -> None:
             messages: list[dict[str, Any]] = [{"role": "user", "content": "weather and time?"}]
@@ -161,6 +178,81 @@ async def floor(url: str, cap: int) -> AsyncIterator[Runner]:
             assert text
 
         yield concurrently(session)
+
+
+EVENTS_PER_TURN = 12  # Agent.stream sends 24 events in this two-turn conversation
+
+
+@contextlib.asynccontextmanager
+async def primitives(url: str, cap: int, stream: bool) -> AsyncIterator[Runner]:
+    """The floor's client inside the anyio primitives the runtime's design requires, and
+    nothing else: a task group per run, a deadline around each model call, a task per tool
+    call (the run waits for their results), and for ``stream`` a task group and a task that
+    drive the run, a bounded memory object stream, and a cancellation check per event read.
+    No engine code: what ``agent-*`` costs above this is the engine's own work."""
+    import aiohttp
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=cap)) as http:
+        floor_turn = _floor_turn(http, url)
+
+        async def turn(
+            messages: list[dict[str, Any]], events: MemoryObjectSendStream[int] | None
+        ) -> tuple[str, list[dict[str, Any]]]:
+            with anyio.CancelScope(deadline=anyio.current_time() + 600):  # the call's deadline
+                reply = await floor_turn(messages)
+            if events is not None:
+                for n in range(EVENTS_PER_TURN):
+                    events.send_nowait(n)
+            return reply
+
+        async def tool(results: list[str | None], i: int, done: anyio.Event) -> None:
+            results[i] = "ok"
+            if None not in results:
+                done.set()
+
+        async def session(events: MemoryObjectSendStream[int] | None) -> None:
+            messages: list[dict[str, Any]] = [{"role": "user", "content": "weather and time?"}]
+            async with anyio.create_task_group() as tg:
+                _, calls = await turn(messages, events)
+                results: list[str | None] = [None] * len(calls)
+                done = anyio.Event()
+                for i in range(len(calls)):
+                    tg.start_soon(tool, results, i, done)
+                await done.wait()
+                messages.append(_assistant_turn(calls))
+                messages += [
+                    {"role": "tool", "tool_call_id": c["id"], "content": r}
+                    for c, r in zip(calls, results, strict=True)
+                ]
+                text, _ = await turn(messages, events)
+                assert text
+
+        async def streamed_session() -> None:
+            send, receive = anyio.create_memory_object_stream[int](64)
+
+            async def drive() -> None:
+                async with send:
+                    with anyio.CancelScope():
+                        await session(send)
+
+            with receive:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(drive)
+                    while True:
+                        await anyio.lowlevel.checkpoint_if_cancelled()
+                        try:
+                            receive.receive_nowait()
+                            continue
+                        except anyio.WouldBlock:
+                            pass
+                        except anyio.EndOfStream:
+                            break
+                        try:
+                            await receive.receive()
+                        except anyio.EndOfStream:
+                            break
+
+        yield concurrently(streamed_session if stream else lambda: session(None))
 
 
 def _assistant_turn(calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -335,6 +427,8 @@ async def agent(url: str, cap: int, config: str) -> AsyncIterator[Runner]:
 def setup(config: str, url: str, cap: int) -> contextlib.AbstractAsyncContextManager[Runner]:
     if config == "floor":
         return floor(url, cap)
+    if config.startswith("primitives"):
+        return primitives(url, cap, stream=config.endswith("-stream"))
     if config.startswith("sdk-"):
         return sdk(url, cap, config.removeprefix("sdk-"))
     if config.startswith("agent-"):

@@ -16,8 +16,14 @@ extra rounds (start-up, imports and warm-up cancel out), divided by their turns.
 heap count as one each, so this complements ``bench_scale`` at S = 1,000 rather than replacing
 it.
 
+``primitives`` and ``primitives-stream`` are the floor's client inside only the anyio primitives
+the design requires (a task group per run, a deadline per model call, a task per tool call; for
+a stream, its task, memory object stream and a cancellation check per event read), with no
+engine code. The difference between an agent configuration and its ``primitives`` is the
+engine's own work, and the report says how much of it a target leaves room for.
+
 Run: ``python -m benchmarks.bench_instructions [--sessions 100] [--rounds 2]
-[--configs floor,agent-openai-chat,...]`` (about 8 minutes on 2 cores). It needs valgrind
+[--configs floor,agent-openai-chat,...]`` (about 12 minutes on 2 cores). It needs valgrind
 (``apt-get install valgrind``) and says so, passing, when it is missing; ``--smoke`` skips it
 (minutes under callgrind even at S = 10).
 """
@@ -36,7 +42,15 @@ from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
 # The openai SDK's own loop (``sdk-httpx``) can be added: 15x the floor, and 20 minutes under
 # callgrind at S = 100.
-CONFIGS = ["floor", "agent-openai-chat", "agent-openai-chat-stream"]
+CONFIGS = [
+    "floor",
+    "primitives",
+    "agent-openai-chat",
+    "primitives-stream",
+    "agent-openai-chat-stream",
+]
+# Each agent configuration, and the client of the same shape with no engine code.
+ENGINE_OF = {"agent-openai-chat": "primitives", "agent-openai-chat-stream": "primitives-stream"}
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
 
@@ -92,7 +106,29 @@ def main(argv: list[str] | None = None) -> int:
         f"\nS = {sessions} concurrent sessions of two turns, per turn of {args.rounds} measured"
         " round(s): callgrind's count with 1 + that many rounds minus its count with 1."
     )
+    engine_lines = [
+        _engine_line(config, per_turn, floor)
+        for config, bare in ENGINE_OF.items()
+        if config in per_turn and bare in per_turn
+    ]
+    if engine_lines:
+        print("\nThe engine's own work (the agent minus the same client with no engine code):")
+        print("\n".join(engine_lines))
     return 0
+
+
+def _engine_line(config: str, per_turn: dict[str, float], floor: float) -> str:
+    """What the engine adds per turn, and what a round-two target leaves it."""
+    bare = per_turn[ENGINE_OF[config]]
+    line = (
+        f"- {LABELS[config]}: {(per_turn[config] - bare) / 1000:,.0f} K per turn above"
+        f" {bare / floor:.2f}x for the primitives alone"
+    )
+    target = ROUND_TWO.get(config)
+    if target is not None:
+        allowed = target * floor - bare
+        line += f"; the ≤ {target}x target leaves it {max(allowed, 0) / 1000:,.0f} K"
+    return line
 
 
 if __name__ == "__main__":
