@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -29,7 +29,9 @@ from .. import (
     RunStarted,
     RunWaiting,
 )
-from ..goals import GoalRecord, get_goal_record
+
+if TYPE_CHECKING:
+    from ..goals import GoalRecord
 
 GOAL_TOOLS = frozenset({"create_goal", "get_goal", "update_goal"})
 
@@ -133,6 +135,8 @@ class Tracker:
     def _goal_from(self, result: ActionResult) -> None:
         if result.name not in GOAL_TOOLS or not isinstance(result.output, dict):
             return
+        from ..goals import get_goal_record  # loaded already: its tools made this result
+
         goal = get_goal_record(result.output)  # the output holds it under "goal", as the state does
         if goal is not None:
             self.goal = goal

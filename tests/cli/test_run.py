@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from agentloop import (
 from agentloop.cli import main
 from agentloop.testing import ProviderServer, RecordedRequest, ScriptedResponse
 
-from ._proc import KEYS, run
+from ._proc import KEYS, environment, run
 from ._wire import text_stream, tool_call_stream
 
 TOOLS = '''
@@ -286,6 +287,22 @@ def test_echo_model_runs_without_a_server() -> None:
     done = run(["run", "ping", "--model", "test:echo", "-q"])
     assert done.code == 0, done.err
     assert done.out == "ping\n"
+
+
+def test_run_without_a_goal_imports_neither_goals_nor_pydantic() -> None:
+    """``agentloop.goals`` (and the pydantic it loads, about 0.3 s of a command's start) is
+    imported for ``--goal`` only."""
+    check = (
+        "import contextlib, io, sys\n"
+        "from agentloop.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    code = main(['run', 'ping', '--model', 'test:echo', '-q'])\n"
+        "print(code, repr(out.getvalue()), sorted({'agentloop.goals', 'pydantic'} & set(sys.modules)))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, env=environment(), check=True
+    )
+    assert proc.stdout.split("\n")[0] == "0 'ping\\n' []", proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize(
