@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,6 +38,27 @@ async def test_concurrent_schema_creation_is_safe(pg_schema_dsn: str, raw: Any) 
         for store in stores:
             await store.aclose()
     assert raw.execute("SELECT version FROM agentloop_schema").fetchall() == [(SCHEMA_VERSION,)]
+
+
+async def test_a_store_opens_when_the_pools_workers_start_before_it_is_open(
+    pg_schema_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg-pool 3.1.0 marked a pool open only after its worker threads had its first
+    connection tasks, and a worker that took one before then dropped it: the pool never filled,
+    and opening the store failed after ``connect_timeout`` (once in CI, under load). The floor is
+    3.1.1; the wait here makes the workers win that race every time."""
+    from psycopg_pool import ConnectionPool
+
+    start_tasks = ConnectionPool._start_initial_tasks
+
+    def then_wait(pool: ConnectionPool) -> None:
+        start_tasks(pool)
+        time.sleep(0.3)  # a worker takes the first task before the pool's open() goes on
+
+    monkeypatch.setattr(ConnectionPool, "_start_initial_tasks", then_wait)
+    async with PostgresStore(pg_schema_dsn, connect_timeout=3) as store:
+        await store.create("s")
+        assert (await store.get("s")).id == "s"  # type: ignore[union-attr]
 
 
 async def test_history_limit_uses_the_run_index(pg_schema_dsn: str, raw: Any) -> None:
