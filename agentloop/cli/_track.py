@@ -135,7 +135,7 @@ class Tracker:
     def _goal_from(self, result: ActionResult) -> None:
         if result.name not in GOAL_TOOLS or not isinstance(result.output, dict):
             return
-        from ..goals import get_goal_record  # loaded already: its tools made this result
+        from ..goals import get_goal_record  # here: runs without a goal never get this far
 
         goal = get_goal_record(result.output)  # the output holds it under "goal", as the state does
         if goal is not None:
