@@ -321,6 +321,10 @@ async def test_over_tls_an_early_reply_survives_and_a_large_body_arrives(
             b"HTTP/1.1 413 Payload Too Large\r\nconnection: close\r\n"
             b"content-length: %d\r\n\r\n%b" % (len(reply), reply)
         )
+        # Closing with unread bytes sends a reset, and a reset discards what the client has
+        # not read yet: hold the connection a moment (unread: a client that does not read
+        # ahead stays blocked writing) so that a busy machine's client reads its reply first.
+        threading.Event().wait(0.5)
 
     def count(conn: socket.socket) -> None:
         head, rest = _read_head(conn)
