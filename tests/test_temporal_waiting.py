@@ -254,3 +254,23 @@ def test_a_live_approver_is_refused_in_durable_mode() -> None:
         TemporalAgent(agent)
     with pytest.raises(UserError, match="decision_timeout"):
         TemporalAgent(Agent(ScriptedModel(["x"])), decision_timeout=0)
+
+
+async def test_a_fresh_callers_result_after_a_decision_does_not_wait_for_a_gone_streamer(
+    temporal_target: str,
+) -> None:
+    """A caller streamed the run until it waited, then went away; the decision comes with only
+    the run's id, and a fresh client's ``result()`` returns as the run ends: the workflow does
+    not linger (60 s by default) for the caller that streamed before the wait."""
+    model = ScriptedModel(
+        [Reply(calls=[call("transfer", {"amount": 5, "to": "bob"}, id="pay")]), "done"]
+    )
+    durable = TemporalAgent(Agent(model, name="left", tools=[transfer]), task_queue=_queue())
+    async with serving(temporal_target, durable) as client:
+        streamed = await durable.start(client, "pay")
+        await _until_waiting(streamed)  # and then it reads no more
+        run_id = streamed.run_id
+        await durable.decide(client, run_id, {"pay": Approve()})
+        with anyio.fail_after(15):  # well under the 60 s linger
+            result = await durable.attach(await connect(temporal_target), run_id).result()
+    assert result.output == "done" and ran == {"transfer:5:bob": 1}

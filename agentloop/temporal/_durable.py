@@ -300,7 +300,8 @@ class DurableRun(Generic[OutputT]):
     (recorded, 2,000 per run on Temporal's defaults) until events come again. ``RunWaiting``
     does not end the iteration: the run goes on once decided (``decide``). A finished run
     waits up to ``TemporalAgent.linger`` seconds for a caller that streams it to read its
-    last event. Made by ``TemporalAgent.start`` and ``TemporalAgent.attach``.
+    last event (a caller that stops reading at ``RunWaiting`` is not waited for once the run
+    is decided). Made by ``TemporalAgent.start`` and ``TemporalAgent.attach``.
 
     Args:
         durable: The agent the run is of.
@@ -322,6 +323,7 @@ class DurableRun(Generic[OutputT]):
         self._last_poll = -POLL_INTERVAL
         self._empty_polls = 0
         self._announced = False
+        self._rearm = False
 
     def __aiter__(self) -> Self:
         return self
@@ -334,6 +336,11 @@ class DurableRun(Generic[OutputT]):
             await self._poll()
         event = self._batch.popleft()
         self.last_seq = event.seq
+        if self._rearm and not isinstance(event, ev.RunWaiting):
+            self._rearm = False
+            await self._ack()  # past the wait: this caller still streams (see ``decide``)
+        if isinstance(event, ev.RunWaiting) and event.parent_run_id is None:
+            self._rearm = True
         if isinstance(event, ev.RunFinished | ev.RunFailed) and event.parent_run_id is None:
             self._ended = True
             self._terminal_event = event

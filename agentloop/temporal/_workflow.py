@@ -373,6 +373,11 @@ class AgentRunWorkflow:
         the run goes on with them."""
         self._decided = _codec.decode_decisions(decisions)
         self._waiting_step = None
+        # A caller that streamed until the wait may have gone: one still streaming says so
+        # again once it reads past the wait, so the finished run lingers only for it. (Patched:
+        # a run decided before this change replays as it ran.)
+        if workflow.patched("agentloop-decide-rearms-linger"):
+            self._polled = False
 
     @decide.validator
     def check_decide(self, decisions: dict[str, Any]) -> None:
