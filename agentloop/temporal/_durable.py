@@ -282,6 +282,11 @@ class TemporalAgent(Generic[OutputT]):
             run_id: The run's id (``DurableRun.run_id``).
             after_seq: The ``seq`` of the last event already seen (0: from the start).
         """
+        seen = as_given(after_seq)
+        if not isinstance(seen, int) or isinstance(seen, bool) or after_seq < 0:
+            raise UserError(
+                f"after_seq must be a seq already seen (an int >= 0), not {after_seq!r}"
+            )
         handle: WorkflowHandle[Any, str] = client.get_workflow_handle(run_id, result_type=str)
         return DurableRun(self, handle, after_seq=after_seq)
 
@@ -477,6 +482,13 @@ class DurableRun(Generic[OutputT]):
                     f"Edit(arguments) or ExternalResult(...), not {decision!r}"
                 )
         data = _codec.encode_decisions(decisions)
+        size = len(json.dumps(data, separators=(",", ":"), default=str).encode())
+        if size > MAX_DECISION_BYTES:
+            raise UserError(
+                f"decisions must fit in {MAX_DECISION_BYTES // 1024} KiB to be recorded within "
+                f"Temporal's payload limit; these are {size / 2**20:.2f} MB (an Edit's arguments "
+                "or an ExternalResult's output): pass large values by reference"
+            )
         try:
             await self._handle.execute_update(DECIDE_UPDATE, data)
         except WorkflowUpdateFailedError as exc:
@@ -570,6 +582,9 @@ def _agents_of(agent: Agent[Any, Any]) -> dict[str, Agent[Any, Any]]:
 # Temporal refuses a payload over its blob size limit (2 MiB by default, ``limit.blobSize.error``;
 # the dev server's too): the run's start payload must fit, with room for the converter's framing.
 MAX_START_BYTES = 2 * 1024 * 1024 - 16 * 1024
+# A decision is recorded in the update that carries it, then again in the events and the tool
+# activity's input it leads to: it gets a quarter of the limit.
+MAX_DECISION_BYTES = 512 * 1024
 
 
 def _check_start(start: dict[str, Any], media: bool) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -51,6 +52,7 @@ from ._durable import (
     DELTAS_SIGNAL,
     EVENTS_QUERY,
     EVENTS_UPDATE,
+    MAX_DECISION_BYTES,
     MODEL_ACTIVITY,
     TOOL_ACTIVITY,
     WAITING_QUERY,
@@ -109,10 +111,10 @@ class _Call:
 
     def __init__(self, number: int) -> None:
         self.number = number
-        self.batches: dict[int, list[Any]] = {}
+        self.batches: dict[int, list[ModelDelta]] = {}
         self.wake = anyio.Event()
 
-    def add(self, index: int, deltas: list[Any]) -> None:
+    def add(self, index: int, deltas: list[ModelDelta]) -> None:
         self.batches[index] = deltas
         self.wake.set()
 
@@ -120,8 +122,8 @@ class _Call:
         taken = 0
         while True:
             while taken in self.batches:
-                for data in self.batches.pop(taken):
-                    yield _codec.decode_delta(data)
+                for delta in self.batches.pop(taken):
+                    yield delta
                 taken += 1
             if handle.done() and taken >= _batches_of(handle):
                 return
@@ -328,11 +330,18 @@ class AgentRunWorkflow:
         return made
 
     @workflow.signal(name=DELTAS_SIGNAL)
-    def deltas(self, batch: dict[str, Any]) -> None:
-        """A model activity's batch of deltas (a finished call's late ones are dropped)."""
-        call = self._calls.get(batch["call"])
+    def deltas(self, batch: Any) -> None:
+        """A model activity's batch of deltas (a finished call's late ones are dropped). A
+        batch no activity of ours sends is dropped too, with a warning: raising here would fail
+        every replay of the run."""
+        try:
+            number, index, decoded = _codec.decode_batch(batch)
+        except (KeyError, TypeError, ValueError) as exc:
+            workflow.logger.warning("dropped a malformed %s signal: %s", DELTAS_SIGNAL, exc)
+            return
+        call = self._calls.get(number)
         if call is not None:
-            call.add(batch["index"], batch["deltas"])
+            call.add(index, decoded)
 
     @workflow.signal(name=ACK_SIGNAL)
     def ack(self, seq: int) -> None:
@@ -383,6 +392,12 @@ class AgentRunWorkflow:
     def check_decide(self, decisions: dict[str, Any]) -> None:
         """Refuse decisions the run cannot take (the engine's own ``check_decisions``): a
         refused update is not recorded, so the run still waits and nothing is lost."""
+        if len(json.dumps(decisions, separators=(",", ":"), default=str)) > MAX_DECISION_BYTES:
+            raise ApplicationError(
+                f"decisions must fit in {MAX_DECISION_BYTES // 1024} KiB",
+                type="DecisionError",
+                non_retryable=True,
+            )
         step, toolbox = self._waiting_step, self._toolbox
         if step is None or toolbox is None or self._decided is not None:
             raise ApplicationError(
@@ -402,7 +417,15 @@ class AgentRunWorkflow:
         return self._waiting_event if self._waiting_step is not None else None
 
     @workflow.run
-    async def run(self, start: dict[str, Any]) -> str:
+    async def run(self, start: Any) -> str:
+        try:
+            _codec.check_start_shape(start)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApplicationError(
+                f"not a start agentloop sends ({exc}): start durable runs with TemporalAgent.start",
+                type="BadStart",
+                non_retryable=True,
+            ) from None
         served = SERVED.get()
         if served is None or start["agent"] not in served:
             known = ", ".join(sorted(served or ())) or "none"
