@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import Agent, Approve, Edit, UserError
+from agentloop import Agent, Approve, Edit, UserError, tool
 from agentloop import _events as ev
 from agentloop.testing import Reply, ScriptedModel, call
 from tests.support.temporal import import_temporal
@@ -18,7 +18,7 @@ from tests.support.temporal import import_temporal
 import_temporal()
 from temporalio.client import WorkflowFailureError  # noqa: E402
 
-from agentloop.temporal import TemporalAgent, connect  # noqa: E402
+from agentloop.temporal import DurableRunFailed, TemporalAgent, connect  # noqa: E402
 from agentloop.temporal._durable import DELTAS_SIGNAL, WORKFLOW_NAME  # noqa: E402
 from tests.test_temporal_waiting import _until_waiting, ran, serving, transfer  # noqa: E402
 
@@ -121,3 +121,31 @@ async def test_attach_after_seq_returns_exactly_the_later_events(temporal_target
     assert [e.seq for e in events] == list(range(3, events[-1].seq + 1))
     assert [e.type for e in events[: len(seen) - 2]] == [e.type for e in seen[2:]]
     assert isinstance(events[-1], ev.RunFinished)
+
+
+@tool
+async def quit_now(how: str) -> str:
+    """Leave.
+
+    Args:
+        how: Which way.
+    """
+    ran[f"quit:{how}"] += 1
+    raise KeyboardInterrupt if how == "interrupt" else SystemExit("bye")
+
+
+@pytest.mark.parametrize("how", ["interrupt", "exit"])
+async def test_a_tools_base_exception_fails_the_run_once_and_keeps_its_type(
+    temporal_target: str, how: str
+) -> None:
+    """A tool raising ``KeyboardInterrupt`` or ``SystemExit`` ends the run as in-process, its
+    type kept (``DurableRunFailed.kind``); Temporal does not retry it as a transient fault."""
+    model = ScriptedModel([Reply(calls=[call("quit_now", {"how": how})]), "unreached"])
+    durable = TemporalAgent(
+        Agent(model, name=f"quitter-{how}", tools=[quit_now]), task_queue=_queue()
+    )
+    async with serving(temporal_target, durable) as client:
+        with anyio.fail_after(30), pytest.raises(DurableRunFailed) as caught:
+            await durable.run(client, "go")
+    expected = "KeyboardInterrupt" if how == "interrupt" else "SystemExit"
+    assert caught.value.kind == expected and ran == {f"quit:{how}": 1}

@@ -425,7 +425,9 @@ class DurableRun(Generic[OutputT]):
         try:
             data = await self._handle.result()
         except WorkflowFailureError as exc:
-            raise DurableRunFailed(str(exc.cause), kind=type(exc.cause).__name__) from exc
+            cause = exc.cause
+            kind = getattr(cause, "type", None) or type(cause).__name__  # ApplicationError's type
+            raise DurableRunFailed(str(cause), kind=kind) from exc
         return ev.event_from_json(data, output_type=self._durable.agent.output_type)
 
     async def result(self) -> RunResult[OutputT]:

@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from temporalio import workflow
@@ -87,6 +87,23 @@ SERVED: ContextVar[Mapping[str, tuple[TemporalAgent[Any], AgentFacts]] | None] =
 EVENT_BUFFER = 256
 POLL_SECONDS = 20.0  # a long poll returns empty after this, and the caller polls again
 MAX_BATCH = 1000  # events in one poll's reply
+
+
+# A tool that raised one of these in its activity ends the run with it, as in-process.
+_EXITS: dict[str, type[KeyboardInterrupt | SystemExit]] = {
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "SystemExit": SystemExit,
+}
+
+
+def _exit_in(exc: BaseException) -> BaseException | None:
+    """The ``KeyboardInterrupt`` or ``SystemExit`` that ``exc`` is or holds, if any."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in cast("BaseExceptionGroup[BaseException]", exc).exceptions:
+            if (found := _exit_in(inner)) is not None:
+                return found
+        return None
+    return exc if isinstance(exc, KeyboardInterrupt | SystemExit) else None
 
 
 class AgentMismatch(ApplicationError):
@@ -276,7 +293,10 @@ class _ToolEffects:
         try:
             outcome = handle.result()
         except ActivityError as exc:
-            message = f"the tool's activity failed: {exc if exc.cause is None else exc.cause}"
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type in _EXITS:
+                raise _EXITS[cause.type](cause.message) from None  # ends the run, as in-process
+            message = f"the tool's activity failed: {exc if cause is None else cause}"
             return error_result(action, "tool_error", message)
         for key in outcome["deleted"]:
             state.pop(key, None)
@@ -445,6 +465,14 @@ class AgentRunWorkflow:
             )
         try:
             terminal = await self._execute(durable, facts, start)
+        except (KeyboardInterrupt, SystemExit, BaseExceptionGroup) as exc:
+            found = _exit_in(exc)  # a tool raised it (see ``_EXITS``): the run ends with it
+            if found is None:
+                raise
+            self._finished = True
+            raise ApplicationError(
+                str(found) or type(found).__name__, type=type(found).__name__, non_retryable=True
+            ) from None
         except asyncio.CancelledError:
             # Cancelled, the run has no terminal event: a caller streaming it learns at its
             # next poll that it ended (and reads the outcome), not after polling it idle.
