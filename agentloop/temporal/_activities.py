@@ -130,6 +130,7 @@ class Activities:
         call = ToolCall(action=action, run=run, step=payload["step"])
         toolbox = Toolbox(durable.tools(payload.get("path", "")))
         invoke = compose(agent.tool_middleware, make_terminal(toolbox, agent.tool_limits))
+        exit: KeyboardInterrupt | SystemExit | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(_heartbeat, _heartbeat_every(activity.info()))
             try:
@@ -137,7 +138,15 @@ class Activities:
             except Exception as exc:  # a tool middleware failed: still one action's error
                 message = f"tool middleware failed: {type(exc).__name__}: {exc}"
                 result = error_result(action, "tool_error", message)
+            except (KeyboardInterrupt, SystemExit) as exc:
+                exit = exc
             tg.cancel_scope.cancel()
+        if exit is not None:  # the tool's own doing, not a transient fault: never retried
+            raise ApplicationError(
+                f"the tool raised {type(exit).__name__}: {exit}",
+                type=type(exit).__name__,
+                non_retryable=True,
+            )
         after = dict(state)
         return {
             "result": _codec.encode_result(result),  # pyright: ignore[reportPossiblyUnboundVariable]  # the task group swallows nothing

@@ -18,6 +18,7 @@ import agentloop.models._types as mt
 
 from .._decisions import Approve, Decision, Deny, Edit, ExternalResult
 from .._errors import ModelConnectionError, ModelError, ModelStreamError
+from .._session_run import parts_from_json
 from .._steps import Action, ActionResult
 from .._waiting import DecisionError
 
@@ -104,6 +105,40 @@ def decode_delta(data: list[Any]) -> mt.ModelDelta:
         raise ValueError(f"unknown model delta {name!r} (a worker of another agentloop version?)")
     delta: mt.ModelDelta = _adapter(cls).validate_python(fields)
     return delta
+
+
+def decode_batch(batch: Any) -> tuple[int, int, list[mt.ModelDelta]]:
+    """A ``deltas`` signal's call number, batch index and deltas; ``ValueError`` (or
+    ``KeyError``/``TypeError``) for a batch no model activity sends."""
+    number, index, deltas = batch["call"], batch["index"], batch["deltas"]
+    if not (_is_count(number) and _is_count(index) and isinstance(deltas, list)):
+        raise ValueError("a batch is {call: int, index: int, deltas: list}")
+    return number, index, [decode_delta(d) for d in deltas]
+
+
+def check_start_shape(start: Any) -> None:
+    """``ValueError`` (or ``KeyError``/``TypeError``) unless ``start`` is a workflow start as
+    ``TemporalAgent.start`` makes it: checked before the workflow acts on any of it."""
+    for key in ("agent", "fingerprint", "run_id", "input"):
+        if not isinstance(start[key], str):
+            raise ValueError(f"start[{key!r}] must be a string")
+    for key in ("state", "variables"):
+        if not isinstance(start[key], dict):
+            raise ValueError(f"start[{key!r}] must be an object")
+    session = start["session"]
+    if session is not None:
+        wait = session["wait"]
+        if not isinstance(session["id"], str) or not (
+            wait is None or (isinstance(wait, int | float) and not isinstance(wait, bool))
+        ):
+            raise ValueError("start['session'] must be {id: str, wait: number | null}")
+    parts = start.get("input_parts")
+    if parts is not None:
+        parts_from_json(parts)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def encode_action(action: Action) -> dict[str, Any]:

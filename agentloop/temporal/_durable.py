@@ -282,6 +282,11 @@ class TemporalAgent(Generic[OutputT]):
             run_id: The run's id (``DurableRun.run_id``).
             after_seq: The ``seq`` of the last event already seen (0: from the start).
         """
+        seen = as_given(after_seq)
+        if not isinstance(seen, int) or isinstance(seen, bool) or after_seq < 0:
+            raise UserError(
+                f"after_seq must be a seq already seen (an int >= 0), not {after_seq!r}"
+            )
         handle: WorkflowHandle[Any, str] = client.get_workflow_handle(run_id, result_type=str)
         return DurableRun(self, handle, after_seq=after_seq)
 
@@ -420,7 +425,9 @@ class DurableRun(Generic[OutputT]):
         try:
             data = await self._handle.result()
         except WorkflowFailureError as exc:
-            raise DurableRunFailed(str(exc.cause), kind=type(exc.cause).__name__) from exc
+            cause = exc.cause
+            kind = getattr(cause, "type", None) or type(cause).__name__  # ApplicationError's type
+            raise DurableRunFailed(str(cause), kind=kind) from exc
         return ev.event_from_json(data, output_type=self._durable.agent.output_type)
 
     async def result(self) -> RunResult[OutputT]:
@@ -477,6 +484,13 @@ class DurableRun(Generic[OutputT]):
                     f"Edit(arguments) or ExternalResult(...), not {decision!r}"
                 )
         data = _codec.encode_decisions(decisions)
+        size = len(json.dumps(data, separators=(",", ":"), default=str).encode())
+        if size > MAX_DECISION_BYTES:
+            raise UserError(
+                f"decisions must fit in {MAX_DECISION_BYTES // 1024} KiB to be recorded within "
+                f"Temporal's payload limit; these are {size / 2**20:.2f} MB (an Edit's arguments "
+                "or an ExternalResult's output): pass large values by reference"
+            )
         try:
             await self._handle.execute_update(DECIDE_UPDATE, data)
         except WorkflowUpdateFailedError as exc:
@@ -570,6 +584,9 @@ def _agents_of(agent: Agent[Any, Any]) -> dict[str, Agent[Any, Any]]:
 # Temporal refuses a payload over its blob size limit (2 MiB by default, ``limit.blobSize.error``;
 # the dev server's too): the run's start payload must fit, with room for the converter's framing.
 MAX_START_BYTES = 2 * 1024 * 1024 - 16 * 1024
+# A decision is recorded in the update that carries it, then again in the events and the tool
+# activity's input it leads to: it gets a quarter of the limit.
+MAX_DECISION_BYTES = 512 * 1024
 
 
 def _check_start(start: dict[str, Any], media: bool) -> None:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from temporalio import workflow
@@ -51,6 +52,7 @@ from ._durable import (
     DELTAS_SIGNAL,
     EVENTS_QUERY,
     EVENTS_UPDATE,
+    MAX_DECISION_BYTES,
     MODEL_ACTIVITY,
     TOOL_ACTIVITY,
     WAITING_QUERY,
@@ -87,6 +89,23 @@ POLL_SECONDS = 20.0  # a long poll returns empty after this, and the caller poll
 MAX_BATCH = 1000  # events in one poll's reply
 
 
+# A tool that raised one of these in its activity ends the run with it, as in-process.
+_EXITS: dict[str, type[KeyboardInterrupt | SystemExit]] = {
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "SystemExit": SystemExit,
+}
+
+
+def _exit_in(exc: BaseException) -> BaseException | None:
+    """The ``KeyboardInterrupt`` or ``SystemExit`` that ``exc`` is or holds, if any."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in cast("BaseExceptionGroup[BaseException]", exc).exceptions:
+            if (found := _exit_in(inner)) is not None:
+                return found
+        return None
+    return exc if isinstance(exc, KeyboardInterrupt | SystemExit) else None
+
+
 class AgentMismatch(ApplicationError):
     """The worker's agent is not the one the run was started with."""
 
@@ -109,10 +128,10 @@ class _Call:
 
     def __init__(self, number: int) -> None:
         self.number = number
-        self.batches: dict[int, list[Any]] = {}
+        self.batches: dict[int, list[ModelDelta]] = {}
         self.wake = anyio.Event()
 
-    def add(self, index: int, deltas: list[Any]) -> None:
+    def add(self, index: int, deltas: list[ModelDelta]) -> None:
         self.batches[index] = deltas
         self.wake.set()
 
@@ -120,8 +139,8 @@ class _Call:
         taken = 0
         while True:
             while taken in self.batches:
-                for data in self.batches.pop(taken):
-                    yield _codec.decode_delta(data)
+                for delta in self.batches.pop(taken):
+                    yield delta
                 taken += 1
             if handle.done() and taken >= _batches_of(handle):
                 return
@@ -274,7 +293,10 @@ class _ToolEffects:
         try:
             outcome = handle.result()
         except ActivityError as exc:
-            message = f"the tool's activity failed: {exc if exc.cause is None else exc.cause}"
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type in _EXITS:
+                raise _EXITS[cause.type](cause.message) from None  # ends the run, as in-process
+            message = f"the tool's activity failed: {exc if cause is None else cause}"
             return error_result(action, "tool_error", message)
         for key in outcome["deleted"]:
             state.pop(key, None)
@@ -328,11 +350,18 @@ class AgentRunWorkflow:
         return made
 
     @workflow.signal(name=DELTAS_SIGNAL)
-    def deltas(self, batch: dict[str, Any]) -> None:
-        """A model activity's batch of deltas (a finished call's late ones are dropped)."""
-        call = self._calls.get(batch["call"])
+    def deltas(self, batch: Any) -> None:
+        """A model activity's batch of deltas (a finished call's late ones are dropped). A
+        batch no activity of ours sends is dropped too, with a warning: raising here would fail
+        every replay of the run."""
+        try:
+            number, index, decoded = _codec.decode_batch(batch)
+        except (KeyError, TypeError, ValueError) as exc:
+            workflow.logger.warning("dropped a malformed %s signal: %s", DELTAS_SIGNAL, exc)
+            return
+        call = self._calls.get(number)
         if call is not None:
-            call.add(batch["index"], batch["deltas"])
+            call.add(index, decoded)
 
     @workflow.signal(name=ACK_SIGNAL)
     def ack(self, seq: int) -> None:
@@ -383,6 +412,12 @@ class AgentRunWorkflow:
     def check_decide(self, decisions: dict[str, Any]) -> None:
         """Refuse decisions the run cannot take (the engine's own ``check_decisions``): a
         refused update is not recorded, so the run still waits and nothing is lost."""
+        if len(json.dumps(decisions, separators=(",", ":"), default=str)) > MAX_DECISION_BYTES:
+            raise ApplicationError(
+                f"decisions must fit in {MAX_DECISION_BYTES // 1024} KiB",
+                type="DecisionError",
+                non_retryable=True,
+            )
         step, toolbox = self._waiting_step, self._toolbox
         if step is None or toolbox is None or self._decided is not None:
             raise ApplicationError(
@@ -402,7 +437,15 @@ class AgentRunWorkflow:
         return self._waiting_event if self._waiting_step is not None else None
 
     @workflow.run
-    async def run(self, start: dict[str, Any]) -> str:
+    async def run(self, start: Any) -> str:
+        try:
+            _codec.check_start_shape(start)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApplicationError(
+                f"not a start agentloop sends ({exc}): start durable runs with TemporalAgent.start",
+                type="BadStart",
+                non_retryable=True,
+            ) from None
         served = SERVED.get()
         if served is None or start["agent"] not in served:
             known = ", ".join(sorted(served or ())) or "none"
@@ -422,6 +465,14 @@ class AgentRunWorkflow:
             )
         try:
             terminal = await self._execute(durable, facts, start)
+        except (KeyboardInterrupt, SystemExit, BaseExceptionGroup) as exc:
+            found = _exit_in(exc)  # a tool raised it (see ``_EXITS``): the run ends with it
+            if found is None:
+                raise
+            self._finished = True
+            raise ApplicationError(
+                str(found) or type(found).__name__, type=type(found).__name__, non_retryable=True
+            ) from None
         except asyncio.CancelledError:
             # Cancelled, the run has no terminal event: a caller streaming it learns at its
             # next poll that it ended (and reads the outcome), not after polling it idle.

@@ -1,0 +1,151 @@
+"""Durable runs under bad input (issue 35, point 0): a malformed start, a forged signal, an
+oversized decision or a bad ``after_seq`` is refused or fails the run cleanly, within a bound;
+nothing is retried forever and nothing poisons replay (every history is replayed after)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import Agent, Approve, Edit, UserError, tool
+from agentloop import _events as ev
+from agentloop.testing import Reply, ScriptedModel, call
+from tests.support.temporal import import_temporal
+
+import_temporal()
+from temporalio.client import WorkflowFailureError  # noqa: E402
+
+from agentloop.temporal import DurableRunFailed, TemporalAgent, connect  # noqa: E402
+from agentloop.temporal._durable import DELTAS_SIGNAL, WORKFLOW_NAME  # noqa: E402
+from tests.test_temporal_waiting import _until_waiting, ran, serving, transfer  # noqa: E402
+
+pytestmark = pytest.mark.temporal
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # Temporal's SDK is asyncio-only
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counts() -> None:
+    ran.clear()
+
+
+def _queue() -> str:
+    return f"w-{uuid.uuid4().hex[:8]}"
+
+
+def _payer(name: str) -> TemporalAgent[Any]:
+    model = ScriptedModel(
+        [Reply(calls=[call("transfer", {"amount": 5, "to": "bob"}, id="pay")]), "done"]
+    )
+    return TemporalAgent(Agent(model, name=name, tools=[transfer]), task_queue=_queue())
+
+
+@pytest.mark.parametrize("start", [{"bad": 1}, "text", "no-run-id", "bad-parts"])
+async def test_a_malformed_start_fails_the_run_at_once(temporal_target: str, start: Any) -> None:
+    """Started by hand with arguments agentloop never sends, the workflow fails, non-retryably,
+    saying what is wrong; it is not a workflow task retried forever."""
+    durable = _payer("payer")
+    if start in ("no-run-id", "bad-parts"):
+        made: dict[str, Any] = {"agent": "payer", "fingerprint": durable.fingerprint, "input": "hi"}
+        if start == "bad-parts":
+            made |= {"run_id": "r", "state": {}, "variables": {}, "session": None}
+            made["input_parts"] = [{"kind": "nonsense"}]
+        start = made
+    async with serving(temporal_target, durable) as client:
+        handle = await client.start_workflow(
+            WORKFLOW_NAME, start, id=f"bad-{uuid.uuid4().hex[:8]}", task_queue=durable.task_queue
+        )
+        with anyio.fail_after(20), pytest.raises(WorkflowFailureError) as caught:
+            await handle.result()
+    assert "start" in str(caught.value.cause)
+
+
+async def test_a_forged_deltas_signal_is_dropped_and_the_run_goes_on(temporal_target: str) -> None:
+    """A ``agentloop.deltas`` signal that no model activity sent (``{"x": 1}``) is dropped: the
+    waiting run is decided and ends, and its history replays."""
+    durable = _payer("forged")
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "pay")
+        await _until_waiting(run)
+        handle = client.get_workflow_handle(run.run_id)
+        await handle.signal(DELTAS_SIGNAL, {"x": 1})
+        await handle.signal(DELTAS_SIGNAL, {"call": 1, "index": "0", "deltas": [{"kind": "?"}]})
+        await run.decide({"pay": Approve()})
+        with anyio.fail_after(20):
+            result = await run.result()
+    assert result.output == "done" and ran == {"transfer:5:bob": 1}
+
+
+async def test_an_oversized_decision_is_refused_and_the_run_still_waits(
+    temporal_target: str,
+) -> None:
+    """An ``Edit`` of 2.2 MB cannot be recorded in the history: ``decide`` refuses it before it
+    is sent, and the run still waits for a decision it can take."""
+    durable = _payer("big-edit")
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "pay")
+        await _until_waiting(run)
+        with pytest.raises(UserError, match="payload limit"):
+            await run.decide({"pay": Edit({"amount": 5, "to": "b" * 2_200_000})})
+        assert await run.waiting() is not None
+        await run.decide({"pay": Approve()})
+        with anyio.fail_after(20):
+            result = await run.result()
+    assert result.output == "done" and ran == {"transfer:5:bob": 1}
+
+
+@pytest.mark.parametrize("after_seq", [-3, 1.5, True, "2"])
+async def test_attach_refuses_a_bad_after_seq(temporal_target: str, after_seq: Any) -> None:
+    durable = _payer("attach")
+    client = await connect(temporal_target)
+    with pytest.raises(UserError, match="after_seq"):
+        durable.attach(client, "any-run", after_seq=after_seq)
+
+
+async def test_attach_after_seq_returns_exactly_the_later_events(temporal_target: str) -> None:
+    durable = _payer("after")
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "pay")
+        seen = await _until_waiting(run)
+        later = durable.attach(client, run.run_id, after_seq=2)
+        await run.decide({"pay": Approve()})
+        with anyio.fail_after(20):
+            events = [e async for e in later]
+            await run.result()
+    assert [e.seq for e in events] == list(range(3, events[-1].seq + 1))
+    assert [e.type for e in events[: len(seen) - 2]] == [e.type for e in seen[2:]]
+    assert isinstance(events[-1], ev.RunFinished)
+
+
+@tool
+async def quit_now(how: str) -> str:
+    """Leave.
+
+    Args:
+        how: Which way.
+    """
+    ran[f"quit:{how}"] += 1
+    raise KeyboardInterrupt if how == "interrupt" else SystemExit("bye")
+
+
+@pytest.mark.parametrize("how", ["interrupt", "exit"])
+async def test_a_tools_base_exception_fails_the_run_once_and_keeps_its_type(
+    temporal_target: str, how: str
+) -> None:
+    """A tool raising ``KeyboardInterrupt`` or ``SystemExit`` ends the run as in-process, its
+    type kept (``DurableRunFailed.kind``); Temporal does not retry it as a transient fault."""
+    model = ScriptedModel([Reply(calls=[call("quit_now", {"how": how})]), "unreached"])
+    durable = TemporalAgent(
+        Agent(model, name=f"quitter-{how}", tools=[quit_now]), task_queue=_queue()
+    )
+    async with serving(temporal_target, durable) as client:
+        with anyio.fail_after(30), pytest.raises(DurableRunFailed) as caught:
+            await durable.run(client, "go")
+    expected = "KeyboardInterrupt" if how == "interrupt" else "SystemExit"
+    assert caught.value.kind == expected and ran == {f"quit:{how}": 1}
