@@ -158,7 +158,7 @@ class EmulatedProvider:
         """The thought, the text and the wire calls of this conversation's next turn."""
         if self._script is None:  # pragma: no cover - only called with a script
             return "", "", []
-        index = _assistant_turns(api, body)
+        index = _next_turn(_replies(api, body), self._script)
         if index >= len(self._script):
             return "", _SCRIPT_ENDED, []
         turn = self._script[index]
@@ -205,25 +205,79 @@ def _offered(api: str, body: dict[str, Any]) -> dict[str, Any]:
     return offered
 
 
-def _assistant_turns(api: str, body: dict[str, Any]) -> int:
-    """How many replies of the model the request's conversation already holds."""
+def _replies(api: str, body: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
+    """The model's replies the request's conversation holds: each one's text and the wire names
+    of its calls."""
+    replies: list[tuple[str, tuple[str, ...]]] = []
     if api == "responses":
         items = body.get("input")
-        if not is_list(items):
-            return 0
-        turns, inside = 0, False
-        for item in items:  # a turn is a run of model output items (message, calls, reasoning)
+        inside = False
+        for item in items if is_list(items) else ():  # a reply: a run of model output items
             mine = is_dict(item) and (
                 item.get("role") == "assistant"
                 or item.get("type") in ("function_call", "reasoning")
             )
-            turns += mine and not inside
+            if mine and not inside:
+                replies.append(("", ()))
             inside = mine
-        return turns
+            if mine:
+                text, names = replies[-1]
+                if item.get("type") == "function_call":
+                    names = (*names, str(item.get("name")))
+                else:
+                    text += _text_of(item.get("content"))
+                replies[-1] = (text, names)
+        return replies
     messages = body.get("messages")
-    if not is_list(messages):
-        return 0
-    return sum(1 for m in messages if is_dict(m) and m.get("role") == "assistant")
+    for m in messages if is_list(messages) else ():
+        if not is_dict(m) or m.get("role") != "assistant":
+            continue
+        content, names = m.get("content"), []
+        if api == "chat":
+            calls = m.get("tool_calls")
+            for c in calls if is_list(calls) else ():
+                fn = c.get("function") if is_dict(c) else None
+                names.append(str(fn.get("name")) if is_dict(fn) else "")
+        elif is_list(content):
+            names = [
+                str(b.get("name")) for b in content if is_dict(b) and b.get("type") == "tool_use"
+            ]
+        replies.append((_text_of(content), tuple(names)))
+    return replies
+
+
+def _text_of(content: Any) -> str:
+    """The text of a message's content: a string, or the text of its text parts."""
+    if isinstance(content, str):
+        return content
+    parts = content if is_list(content) else ()
+    return "".join(str(p.get("text")) for p in parts if is_dict(p) and p.get("type") in _TEXT_PARTS)
+
+
+_TEXT_PARTS = ("text", "output_text", "input_text")
+
+
+def _next_turn(replies: list[tuple[str, tuple[str, ...]]], script: Sequence[EmulatedTurn]) -> int:
+    """Where the script stands after these replies: each reply is the next turn it matches
+    (its text and calls), else the turn after the last one. A session remembers only its runs'
+    inputs and answers, not the tool calls between them, so counting replies would replay
+    turns; a conversation given as memory, which matches no turn, counts its replies."""
+    at = 0
+    for text, names in replies:
+        found = next((i for i in range(at, len(script)) if _matches(text, names, script[i])), None)
+        at = at + 1 if found is None else found + 1
+    return at
+
+
+def _matches(text: str, names: tuple[str, ...], turn: EmulatedTurn) -> bool:
+    wire = tuple(wire_tool_name(c.name, c.path) for c in turn.calls)
+    if names == wire and text.strip() == turn.text.strip():
+        return True
+    return (
+        bool(turn.calls)
+        and not names
+        and text.strip() == _with_react_actions(turn.text, turn.calls).strip()
+    )
 
 
 def _with_react_actions(text: str, calls: Sequence[EmulatedCall]) -> str:

@@ -69,10 +69,13 @@ class EmulatedTurn:
     ``text``, then the tool ``calls`` (parallel calls of one reply), any of which may be empty.
 
     ``EmulatedProvider(script=[...])`` takes turns or plain strings (a text turn). The script
-    is played per conversation: a request whose conversation already holds *n* assistant
-    replies gets turn *n* (counting from 0), so each conversation plays it from its start,
-    concurrent conversations do not disturb each other, and a retried request gets the same
-    turn again. A conversation that outlives the script gets a text saying so.
+    is played per conversation: each reply of the model that the request's conversation holds
+    is taken for the next turn whose text and calls it has (a reply that matches none, as
+    memory written by hand, for one turn), and the request gets the turn after. So each
+    conversation plays it from its start, concurrent conversations do not disturb each other,
+    a retried request gets the same turn again, and a session's next run goes on where the last
+    one stopped, although its memory holds only the runs' answers. A conversation that outlives
+    the script gets a text saying so.
 
     A thought streams as each API streams reasoning: a reasoning item with a summary
     (Responses), a thinking block with a signature (Messages), ``reasoning_content`` deltas
