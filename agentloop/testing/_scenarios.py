@@ -232,17 +232,18 @@ def _replies(api: str, body: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]
     for m in messages if is_list(messages) else ():
         if not is_dict(m) or m.get("role") != "assistant":
             continue
-        content, names = m.get("content"), []
+        content = m.get("content")
+        called: list[str] = []
         if api == "chat":
             calls = m.get("tool_calls")
             for c in calls if is_list(calls) else ():
                 fn = c.get("function") if is_dict(c) else None
-                names.append(str(fn.get("name")) if is_dict(fn) else "")
+                called.append(str(fn.get("name")) if is_dict(fn) else "")
         elif is_list(content):
-            names = [
+            called = [
                 str(b.get("name")) for b in content if is_dict(b) and b.get("type") == "tool_use"
             ]
-        replies.append((_text_of(content), tuple(names)))
+        replies.append((_text_of(content), tuple(called)))
     return replies
 
 
