@@ -4,7 +4,7 @@ three APIs (OpenAI Chat Completions, OpenAI Responses, Anthropic Messages), stre
 Without a script, a request whose conversation ends with a user message is answered with two
 parallel tool calls (to the first two tools it offers, with arguments made up from their
 schemas); one that ends with tool results is answered with a short text streamed in several SSE
-events. A two-turn session with two parallel tool calls can so be run against it at any scale.
+events; one that offers no tools, with a text that says so. A two-turn session with two parallel tool calls can so be run against it at any scale.
 With ``tool_rounds=N`` the answer comes only after N rounds of tool calls. With a script, the
 turns are played per conversation (see ``EmulatedTurn``). ``agentloop emulate`` serves it.
 """
@@ -29,6 +29,11 @@ __all__ = ["EmulatedProvider"]
 
 _ANSWER = "Both lookups are done: the first says sunny, the second says 21 degrees. All set."
 _SCRIPT_ENDED = "The emulated provider's script has no more turns."
+_NO_TOOLS = (
+    "No tools were offered, so none ran: this is agentloop's emulated provider. Give the agent "
+    "tools (agentloop run --tools FILE) and it first calls two of them in parallel, with "
+    "arguments made up from their schemas, then answers."
+)
 
 
 def _split(text: str, n: int) -> list[str]:
@@ -48,13 +53,15 @@ class EmulatedProvider:
     parallel tool calls to the first two tools offered (arguments made up from their JSON
     schemas: every required property, with a value of its type, enum and format), and one that
     ends with tool results with ``answer`` (after ``tool_rounds`` rounds of calls). A request
-    without tools gets ``answer`` at once. With ``script`` (``EmulatedTurn`` objects or
+    without tools gets ``answer`` at once (by default, a text that says no tool was offered,
+    rather than the default answer's report of lookups that did not happen). With ``script`` (``EmulatedTurn`` objects or
     strings), each conversation plays the turns in order: see ``EmulatedTurn``.
 
     Args:
         text_chunks: The events the answer's text is split into.
         chunk_delay: Seconds between events.
-        answer: The answer's text.
+        answer: The answer's text (default: one reporting two lookups; to a request without
+            tools, one saying no tool was offered).
         script: The turns each conversation plays, in order (``EmulatedTurn`` objects or
             strings).
         tool_rounds: Rounds of tool calls before the answer.
@@ -70,7 +77,7 @@ class EmulatedProvider:
         *,
         text_chunks: int = 6,
         chunk_delay: float = 0.0,
-        answer: str = _ANSWER,
+        answer: str | None = None,
         script: Sequence[EmulatedTurn | str] | None = None,
         tool_rounds: int = 1,
         prompt_tokens: int | None = 50,
@@ -79,8 +86,9 @@ class EmulatedProvider:
         self._prompt_tokens = prompt_tokens
         self._check = check_requests
         self._chunks = text_chunks
-        self._pieces = _split(answer, text_chunks)
-        self._answer = answer
+        self._pieces = _split(answer or _ANSWER, text_chunks)
+        self._answer = answer or _ANSWER
+        self._no_tools = answer or _NO_TOOLS
         self._delay = chunk_delay
         self._ids = itertools.count(1)
         self._script = (
@@ -120,6 +128,9 @@ class EmulatedProvider:
         thought = ""
         if self._script is not None:
             thought, text, calls = self._scripted(api, body, offered)
+            pieces = _split(text, self._chunks)
+        elif not body.get("tools") and not _holds_results(api, body):
+            text, calls = self._no_tools, []
             pieces = _split(text, self._chunks)
         elif _tool_results_done(api, body, self._rounds):
             text, calls, pieces = self._answer, [], self._pieces
@@ -279,6 +290,25 @@ def _matches(text: str, names: tuple[str, ...], turn: EmulatedTurn) -> bool:
         and not names
         and text.strip() == _with_react_actions(turn.text, turn.calls).strip()
     )
+
+
+def _holds_results(api: str, body: dict[str, Any]) -> bool:
+    """Whether the conversation holds any tool result."""
+    if api == "responses":
+        items = body.get("input")
+        return is_list(items) and any(
+            is_dict(i) and i.get("type") == "function_call_output" for i in items
+        )
+    messages = body.get("messages")
+    for m in messages if is_list(messages) else ():
+        if not is_dict(m):
+            continue
+        content = m.get("content")
+        if m.get("role") == "tool" or (
+            is_list(content) and any(is_dict(b) and b.get("type") == "tool_result" for b in content)
+        ):
+            return True
+    return False
 
 
 def _with_react_actions(text: str, calls: Sequence[EmulatedCall]) -> str:
