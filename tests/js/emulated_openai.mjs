@@ -2,16 +2,17 @@
 // (`responses.stream()` and chat streaming), `@ai-sdk/openai` (Responses) and
 // `@ai-sdk/openai-compatible` (Chat), through `ai`'s streamText.
 //
-// Usage: node emulated_openai.mjs FULL_URL TEXT_URL
+// Usage: node emulated_openai.mjs FULL_URL TEXT_URL LIMITED_URL
 //   FULL_URL: an emulator whose first turn is a thought, a text and two tool calls;
-//   TEXT_URL: one whose first turn is a plain text.
+//   TEXT_URL: one whose first turn is a plain text;
+//   LIMITED_URL: one that answers every request with a 429 (the fault kit's rate limit).
 // Prints one JSON object: what each client read from each reply, or the error it raised.
 import OpenAI from "openai";
 import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { jsonSchema, streamText, tool } from "ai";
 
-const [fullUrl, textUrl] = process.argv.slice(2);
+const [fullUrl, textUrl, limitedUrl] = process.argv.slice(2);
 const city = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
 const openaiTools = ["get_weather", "get_time"].map((name) => ({
   type: "function",
@@ -178,5 +179,11 @@ out.error = {
   nodeChat: await nodeChat(fullUrl, orphanChat),
   aiOpenAI: await aiSdk(aiOpenAI(fullUrl), orphanSdk),
   aiCompatible: await aiSdk(aiCompatible(fullUrl), orphanSdk),
+};
+out.limited = {
+  nodeResponses: await nodeResponses(limitedUrl),
+  nodeChat: await nodeChat(limitedUrl),
+  aiOpenAI: await aiSdk(aiOpenAI(limitedUrl)),
+  aiCompatible: await aiSdk(aiCompatible(limitedUrl)),
 };
 console.log(JSON.stringify(out));

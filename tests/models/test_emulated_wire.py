@@ -18,6 +18,7 @@ from agentloop.testing import (
     EmulatedCall,
     EmulatedProvider,
     EmulatedTurn,
+    FaultProfile,
     ProviderServer,
     RecordedRequest,
 )
@@ -293,8 +294,9 @@ async def test_the_javascript_openai_clients_read_every_emulated_reply() -> None
     """The ``openai`` Node SDK (``responses.stream()``, chat streaming), ``@ai-sdk/openai``
     (Responses) and ``@ai-sdk/openai-compatible`` (Chat), through ``ai``'s ``streamText``."""
     full, text = _servers()
-    async with full, text:
-        found = await run_script("emulated_openai.mjs", full.url, text.url)
+    limited = ProviderServer(EmulatedProvider(), faults=FaultProfile(rate_limit=1.0))
+    async with full, text, limited:
+        found = await run_script("emulated_openai.mjs", full.url, text.url, limited.url)
     calls = [("get_weather", {"city": "Oslo"}), ("get_time", {"city": "Oslo"})]
     for client in ("nodeResponses", "nodeChat", "aiOpenAI", "aiCompatible"):
         got = found["full"][client]
@@ -314,6 +316,8 @@ async def test_the_javascript_openai_clients_read_every_emulated_reply() -> None
         error = found["error"][client]["error"]
         assert error["status"] == 400, (client, error)
         assert "call_missing" in error["message"], client
+        limit = found["limited"][client]["error"]
+        assert limit["status"] == 429 and "Rate limit" in limit["message"], (client, limit)
     assert found["full"]["aiOpenAI"]["finish"] == "tool-calls"
     assert found["text"]["aiCompatible"]["finish"] == "stop"
     responses = found["full"]["nodeResponses"]
