@@ -21,6 +21,7 @@ from agentloop.testing import (
     FaultProfile,
     ProviderServer,
     RecordedRequest,
+    ScriptedResponse,
 )
 from tests.support.node import run_script
 
@@ -102,7 +103,15 @@ def _collapsed(api: str, events: list[dict[str, Any]]) -> list[str]:
     return [k for k, _ in itertools.groupby(kinds)]
 
 
+def _whole(api: str, turn: EmulatedTurn) -> Any:
+    return json.loads(b"".join(p.data for p in _response(api, turn, stream=False).pieces()))
+
+
 def _emulated(api: str, turn: EmulatedTurn, **body: Any) -> list[dict[str, Any]]:
+    return _events(b"".join(p.data for p in _response(api, turn, **body).pieces()))
+
+
+def _response(api: str, turn: EmulatedTurn, **body: Any) -> ScriptedResponse:
     tools: list[dict[str, Any]]
     if api == "chat":
         tools = [{"type": "function", "function": {"name": n, "parameters": CITY}}
@@ -117,10 +126,9 @@ def _emulated(api: str, turn: EmulatedTurn, **body: Any) -> list[dict[str, Any]]
         tools = [{"name": n, "input_schema": CITY} for n in ("get_weather", "get_time")]
         body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 100, **body}
     request = {"model": "m", "stream": True, "tools": tools, **body}
-    response = EmulatedProvider(script=[turn])(
+    return EmulatedProvider(script=[turn])(
         RecordedRequest("POST", PATHS[api], {}, json.dumps(request).encode())
     )
-    return _events(b"".join(p.data for p in response.pieces()))
 
 
 @pytest.mark.parametrize("api", list(DIRS))
@@ -149,6 +157,23 @@ def test_each_event_carries_the_fields_the_real_api_sends(api: str, turn: str) -
         lacking = sorted(_common(recorded[seen]) - _common(shapes))
         if lacking:
             missing[path] = lacking
+    assert not missing
+
+
+@pytest.mark.parametrize("api", list(DIRS))
+@pytest.mark.parametrize("turn", list(TURNS))
+def test_a_whole_body_carries_the_fields_the_real_api_sends(api: str, turn: str) -> None:
+    """Unstreamed, as the recorded non-streaming 200 responses show."""
+    recorded: dict[str, list[set[str]]] = defaultdict(list)
+    for path in sorted((FIXTURES / DIRS[api]).glob("nonstream_*.response.json")):
+        _shapes(json.loads(path.read_text()), "body", recorded)
+    emulated: dict[str, list[set[str]]] = defaultdict(list)
+    _shapes(_whole(api, TURNS[turn]), "body", emulated)
+    missing = {
+        path: sorted(_common(recorded[path]) - _common(shapes))
+        for path, shapes in emulated.items()
+        if path in recorded and _common(recorded[path]) - _common(shapes)
+    }
     assert not missing
 
 
