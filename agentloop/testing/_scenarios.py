@@ -4,9 +4,10 @@ three APIs (OpenAI Chat Completions, OpenAI Responses, Anthropic Messages), stre
 Without a script, a request whose conversation ends with a user message is answered with two
 parallel tool calls (to the first two tools it offers, with arguments made up from their
 schemas); one that ends with tool results is answered with a short text streamed in several SSE
-events; one that offers no tools, with a text that says so. A two-turn session with two parallel tool calls can so be run against it at any scale.
-With ``tool_rounds=N`` the answer comes only after N rounds of tool calls. With a script, the
-turns are played per conversation (see ``EmulatedTurn``). ``agentloop emulate`` serves it.
+events; one that offers no tools, with a text that says so. A two-turn session with two
+parallel tool calls can so be run against it at any scale. With ``tool_rounds=N`` the answer
+comes only after N rounds of tool calls. With a script, the turns are played per conversation
+(see ``EmulatedTurn``). ``agentloop emulate`` serves it.
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ class EmulatedProvider:
     schemas: every required property, with a value of its type, enum and format), and one that
     ends with tool results with ``answer`` (after ``tool_rounds`` rounds of calls). A request
     without tools gets ``answer`` at once (by default, a text that says no tool was offered,
-    rather than the default answer's report of lookups that did not happen). With ``script`` (``EmulatedTurn`` objects or
-    strings), each conversation plays the turns in order: see ``EmulatedTurn``.
+    rather than the default answer's report of lookups that did not happen). With ``script``
+    (``EmulatedTurn`` objects or strings), each conversation plays the turns in order: see
+    ``EmulatedTurn``.
 
     Args:
         text_chunks: The events the answer's text is split into.

@@ -279,8 +279,9 @@ def _resp_events(r: Reply, created: int) -> list[bytes]:
         at += 1
     for i, call in enumerate(r.calls):
         where = {"item_id": f"fc_emu{r.n}_{i}", "output_index": at + i}
+        added = {"output_index": at + i, "item": _resp_call(r, i, False)}
         out += [
-            ("response.output_item.added", {"output_index": at + i, "item": _resp_call(r, i, False)}),
+            ("response.output_item.added", added),
             *(("response.function_call_arguments.delta", {**where, "delta": part, **pad(part)})
               for part in _halves(call.arguments)),
             ("response.function_call_arguments.done", {**where, "arguments": call.arguments}),

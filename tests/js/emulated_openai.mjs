@@ -45,12 +45,15 @@ function sdk(url) {
 }
 
 function failure(err) {
-  return { error: { name: err?.constructor?.name, status: err?.status ?? err?.statusCode, message: String(err?.message).slice(0, 500) } };
+  const status = err?.status ?? err?.statusCode;
+  const message = String(err?.message).slice(0, 500);
+  return { error: { name: err?.constructor?.name, status, message } };
 }
 
 async function nodeResponses(url, input = prompt) {
   try {
-    const stream = sdk(url).responses.stream({ model: "emulated", input, tools: openaiTools });
+    const request = { model: "emulated", input, tools: openaiTools };
+    const stream = sdk(url).responses.stream(request);
     const events = [];
     let text = "";
     for await (const event of stream) {
