@@ -85,7 +85,8 @@ def _banner(options: EmulateOptions, url: str) -> str:
         rounds = "" if options.tool_rounds == 1 else f" ({options.tool_rounds} rounds)"
         replies = (
             f"two parallel calls to the first two tools offered{rounds}, arguments made up\n"
-            "         from their schemas; after the results (or with no tools), a text answer"
+            "         from their schemas; after the results, a text answer; with no tools, a\n"
+            "         text saying that none was offered"
         )
     rows = [
         ("OpenAI Chat Completions", f"{url}/v1", "openai:emulated"),

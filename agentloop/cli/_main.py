@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serves the emulated provider: OpenAI Chat Completions and Responses "
         "(base URL http://HOST:PORT/v1) and Anthropic Messages (http://HOST:PORT), streamed or "
         "not. Without a script it answers with two parallel tool calls (arguments made up "
-        "from each tool's JSON schema), then, after the results, a text. Prints where it "
+        "from each tool's JSON schema), then, after the results, a text (to a request without "
+        "tools, a text saying none was offered). Prints where it "
         "listens and one line per request; runs until Ctrl-C (exit status 0).",
     )
     emulate.add_argument("--host", default="127.0.0.1", help="the address to listen on")

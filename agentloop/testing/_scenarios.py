@@ -4,9 +4,10 @@ three APIs (OpenAI Chat Completions, OpenAI Responses, Anthropic Messages), stre
 Without a script, a request whose conversation ends with a user message is answered with two
 parallel tool calls (to the first two tools it offers, with arguments made up from their
 schemas); one that ends with tool results is answered with a short text streamed in several SSE
-events. A two-turn session with two parallel tool calls can so be run against it at any scale.
-With ``tool_rounds=N`` the answer comes only after N rounds of tool calls. With a script, the
-turns are played per conversation (see ``EmulatedTurn``). ``agentloop emulate`` serves it.
+events; one that offers no tools, with a text that says so. A two-turn session with two
+parallel tool calls can so be run against it at any scale. With ``tool_rounds=N`` the answer
+comes only after N rounds of tool calls. With a script, the turns are played per conversation
+(see ``EmulatedTurn``). ``agentloop emulate`` serves it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,30 +22,24 @@ from ..models import wire_tool_name
 from ._arguments import arguments_for
 from ._checks import request_problem
 from ._json import is_dict, is_list
-from ._script import Chunk, RecordedRequest, ScriptedResponse
+from ._script import RecordedRequest, ScriptedResponse
 from ._turns import EmulatedCall, EmulatedTurn, load_turns
+from ._wire import Call, Reply, bad_request, render
 
 __all__ = ["EmulatedProvider"]
 
 _ANSWER = "Both lookups are done: the first says sunny, the second says 21 degrees. All set."
 _SCRIPT_ENDED = "The emulated provider's script has no more turns."
-
-
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
+_NO_TOOLS = (
+    "No tools were offered, so none ran: this is agentloop's emulated provider. Give the agent "
+    "tools (agentloop run --tools FILE) and it first calls two of them in parallel, with "
+    "arguments made up from their schemas, then answers."
+)
 
 
 def _split(text: str, n: int) -> list[str]:
     size = max(1, -(-len(text) // max(1, n)))
     return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """A tool call as it goes on the wire: the wire name and the arguments' JSON text."""
-
-    name: str
-    arguments: str
 
 
 class EmulatedProvider:
@@ -60,13 +54,16 @@ class EmulatedProvider:
     parallel tool calls to the first two tools offered (arguments made up from their JSON
     schemas: every required property, with a value of its type, enum and format), and one that
     ends with tool results with ``answer`` (after ``tool_rounds`` rounds of calls). A request
-    without tools gets ``answer`` at once. With ``script`` (``EmulatedTurn`` objects or
-    strings), each conversation plays the turns in order: see ``EmulatedTurn``.
+    without tools gets ``answer`` at once (by default, a text that says no tool was offered,
+    rather than the default answer's report of lookups that did not happen). With ``script``
+    (``EmulatedTurn`` objects or strings), each conversation plays the turns in order: see
+    ``EmulatedTurn``.
 
     Args:
         text_chunks: The events the answer's text is split into.
         chunk_delay: Seconds between events.
-        answer: The answer's text.
+        answer: The answer's text (default: one reporting two lookups; to a request without
+            tools, one saying no tool was offered).
         script: The turns each conversation plays, in order (``EmulatedTurn`` objects or
             strings).
         tool_rounds: Rounds of tool calls before the answer.
@@ -82,7 +79,7 @@ class EmulatedProvider:
         *,
         text_chunks: int = 6,
         chunk_delay: float = 0.0,
-        answer: str = _ANSWER,
+        answer: str | None = None,
         script: Sequence[EmulatedTurn | str] | None = None,
         tool_rounds: int = 1,
         prompt_tokens: int | None = 50,
@@ -91,8 +88,9 @@ class EmulatedProvider:
         self._prompt_tokens = prompt_tokens
         self._check = check_requests
         self._chunks = text_chunks
-        self._pieces = _split(answer, text_chunks)
-        self._answer = answer
+        self._pieces = _split(answer or _ANSWER, text_chunks)
+        self._answer = answer or _ANSWER
+        self._no_tools = answer or _NO_TOOLS
         self._delay = chunk_delay
         self._ids = itertools.count(1)
         self._script = (
@@ -126,11 +124,15 @@ class EmulatedProvider:
             )
         problem = request_problem(api, body) if self._check else None
         if problem is not None:
-            return _bad_request(api, problem)
+            return bad_request(api, problem)
         n = next(self._ids)
         offered = _offered(api, body)
+        thought = ""
         if self._script is not None:
-            text, calls = self._scripted(api, body, offered)
+            thought, text, calls = self._scripted(api, body, offered)
+            pieces = _split(text, self._chunks)
+        elif not body.get("tools") and not _holds_results(api, body):
+            text, calls = self._no_tools, []
             pieces = _split(text, self._chunks)
         elif _tool_results_done(api, body, self._rounds):
             text, calls, pieces = self._answer, [], self._pieces
@@ -139,28 +141,42 @@ class EmulatedProvider:
             chosen = (names[0], names[1 % len(names)])
             text, pieces = "", []
             calls = [
-                _Call(name, json.dumps(arguments_for(offered.get(name), i)))
+                Call(name, json.dumps(arguments_for(offered.get(name), i)))
                 for i, name in enumerate(chosen)
             ]
         prompt = self._prompt_tokens
         if prompt is None:  # as a tokenizer would roughly count them: a character in four
             prompt = max(1, len(request.body) // 4)
-        return self._respond(
-            api, n, text, pieces, calls, stream=bool(body.get("stream")), prompt=prompt
+        options = body.get("stream_options")
+        include = body.get("include")
+        reply = Reply(
+            n=n,
+            model=str(body.get("model") or "emulated"),
+            thought=thought,
+            thoughts=_split(thought, self._chunks) if thought else [],
+            text=text,
+            pieces=pieces,
+            calls=calls,
+            prompt=prompt,
+            delay=self._delay,
+            include_usage=is_dict(options) and options.get("include_usage") is True,
+            encrypted_reasoning=is_list(include) and "reasoning.encrypted_content" in include,
+            obfuscation=not (is_dict(options) and options.get("include_obfuscation") is False),
         )
+        return render(api, reply, stream=bool(body.get("stream")))
 
     def _scripted(
         self, api: str, body: dict[str, Any], offered: dict[str, Any]
-    ) -> tuple[str, list[_Call]]:
-        """The text and the wire calls of this conversation's next turn."""
+    ) -> tuple[str, str, list[Call]]:
+        """The thought, the text and the wire calls of this conversation's next turn."""
         if self._script is None:  # pragma: no cover - only called with a script
-            return "", []
-        index = _assistant_turns(api, body)
+            return "", "", []
+        index = _next_turn(_replies(api, body), self._script)
         if index >= len(self._script):
-            return _SCRIPT_ENDED, []
+            return "", _SCRIPT_ENDED, []
         turn = self._script[index]
         if turn.calls and not body.get("tools"):  # ReAct mode: the calls are text
-            return _with_react_actions(turn.text, turn.calls), []
+            return turn.thought, _with_react_actions(turn.text, turn.calls), []
         calls = []
         for i, call in enumerate(turn.calls):
             name = wire_tool_name(call.name, call.path)
@@ -168,43 +184,8 @@ class EmulatedProvider:
             if arguments is None:
                 arguments = arguments_for(offered.get(name), i)
             text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
-            calls.append(_Call(name, text))
-        return turn.text, calls
-
-    def _respond(
-        self,
-        api: str,
-        n: int,
-        text: str,
-        pieces: list[str],
-        calls: list[_Call],
-        *,
-        stream: bool,
-        prompt: int,
-    ) -> ScriptedResponse:
-        if api == "chat":
-            events = _chat_events(n, pieces, calls, prompt)
-            doc = _chat_doc(n, text, calls, prompt)
-            done = [b"data: [DONE]\n\n"]
-        elif api == "responses":
-            events = _resp_events(n, pieces, calls, prompt)
-            doc, done = _resp_doc(n, text, calls, prompt), []
-        else:
-            events = _anth_events(n, pieces, calls, prompt)
-            doc, done = _anth_doc(n, text, calls, prompt), []
-        if not stream:
-            return ScriptedResponse.json(doc)
-        if not self._delay:
-            return ScriptedResponse.sse([b"".join([*events, *done])])
-        chunks = [Chunk(e, self._delay if i else 0.0) for i, e in enumerate(events)]
-        return ScriptedResponse.sse([*chunks, *(Chunk(d) for d in done)])
-
-
-def _bad_request(api: str, message: str) -> ScriptedResponse:
-    error = {"type": "invalid_request_error", "message": message}
-    if api == "anthropic":
-        return ScriptedResponse.json({"type": "error", "error": error}, status=400)
-    return ScriptedResponse.json({"error": {**error, "param": None, "code": None}}, status=400)
+            calls.append(Call(name, text))
+        return turn.thought, turn.text, calls
 
 
 def _api(path: str) -> str | None:
@@ -237,25 +218,99 @@ def _offered(api: str, body: dict[str, Any]) -> dict[str, Any]:
     return offered
 
 
-def _assistant_turns(api: str, body: dict[str, Any]) -> int:
-    """How many replies of the model the request's conversation already holds."""
+def _replies(api: str, body: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
+    """The model's replies the request's conversation holds: each one's text and the wire names
+    of its calls."""
+    replies: list[tuple[str, tuple[str, ...]]] = []
     if api == "responses":
         items = body.get("input")
-        if not is_list(items):
-            return 0
-        turns, inside = 0, False
-        for item in items:  # a turn is a run of model output items (message, calls, reasoning)
+        inside = False
+        for item in items if is_list(items) else ():  # a reply: a run of model output items
             mine = is_dict(item) and (
                 item.get("role") == "assistant"
                 or item.get("type") in ("function_call", "reasoning")
             )
-            turns += mine and not inside
+            if mine and not inside:
+                replies.append(("", ()))
             inside = mine
-        return turns
+            if mine:
+                text, names = replies[-1]
+                if item.get("type") == "function_call":
+                    names = (*names, str(item.get("name")))
+                else:
+                    text += _text_of(item.get("content"))
+                replies[-1] = (text, names)
+        return replies
     messages = body.get("messages")
-    if not is_list(messages):
-        return 0
-    return sum(1 for m in messages if is_dict(m) and m.get("role") == "assistant")
+    for m in messages if is_list(messages) else ():
+        if not is_dict(m) or m.get("role") != "assistant":
+            continue
+        content = m.get("content")
+        called: list[str] = []
+        if api == "chat":
+            calls = m.get("tool_calls")
+            for c in calls if is_list(calls) else ():
+                fn = c.get("function") if is_dict(c) else None
+                called.append(str(fn.get("name")) if is_dict(fn) else "")
+        elif is_list(content):
+            called = [
+                str(b.get("name")) for b in content if is_dict(b) and b.get("type") == "tool_use"
+            ]
+        replies.append((_text_of(content), tuple(called)))
+    return replies
+
+
+def _text_of(content: Any) -> str:
+    """The text of a message's content: a string, or the text of its text parts."""
+    if isinstance(content, str):
+        return content
+    parts = content if is_list(content) else ()
+    return "".join(str(p.get("text")) for p in parts if is_dict(p) and p.get("type") in _TEXT_PARTS)
+
+
+_TEXT_PARTS = ("text", "output_text", "input_text")
+
+
+def _next_turn(replies: list[tuple[str, tuple[str, ...]]], script: Sequence[EmulatedTurn]) -> int:
+    """Where the script stands after these replies: each reply is the next turn it matches
+    (its text and calls), else the turn after the last one. A session remembers only its runs'
+    inputs and answers, not the tool calls between them, so counting replies would replay
+    turns; a conversation given as memory, which matches no turn, counts its replies."""
+    at = 0
+    for text, names in replies:
+        found = next((i for i in range(at, len(script)) if _matches(text, names, script[i])), None)
+        at = at + 1 if found is None else found + 1
+    return at
+
+
+def _matches(text: str, names: tuple[str, ...], turn: EmulatedTurn) -> bool:
+    wire = tuple(wire_tool_name(c.name, c.path) for c in turn.calls)
+    if names == wire and text.strip() == turn.text.strip():
+        return True
+    return (
+        bool(turn.calls)
+        and not names
+        and text.strip() == _with_react_actions(turn.text, turn.calls).strip()
+    )
+
+
+def _holds_results(api: str, body: dict[str, Any]) -> bool:
+    """Whether the conversation holds any tool result."""
+    if api == "responses":
+        items = body.get("input")
+        return is_list(items) and any(
+            is_dict(i) and i.get("type") == "function_call_output" for i in items
+        )
+    messages = body.get("messages")
+    for m in messages if is_list(messages) else ():
+        if not is_dict(m):
+            continue
+        content = m.get("content")
+        if m.get("role") == "tool" or (
+            is_list(content) and any(is_dict(b) and b.get("type") == "tool_result" for b in content)
+        ):
+            return True
+    return False
 
 
 def _with_react_actions(text: str, calls: Sequence[EmulatedCall]) -> str:
@@ -326,189 +381,3 @@ def _anthropic_tool_results_done(body: dict[str, Any], rounds: int = 1) -> bool:
         )
         has_results = has_results and done >= rounds
     return has_results or not body.get("tools")
-
-
-def _halves(text: str) -> list[str]:
-    """Arguments streamed in two pieces, as models do (neither half is JSON on its own)."""
-    middle = max(1, len(text) // 2)
-    return [part for part in (text[:middle], text[middle:]) if part]
-
-
-# -- Chat Completions --------------------------------------------------------------------------
-
-
-def _chat_chunk(n: int, delta: dict[str, Any], finish: str | None = None) -> bytes:
-    chunk = {
-        "id": f"chatcmpl-emu{n}",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "emulated",
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-    }
-    return b"data: " + _dumps(chunk) + b"\n\n"
-
-
-def _chat_usage(n: int, out: int, prompt: int) -> bytes:
-    usage = {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out}
-    chunk = {"id": f"chatcmpl-emu{n}", "object": "chat.completion.chunk", "created": 1,
-             "model": "emulated", "choices": [], "usage": usage}  # fmt: skip
-    return b"data: " + _dumps(chunk) + b"\n\n"
-
-
-def _chat_events(n: int, pieces: list[str], calls: list[_Call], prompt: int) -> list[bytes]:
-    content = None if calls and not pieces else ""
-    out = [_chat_chunk(n, {"role": "assistant", "content": content})]
-    out += [_chat_chunk(n, {"content": p}) for p in pieces]
-    for i, call in enumerate(calls):
-        head = {"index": i, "id": f"call_{n}_{i}", "type": "function",
-                "function": {"name": call.name, "arguments": ""}}  # fmt: skip
-        out.append(_chat_chunk(n, {"tool_calls": [head]}))
-        for part in _halves(call.arguments):
-            out.append(
-                _chat_chunk(n, {"tool_calls": [{"index": i, "function": {"arguments": part}}]})
-            )
-    finish = "tool_calls" if calls else "stop"
-    return [*out, _chat_chunk(n, {}, finish), _chat_usage(n, 30 if calls else 20, prompt)]
-
-
-def _chat_doc(n: int, text: str, calls: list[_Call], prompt: int) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
-    if calls:
-        message["tool_calls"] = [
-            {"id": f"call_{n}_{i}", "type": "function",
-             "function": {"name": c.name, "arguments": c.arguments}}
-            for i, c in enumerate(calls)
-        ]  # fmt: skip
-    finish = "tool_calls" if calls else "stop"
-    return {
-        "id": f"chatcmpl-emu{n}", "object": "chat.completion", "created": 1, "model": "emulated",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20},
-    }  # fmt: skip
-
-
-# -- Responses ------------------------------------------------------------------------------
-
-
-def _event(kind: str, data: dict[str, Any]) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + _dumps({"type": kind, **data}) + b"\n\n"
-
-
-def _resp_usage(out: int, prompt: int) -> dict[str, Any]:
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": out, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": prompt + out}  # fmt: skip
-
-
-def _resp_message(n: int, text: str, status: str) -> dict[str, Any]:
-    content = (
-        [{"type": "output_text", "annotations": [], "text": text}] if status == "completed" else []
-    )
-    return {"id": f"msg_emu{n}", "type": "message", "status": status, "role": "assistant",
-            "content": content}  # fmt: skip
-
-
-def _resp_call(n: int, i: int, call: _Call, arguments: str, status: str) -> dict[str, Any]:
-    return {"id": f"fc_emu{n}_{i}", "type": "function_call", "status": status,
-            "arguments": arguments, "call_id": f"call_{n}_{i}", "name": call.name}  # fmt: skip
-
-
-def _resp_events(n: int, pieces: list[str], calls: list[_Call], prompt: int) -> list[bytes]:
-    out = [
-        _event("response.created", {"response": {"id": f"resp_emu{n}", "status": "in_progress"}})
-    ]
-    index = 0
-    if pieces or not calls:
-        message_id = f"msg_emu{n}"
-        out.append(_event("response.output_item.added",
-                          {"output_index": 0, "item": _resp_message(n, "", "in_progress")}))  # fmt: skip
-        out += [
-            _event("response.output_text.delta",
-                   {"item_id": message_id, "output_index": 0, "content_index": 0, "delta": p})
-            for p in pieces
-        ]  # fmt: skip
-        message = _resp_message(n, "".join(pieces), "completed")
-        out.append(_event("response.output_item.done", {"output_index": 0, "item": message}))
-        index = 1
-    for i, call in enumerate(calls):
-        at = index + i
-        item = _resp_call(n, i, call, "", "in_progress")
-        out.append(_event("response.output_item.added", {"output_index": at, "item": item}))
-        for part in _halves(call.arguments):
-            out.append(_event("response.function_call_arguments.delta",
-                              {"item_id": item["id"], "output_index": at, "delta": part}))  # fmt: skip
-        out.append(_event("response.function_call_arguments.done",
-                          {"item_id": item["id"], "output_index": at, "arguments": call.arguments}))  # fmt: skip
-        done = _resp_call(n, i, call, call.arguments, "completed")
-        out.append(_event("response.output_item.done", {"output_index": at, "item": done}))
-    out.append(_event("response.completed", {"response": {
-        "id": f"resp_emu{n}", "status": "completed", "usage": _resp_usage(30 if calls else 20, prompt)}}))  # fmt: skip
-    return out
-
-
-def _resp_doc(n: int, text: str, calls: list[_Call], prompt: int) -> dict[str, Any]:
-    output: list[dict[str, Any]] = []
-    if text or not calls:
-        output.append(_resp_message(n, text, "completed"))
-    output += [_resp_call(n, i, c, c.arguments, "completed") for i, c in enumerate(calls)]
-    return {"id": f"resp_emu{n}", "object": "response", "status": "completed",
-            "output": output, "usage": _resp_usage(20, prompt)}  # fmt: skip
-
-
-# -- Anthropic --------------------------------------------------------------------------------
-
-
-def _anth_start(n: int, prompt: int) -> bytes:
-    return _event("message_start", {"message": {
-        "id": f"msg_emu{n}", "type": "message", "role": "assistant", "model": "emulated",
-        "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": prompt, "output_tokens": 1}}})  # fmt: skip
-
-
-def _anth_end(stop: str, out: int) -> list[bytes]:
-    return [
-        _event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None},
-                                 "usage": {"output_tokens": out}}),
-        _event("message_stop", {}),
-    ]  # fmt: skip
-
-
-def _anth_events(n: int, pieces: list[str], calls: list[_Call], prompt: int) -> list[bytes]:
-    out = [_anth_start(n, prompt)]
-    index = 0
-    if pieces or not calls:
-        out.append(_event("content_block_start",
-                          {"index": 0, "content_block": {"type": "text", "text": ""}}))  # fmt: skip
-        out += [
-            _event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": p}})
-            for p in pieces
-        ]
-        out.append(_event("content_block_stop", {"index": 0}))
-        index = 1
-    for i, call in enumerate(calls):
-        at = index + i
-        block = {"type": "tool_use", "id": f"toolu_emu{n}_{i}", "name": call.name, "input": {}}
-        out.append(_event("content_block_start", {"index": at, "content_block": block}))
-        for part in _halves(call.arguments):
-            out.append(_event("content_block_delta", {"index": at, "delta": {
-                "type": "input_json_delta", "partial_json": part}}))  # fmt: skip
-        out.append(_event("content_block_stop", {"index": at}))
-    return [*out, *_anth_end("tool_use" if calls else "end_turn", 30 if calls else 20)]
-
-
-def _anth_doc(n: int, text: str, calls: list[_Call], prompt: int) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text or not calls else []
-    content += [{"type": "tool_use", "id": f"toolu_emu{n}_{i}", "name": c.name,
-                 "input": _decoded(c.arguments)} for i, c in enumerate(calls)]  # fmt: skip
-    return {"id": f"msg_emu{n}", "type": "message", "role": "assistant", "model": "emulated",
-            "content": content, "stop_reason": "tool_use" if calls else "end_turn",
-            "usage": {"input_tokens": prompt, "output_tokens": 20}}  # fmt: skip
-
-
-def _decoded(arguments: str) -> Any:
-    """A whole Anthropic body carries the input decoded; raw text that is not JSON is sent as
-    a string (the driver then reports it, as it would a provider's)."""
-    try:
-        return json.loads(arguments)
-    except ValueError:
-        return arguments

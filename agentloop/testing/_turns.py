@@ -65,21 +65,28 @@ class EmulatedCall:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class EmulatedTurn:
-    """One reply in an emulated provider's script: ``text``, then the tool ``calls`` (parallel
-    calls of one reply), either of which may be empty.
+    """One reply in an emulated provider's script: the model's reasoning (``thought``), then
+    ``text``, then the tool ``calls`` (parallel calls of one reply), any of which may be empty.
 
     ``EmulatedProvider(script=[...])`` takes turns or plain strings (a text turn). The script
-    is played per conversation: a request whose conversation already holds *n* assistant
-    replies gets turn *n* (counting from 0), so each conversation plays it from its start,
-    concurrent conversations do not disturb each other, and a retried request gets the same
-    turn again. A conversation that outlives the script gets a text saying so.
+    is played per conversation: each reply of the model that the request's conversation holds
+    is taken for the next turn whose text and calls it has (a reply that matches none, as
+    memory written by hand, for one turn), and the request gets the turn after. So each
+    conversation plays it from its start, concurrent conversations do not disturb each other,
+    a retried request gets the same turn again, and a session's next run goes on where the last
+    one stopped, although its memory holds only the runs' answers. A conversation that outlives
+    the script gets a text saying so.
+
+    A thought streams as each API streams reasoning: a reasoning item with a summary
+    (Responses), a thinking block with a signature (Messages), ``reasoning_content`` deltas
+    as OpenAI-compatible servers send them (Chat Completions; OpenAI's own sends none).
 
     Text is sent as it is, so a ReAct-mode script writes ``Thought:``/``Answer:`` itself. In a
     request that offers no tools (ReAct mode), the calls are written as an ``Actions: [...]``
     line after the text, in the runtime's ReAct format.
 
     The JSON form (``agentloop emulate --script FILE``, ``EmulatedProvider.from_script_file``)
-    is a list of turns, each a string or ``{"text": ..., "calls": [...]}``:
+    is a list of turns, each a string or ``{"thought": ..., "text": ..., "calls": [...]}``:
 
         [
           {"text": "Let me look.", "calls": ["get_weather", {"name": "get_time",
@@ -90,10 +97,12 @@ class EmulatedTurn:
     Args:
         text: The reply's text (may be empty).
         calls: The reply's parallel tool calls (may be empty).
+        thought: The model's reasoning before them (may be empty).
     """
 
     text: str = ""
     calls: Sequence[EmulatedCall] = ()
+    thought: str = ""
 
     @classmethod
     def from_json(cls, value: Any) -> EmulatedTurn:
@@ -106,12 +115,15 @@ class EmulatedTurn:
             return cls(text=value)
         if not is_dict(value):
             raise ValueError(f"a turn is a text or an object, not {_show(value)}")
-        unknown = sorted(set(value) - {"text", "calls"})
+        unknown = sorted(set(value) - {"thought", "text", "calls"})
         if unknown:
-            raise ValueError(f"unknown key {unknown[0]!r} (a turn has text, calls)")
+            raise ValueError(f"unknown key {unknown[0]!r} (a turn has thought, text, calls)")
         text, calls = value.get("text", ""), value.get("calls", [])
+        thought = value.get("thought", "")
         if not isinstance(text, str):
             raise ValueError("text must be a string")
+        if not isinstance(thought, str):
+            raise ValueError("thought must be a string")
         if not is_list(calls):
             raise ValueError("calls must be a list")
         parsed = []
@@ -120,7 +132,7 @@ class EmulatedTurn:
                 parsed.append(EmulatedCall.from_json(call))
             except ValueError as exc:
                 raise ValueError(f"calls[{i}]: {exc}") from None
-        return cls(text=text, calls=tuple(parsed))
+        return cls(text=text, calls=tuple(parsed), thought=thought)
 
 
 def load_turns(path: str | Path) -> list[EmulatedTurn]:

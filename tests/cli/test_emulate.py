@@ -171,3 +171,16 @@ def test_mistakes_are_one_line_and_status_2(emulator: Emulator, tmp_path: Path) 
     assert done.err_lines == [
         f"agentloop: error: script {str(bad)!r}, turn 1: text must be a string"
     ]
+
+
+def test_the_readme_showcase_answers_truthfully_without_tools(emulator: Emulator) -> None:
+    """The README's two commands, as written (no ``--tools``): no tool ran, and the answer says
+    so instead of reporting lookups that never happened."""
+    done = run(
+        ["run", "What is the weather in Paris?", "-m", "openai:emulated",
+         "--base-url", f"{emulator.url}/v1"],
+        timeout=30,
+    )  # fmt: skip
+    assert done.code == 0, done
+    assert "lookups" not in done.out
+    assert "no tools" in done.out.lower()

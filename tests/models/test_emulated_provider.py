@@ -317,3 +317,27 @@ def test_a_script_file_is_read_with_clear_errors(tmp_path: Path) -> None:
         assert message in str(caught.value), text
     with pytest.raises(UserError, match="cannot read the script"):
         EmulatedProvider.from_script_file(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_session_continues_the_script_across_its_runs(api: str) -> None:
+    """A session's later run remembers only the earlier runs' inputs and answers, not their tool
+    calls; the script still goes on from where the last run left it, not from turn 1."""
+    from agentloop.sessions import open_store
+
+    script: list[EmulatedTurn | str] = [
+        EmulatedTurn(text="Looking.", calls=[EmulatedCall("search", {"query": "first"})]),
+        "Answer one.",
+        EmulatedTurn(calls=[EmulatedCall("search", {"query": "second"})]),
+        "Answer two.",
+        "Answer three.",
+    ]
+    async with ProviderServer(EmulatedProvider(script=script)) as server:
+        async with (
+            open_store("memory://") as store,
+            make_model(api, server.url, transport="httpx") as model,
+        ):
+            agent = Agent(model, tools=[search], store=store)
+            runs = [await agent.run(prompt, session="s") for prompt in ("one", "two", "three")]
+    assert [r.text for r in runs] == ["Answer one.", "Answer two.", "Answer three."]
+    assert [a.output for a in runs[1].steps[0].actions] == [["result for second"]]
