@@ -423,6 +423,16 @@ class AgUiEncoder:
         return c.SubagentFinishedEvent(subagent_run_id=event.run_id)
 
 
+# agentloop's finish reasons as the AI SDK's (``refusal``, ``cut`` and the rest are "other").
+_VERCEL_REASONS = {
+    "stop": "stop",
+    "tool_calls": "tool-calls",
+    "length": "length",
+    "content_filter": "content-filter",
+    "error": "error",
+}
+
+
 class VercelEncoder:
     """The Vercel AI SDK UI message stream (protocol v1, AI SDK 5 and later): ``start``,
     ``start-step``/``finish-step`` per model call, ``reasoning-*`` for thoughts, ``text-*`` for
@@ -435,6 +445,7 @@ class VercelEncoder:
         self._parts = _Parts()
         self._steps = 0
         self._open = False  # a root run started and not yet finished
+        self._reason = "stop"  # the last model reply's end, in the SDK's terms
 
     def end(self) -> list[Any]:
         """``[DONE]``, after an ``abort`` for a run stopped before its end."""
@@ -490,6 +501,8 @@ class VercelEncoder:
                 return [{"type": "start-step"}]
             case ModelCallFinished():
                 self._steps -= 1
+                if event.parent_run_id is None:
+                    self._reason = _VERCEL_REASONS.get(event.finish_reason, "other")
                 return [*self._close(event, event.attempt), {"type": "finish-step"}]
             case ThoughtDelta():
                 key = (event.run_id, event.attempt)
@@ -587,21 +600,23 @@ class VercelEncoder:
                 return out
             case RunFinished() if event.parent_run_id is None:
                 out = self._close(event)
+                reason = self._reason
                 if event.result.error is not None:
                     out.append({"type": "error", "errorText": event.result.error.message})
-                return [*out, {"type": "finish"}]
+                    reason = "error"
+                return [*out, {"type": "finish", "finishReason": reason}]
             case RunWaiting() if event.parent_run_id is None:
                 data = json.loads(event.to_json())["result"]["pending"]
                 return [
                     *self._close(event),
                     {"type": "data-agentloop-waiting", "data": data},
-                    {"type": "finish"},
+                    {"type": "finish", "finishReason": "tool-calls"},
                 ]
             case RunFailed() if event.parent_run_id is None:
                 return [
                     *self._close(event),
                     {"type": "error", "errorText": event.error.message},
-                    {"type": "finish"},
+                    {"type": "finish", "finishReason": "error"},
                 ]
             case _:
                 return []
