@@ -554,10 +554,15 @@ class VercelEncoder:
                 return out
             case ActionStarted():
                 ident = p.call_for(event.run_id, event.attempt, event.tag)
+                if p.announced(event):  # by the waiting run's stream, under this id
+                    p.named.add(ident)
+                    p.complete.add(ident)
                 return self._input_complete(ident, event.name, event.input)
             case ActionFinished():
                 result = event.result
                 ident = p.call_for(event.run_id, result.attempt, result.tag)
+                if result.error_kind == "denied":
+                    return [{"type": "tool-output-denied", "toolCallId": ident}]
                 if result.error:
                     return [
                         {
@@ -583,11 +588,13 @@ class VercelEncoder:
             case ActionAwaiting() | ActionDecided():
                 data = json.loads(event.to_json())
                 out = [{"type": f"data-agentloop-{event.type.replace('_', '-')}", "data": data}]
+                if isinstance(event, ActionDecided):
+                    p.decided(event)
+                    return out
                 call = event.call
-                ident = p.latest_call(event.run_id, call.tag, call.id)
-                if isinstance(event, ActionAwaiting):
-                    out = [*self._input_complete(ident, call.name, call.input), *out]
-                if isinstance(event, ActionAwaiting) and call.kind == "approval":
+                ident = p.waiting(event)
+                out = [*self._input_complete(ident, call.name, call.input), *out]
+                if call.kind == "approval":
                     out.append(
                         {
                             "type": "tool-approval-request",
@@ -595,8 +602,6 @@ class VercelEncoder:
                             "toolCallId": ident,
                         }
                     )
-                elif isinstance(event, ActionDecided) and event.decision == "deny":
-                    out.append({"type": "tool-output-denied", "toolCallId": ident})
                 return out
             case RunFinished() if event.parent_run_id is None:
                 out = self._close(event)

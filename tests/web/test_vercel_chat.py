@@ -92,10 +92,65 @@ async def test_the_chat_rebuilds_a_run_and_its_finish_has_a_reason(
     reasoning = [p["text"] for p in assistant["parts"] if p["type"] == "reasoning"]
     assert THOUGHT in reasoning
     tools = _tool_parts(assistant)
-    assert [p["type"] for p in tools] == ["tool-create_goal", "tool-get_weather", "tool-update_goal"]
+    assert [p["type"] for p in tools] == [
+        "tool-create_goal",
+        "tool-get_weather",
+        "tool-update_goal",
+    ]
     assert all(p["state"] == "output-available" for p in tools)
     assert len({p["toolCallId"] for p in tools}) == 3
     (finish,) = [f for f in _frames(found) if f["type"] == "finish"]
     assert finish["finishReason"] == "stop"
     if package == "ai":  # AI SDK 5's onFinish has no finishReason
         assert found["finishes"] == [{"finishReason": "stop", "isError": False, "isAbort": False}]
+
+
+@pytest.mark.parametrize(
+    ("approved", "state"), [(True, "output-available"), (False, "output-denied")]
+)
+async def test_the_sdks_approval_round_trip_continues_the_waiting_run(
+    payer: Agent[Any, Any], approved: bool, state: str
+) -> None:
+    """``addToolApprovalResponse``, then the POST ``sendAutomaticallyWhen`` makes with the part
+    in ``approval-responded``: the waiting run goes on (the prompt runs once), under one id."""
+    plan = [{"say": "pay bob"}, {"approve": approved, "reason": "no"}]
+    found, history = await _drive(payer, "ai", "chat-pay", plan)
+    assert found["errors"] == [] and found["status"] == "ready"
+    first, second = found["requests"]
+    assert first["method"] == second["method"] == "POST"
+    sent = second["body"]["messages"][-1]
+    (responded,) = _tool_parts(sent)
+    assert responded["state"] == "approval-responded"
+    assert [r["type"] for r in history].count("run") == 1  # the prompt ran once
+    _user, assistant = found["messages"]
+    (part,) = _tool_parts(assistant)  # one call, one part
+    assert part["toolCallId"] == responded["toolCallId"] and part["state"] == state
+    if approved:
+        assert part["output"] == "sent 5 to bob"
+    assert [p["text"] for p in assistant["parts"] if p["type"] == "text"][-1] == "Done."
+    ids = {f["toolCallId"] for f in _frames(found) if "toolCallId" in f}
+    assert ids == {part["toolCallId"]}
+    assert [f["finishReason"] for f in _frames(found) if f["type"] == "finish"] == [
+        "tool-calls",
+        "stop",
+    ]
+
+
+async def test_resume_stream_rejoins_a_run_whose_connection_dropped() -> None:
+    """``useChat({resume: true})``'s convention: a fresh chat's ``resumeStream`` asks
+    ``GET /api/chat/{id}/stream``, which replays the active run from its start to its end
+    (the run went on without the dropped connection); with no run going on, 204."""
+    async with ProviderServer(DemoProvider(chunk_delay=0.02)) as server:
+        agent = demo_agent(server.url, store=InMemoryStore())
+        async with agent.model:  # type: ignore[union-attr]
+            plan = [{"post_and_drop": "Paris or Oslo?"}, {"resume": True}, {"resume": True}]
+            found, history = await _drive(agent, "ai", "chat-resume", plan)
+    assert found["errors"] == [] and found["status"] == "ready"
+    rejoined, again = found["requests"]
+    assert (rejoined["method"], rejoined["url"]) == ("GET", "/api/chat/chat-resume/stream")
+    assert rejoined["status"] == 200 and again["status"] == 204
+    user, assistant = found["messages"]
+    assert user["id"] == "dropped-user"
+    texts = [p["text"] for p in assistant["parts"] if p["type"] == "text"]
+    assert texts[-1] == FINAL
+    assert [r["type"] for r in history].count("run") == 1
