@@ -216,7 +216,9 @@ class AgUiEncoder:
             out.append(c.ToolCallEndEvent(tool_call_id=ident))
         for run, step in p.steps.items():
             out.append(c.StepFinishedEvent(step_name=step, subagent_run_id=self._sub_of(run)))
-        p.open_text.clear(), p.open_reasoning.clear(), p.steps.clear()
+        p.open_text.clear()
+        p.open_reasoning.clear()
+        p.steps.clear()
         outcome = c.RunFinishedCancelledOutcome(type="cancelled")
         finished = c.RunFinishedEvent(thread_id=self._thread, run_id=self._run, outcome=outcome)
         self._run = None

@@ -63,7 +63,8 @@ async def _drive(agent: Agent[Any, Any], thread: str, plan: list[dict[str, Any]]
 
 def _ok(step: dict[str, Any]) -> list[dict[str, Any]]:
     assert step["error"] is None, step["error"]
-    return step["events"]
+    events: list[dict[str, Any]] = step["events"]
+    return events
 
 
 def _calls(events: list[dict[str, Any]]) -> dict[str, list[str]]:

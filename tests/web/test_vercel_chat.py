@@ -113,7 +113,7 @@ async def test_the_sdks_approval_round_trip_continues_the_waiting_run(
 ) -> None:
     """``addToolApprovalResponse``, then the POST ``sendAutomaticallyWhen`` makes with the part
     in ``approval-responded``: the waiting run goes on (the prompt runs once), under one id."""
-    plan = [{"say": "pay bob"}, {"approve": approved, "reason": "no"}]
+    plan: list[dict[str, Any]] = [{"say": "pay bob"}, {"approve": approved, "reason": "no"}]
     found, history = await _drive(payer, "ai", "chat-pay", plan)
     assert found["errors"] == [] and found["status"] == "ready"
     first, second = found["requests"]
@@ -143,7 +143,11 @@ async def test_resume_stream_rejoins_a_run_whose_connection_dropped() -> None:
     async with ProviderServer(DemoProvider(chunk_delay=0.02)) as server:
         agent = demo_agent(server.url, store=InMemoryStore())
         async with agent.model:  # type: ignore[union-attr]
-            plan = [{"post_and_drop": "Paris or Oslo?"}, {"resume": True}, {"resume": True}]
+            plan: list[dict[str, Any]] = [
+                {"post_and_drop": "Paris or Oslo?"},
+                {"resume": True},
+                {"resume": True},
+            ]
             found, history = await _drive(agent, "ai", "chat-resume", plan)
     assert found["errors"] == [] and found["status"] == "ready"
     rejoined, again = found["requests"]
@@ -154,3 +158,17 @@ async def test_resume_stream_rejoins_a_run_whose_connection_dropped() -> None:
     texts = [p["text"] for p in assistant["parts"] if p["type"] == "text"]
     assert texts[-1] == FINAL
     assert [r["type"] for r in history].count("run") == 1
+
+
+async def test_ai_sdk_5_has_no_approval_chunks(payer: Agent[Any, Any]) -> None:
+    """What the guide says cannot be expressed: AI SDK 5 knows no ``tool-approval-request``,
+    so a run that waits on an approval ends its stream in the client's schema error (the call
+    and its pending decision are still in the ``data-agentloop-action-awaiting`` part)."""
+    found, _ = await _drive(payer, "ai-v5", "chat-v5", [{"say": "pay bob"}])
+    (error,) = found["errors"]
+    assert "tool-approval-request" in error and found["status"] == "error"
+    _user, assistant = found["messages"]
+    (part,) = _tool_parts(assistant)
+    assert part["state"] == "input-available"
+    (awaiting,) = [p for p in assistant["parts"] if p["type"] == "data-agentloop-action-awaiting"]
+    assert awaiting["data"]["call"]["id"] == "call_1_0"
