@@ -244,3 +244,34 @@ async def test_a_failing_tool_and_a_failed_run_reach_the_client() -> None:
     assert refused["error"] is None  # the verifier took it: a run's error is no protocol's
     last = refused["events"][-1]
     assert last["type"] == "RUN_ERROR" and "no such model" in last["message"]
+
+
+async def test_a_run_stopped_mid_thought_ends_as_the_verifier_requires() -> None:
+    """``DELETE`` mid-reply: the stream read from its start ends the open reasoning and step,
+    then ``RUN_FINISHED`` with a cancelled outcome, which the client's verifier accepts."""
+    import anyio
+    import httpx2
+
+    from agentloop import ThoughtDelta
+
+    node()
+    async with ProviderServer(DemoProvider(chunk_delay=0.2)) as server:
+        agent = demo_agent(server.url, store=InMemoryStore())
+        async with agent.model:  # type: ignore[union-attr]
+            app = create_app(agent)
+            async with serving(app) as base, httpx2.AsyncClient(base_url=base) as client:
+                run = (await client.post("/api/runs", json={"input": "Paris or Oslo?"})).json()
+                log = app.state.hub.log("local", run["run"])
+                with anyio.fail_after(10):
+                    async for _, event in log.follow(0):  # until the thought streams
+                        if isinstance(event, ThoughtDelta):
+                            break
+                assert (await client.delete(f"/api/runs/{run['run']}")).status_code == 204
+                plan = [{"read": run["events"] + "?protocol=ag-ui"}]
+                found = await run_script(
+                    "ag_ui_client.mjs", base + "/api/ag-ui", run["session"], json.dumps(plan)
+                )
+    (step,) = found["steps"]
+    types = [e["type"] for e in _ok(step)]
+    assert types[-4:] == ["REASONING_MESSAGE_END", "REASONING_END", "STEP_FINISHED", "RUN_FINISHED"]
+    assert step["events"][-1]["outcome"] == {"type": "cancelled"}
