@@ -186,6 +186,7 @@ class AgUiEncoder:
         self._thread = thread_id
         self._parts = _Parts()
         self._run: str | None = None  # the root run, once started, until it ends
+        self._subs: list[str] = []  # sub-agent runs started and not yet ended
 
     def _dump(self, message: Any) -> Any:
         return message.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -216,6 +217,9 @@ class AgUiEncoder:
             out.append(c.ToolCallEndEvent(tool_call_id=ident))
         for run, step in p.steps.items():
             out.append(c.StepFinishedEvent(step_name=step, subagent_run_id=self._sub_of(run)))
+        for run in reversed(self._subs):  # innermost first
+            out.append(c.SubagentErrorEvent(subagent_run_id=run, message="the run was stopped"))
+        self._subs.clear()
         p.open_text.clear()
         p.open_reasoning.clear()
         p.steps.clear()
@@ -254,6 +258,7 @@ class AgUiEncoder:
             case RunStarted() if event.parent_run_id is None:
                 return [c.RunStartedEvent(thread_id=self._thread, run_id=event.run_id)]
             case RunStarted():
+                self._subs.append(event.run_id)
                 return [c.SubagentStartedEvent(subagent_run_id=event.run_id, name=event.branch)]
             case ModelCallStarted():
                 if event.run_id in p.steps:  # a retry or a second call of the same step
@@ -420,6 +425,8 @@ class AgUiEncoder:
 
     def _sub_end(self, event: RunFinished | RunWaiting | RunFailed) -> Any:
         c = self._core
+        if event.run_id in self._subs:
+            self._subs.remove(event.run_id)
         if isinstance(event, RunFailed):
             return c.SubagentErrorEvent(subagent_run_id=event.run_id, message=event.error.message)
         return c.SubagentFinishedEvent(subagent_run_id=event.run_id)

@@ -275,3 +275,36 @@ async def test_a_run_stopped_mid_thought_ends_as_the_verifier_requires() -> None
     types = [e["type"] for e in _ok(step)]
     assert types[-4:] == ["REASONING_MESSAGE_END", "REASONING_END", "STEP_FINISHED", "RUN_FINISHED"]
     assert step["events"][-1]["outcome"] == {"type": "cancelled"}
+
+
+async def test_a_sub_agents_run_is_a_subagent_the_verifier_accepts() -> None:
+    """An agent used as a tool streams between ``SUBAGENT_STARTED`` and ``SUBAGENT_FINISHED``,
+    its own step and messages marked with its ``subagentRunId``."""
+    from agentloop.models.openai import OpenAIChatModel
+
+    script: list[EmulatedTurn | str] = [
+        EmulatedTurn(calls=[EmulatedCall("helper", {"task": "say hi"})]),
+        "The helper said hi.",
+    ]
+
+    def by_agent(request: RecordedRequest) -> ScriptedResponse:
+        body = request.json if isinstance(request.json, dict) else {}
+        tools = [t["function"]["name"] for t in body.get("tools") or []]
+        return (parent if "helper" in tools else child)(request)
+
+    parent = EmulatedProvider(script=script)
+    child = EmulatedProvider(script=["hi"])
+    async with ProviderServer(by_agent) as server:
+        model = OpenAIChatModel("emulated", base_url=server.url + "/v1", api_key="k")
+        helper: Agent[Any, Any] = Agent(model, name="helper")
+        agent: Agent[Any, Any] = Agent(model, tools=[helper.as_tool()], store=InMemoryStore())
+        async with model:
+            found, _ = await _drive(agent, "thread-sub", [{"say": "ask the helper"}])
+    (step,) = found["steps"]
+    events = _ok(step)
+    types = [e["type"] for e in events]
+    assert types.count("SUBAGENT_STARTED") == types.count("SUBAGENT_FINISHED") == 1
+    sub = events[types.index("SUBAGENT_STARTED")]["subagentRunId"]
+    inner = events[types.index("SUBAGENT_STARTED") + 1 : types.index("SUBAGENT_FINISHED")]
+    assert inner and all(e.get("subagentRunId") == sub for e in inner)
+    assert step["result"] == "The helper said hi."
