@@ -172,3 +172,24 @@ async def test_ai_sdk_5_has_no_approval_chunks(payer: Agent[Any, Any]) -> None:
     assert part["state"] == "input-available"
     (awaiting,) = [p for p in assistant["parts"] if p["type"] == "data-agentloop-action-awaiting"]
     assert awaiting["data"]["call"]["id"] == "call_1_0"
+
+
+@pytest.mark.parametrize("package", ["ai", "ai-v5"])
+async def test_a_failed_run_is_the_chats_error(package: str) -> None:
+    """A run the provider refuses streams ``error`` then ``finish`` (``finishReason:
+    "error"``): the chat reports the run's message as its error."""
+    from agentloop.testing import RecordedRequest, ScriptedResponse
+
+    def refuse(request: RecordedRequest) -> ScriptedResponse:
+        error = {"message": "no such model", "type": "invalid_request_error"}
+        return ScriptedResponse.json({"error": error}, status=400)
+
+    async with ProviderServer(refuse) as server:
+        model = OpenAIChatModel("emulated", base_url=server.url + "/v1", api_key="k")
+        async with model:
+            agent: Agent[Any, Any] = Agent(model, store=InMemoryStore())
+            found, _ = await _drive(agent, package, "chat-fail", [{"say": "hello"}])
+    (error,) = found["errors"]
+    assert "no such model" in error and found["status"] == "error"
+    (finish,) = [f for f in _frames(found) if f["type"] == "finish"]
+    assert finish["finishReason"] == "error"
