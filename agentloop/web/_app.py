@@ -7,6 +7,7 @@ POST   /api/sessions/{session}/resume {"decisions"?}                    → 201 
 GET    /api/sessions/{session}        the session's history
 POST   /api/ag-ui                     AG-UI's RunAgentInput → AG-UI events (SSE)
 POST   /api/chat                      the Vercel AI SDK's chat request → UI message stream
+GET    /api/chat/{chat}/stream        the SDK's resumeStream: the active run's stream, or 204
 GET    /                              the page (no build step; it renders text, never HTML)
 """
 
@@ -43,6 +44,7 @@ from agentloop import (
 )
 from agentloop.sessions import SessionStore
 
+from ._chat import approval_responses
 from ._hub import LogTrimmed, RunHub, RunLog, TooMany, WebLimits
 from ._protocols import PROTOCOLS
 from ._sse import last_event_id, sse_response
@@ -205,11 +207,26 @@ def create_app(
     async def chat(request: Request) -> Response:
         caller = await owner(request)
         data = await body(request)
+        decided = approval_responses(data.get("messages"))
+        if decided is not None:  # the SDK's approval round trip: the waiting run goes on
+            if not isinstance(data.get("id"), str):
+                raise HTTPException(400, "answering an approval needs the chat's id")
+            with _errors():
+                log = await hub.resume(caller, data["id"], decisions=_decisions(decided))
+                return _stream(hub, caller, log, None, "vercel")
         text = _last_user_text(data.get("messages"))
         _check_input(text, hub.limits)
         with _errors():
             log = await _start_in(hub, caller, text, data.get("id"))
             return _stream(hub, caller, log, None, "vercel")
+
+    async def chat_stream(request: Request) -> Response:
+        caller = await owner(request)
+        log = hub.active(caller, request.path_params["chat"])
+        if log is None:
+            return Response(status_code=204)  # nothing to rejoin, as the SDK expects
+        with _errors():
+            return _stream(hub, caller, log, None, "vercel")  # replayed from its start
 
     async def index(request: Request) -> Response:
         return Response(_asset("index.html"), media_type="text/html", headers=_SECURITY)
@@ -228,6 +245,7 @@ def create_app(
         Route("/api/sessions/{session}", history, methods=["GET"]),
         Route("/api/ag-ui", ag_ui, methods=["POST"]),
         Route("/api/chat", chat, methods=["POST"]),
+        Route("/api/chat/{chat}/stream", chat_stream, methods=["GET"]),
     ]
     if page:
         routes += [

@@ -353,6 +353,19 @@ class RunHub:
             raise SessionNotFound(f"no run {run!r}")
         return found
 
+    def active(self, owner: str, session: str) -> RunLog | None:
+        """The run going on in the owner's session, if any (what a client that lost its
+        stream rejoins: the AI SDK's ``resumeStream``).
+
+        Args:
+            owner: Who asks.
+            session: The session.
+        """
+        for log in reversed(self._logs.values()):
+            if log.session == session and log.owner == owner and not log.done:
+                return log
+        return None
+
     def cancel(self, owner: str, run: str) -> None:
         """Stop the owner's run (its tools and model stream are cancelled).
 

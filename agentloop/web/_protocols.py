@@ -104,6 +104,19 @@ class _Parts:
     named: set[str] = field(default_factory=set)
     complete: set[str] = field(default_factory=set)  # calls whose input is final
     pending_args: dict[str, list[str]] = field(default_factory=dict)
+    steps: dict[str, str] = field(default_factory=dict)  # run → its open step's name
+    resumed: set[tuple[str, str]] = field(default_factory=set)  # (run, tag) decided on resume
+    awaiting: dict[str, str] = field(default_factory=dict)  # pending call id → its call's id
+
+    def decided(self, event: ActionDecided) -> None:
+        if event.by == "resume":
+            self.resumed.add((event.run_id, event.call.tag))
+
+    def waiting(self, event: ActionAwaiting) -> str:
+        """The id of the call ``event`` awaits a decision on (announced by its args)."""
+        call = event.call
+        ident = self.awaiting[call.id] = self.latest_call(event.run_id, call.tag, call.id)
+        return ident
 
     def part_id(self, kind: str, event: Event, attempt: int) -> str:
         ident = f"{kind}-{event.run_id[:12]}-{attempt}-{len(self.by_attempt.get((event.run_id, attempt), ()))}"
@@ -114,7 +127,9 @@ class _Parts:
         key = (run_id, attempt, index)
         ident = self.calls.get(key)
         if ident is None:
-            ident = f"{tag or 'call'}-{run_id[:12]}-{attempt}-{index}"
+            ident = (
+                _call_id(run_id, attempt, tag) if tag else f"call-{run_id[:12]}-{attempt}-{index}"
+            )
             self.calls[key] = ident
         if tag is not None:
             self.call_by_tag[(run_id, attempt, tag)] = ident
@@ -124,14 +139,25 @@ class _Parts:
         found = self.call_by_tag.get((run_id, attempt, tag))
         if found is not None:
             return found
-        ident = f"{tag}-{run_id[:12]}-{attempt}"  # tags repeat from step to step
+        ident = _call_id(run_id, attempt, tag)
         self.call_by_tag[(run_id, attempt, tag)] = ident
         return ident
+
+    def announced(self, event: ActionStarted) -> bool:
+        """Whether ``event``'s call was announced by the stream before this one: a resumed run
+        starts with the decisions on calls its waiting run announced."""
+        return (event.run_id, event.tag) in self.resumed
 
     def latest_call(self, run_id: str, tag: str, fallback: str) -> str:
         """The id of the run's most recent call tagged ``tag`` (a pending call's)."""
         found = [(k[1], v) for k, v in self.call_by_tag.items() if k[0] == run_id and k[2] == tag]
         return max(found)[1] if found else fallback
+
+
+def _call_id(run_id: str, attempt: int, tag: str) -> str:
+    """A call's id on the wire: its tag in the run's attempt (tags repeat from step to step),
+    the same in the stream that announced it, its interrupt, and the resumed run's stream."""
+    return f"{tag}-{run_id[:12]}-{attempt}"
 
 
 def _output(value: Any) -> Any:
@@ -160,6 +186,7 @@ class AgUiEncoder:
         self._thread = thread_id
         self._parts = _Parts()
         self._run: str | None = None  # the root run, once started, until it ends
+        self._subs: list[str] = []  # sub-agent runs started and not yet ended
 
     def _dump(self, message: Any) -> Any:
         return message.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -173,14 +200,36 @@ class AgUiEncoder:
         return [self._dump(m) for m in self._messages(event)]
 
     def end(self) -> list[Any]:
-        """A run stopped before its end (``DELETE``, the server shutting down): cancelled."""
+        """A run stopped before its end (``DELETE``, the server shutting down): its open parts
+        and steps end, then the run, cancelled."""
         if self._run is None:
             return []
-        c = self._core
+        c, p, out = self._core, self._parts, []
+        for key, ident in p.open_text.items():
+            out.append(
+                c.TextMessageEndEvent(message_id=ident, subagent_run_id=self._sub_of(key[0]))
+            )
+        for key, ident in p.open_reasoning.items():
+            sub = self._sub_of(key[0])
+            out.append(c.ReasoningMessageEndEvent(message_id=ident, subagent_run_id=sub))
+            out.append(c.ReasoningEndEvent(message_id=ident, subagent_run_id=sub))
+        for ident in [i for i in p.named if i not in p.complete]:
+            out.append(c.ToolCallEndEvent(tool_call_id=ident))
+        for run, step in p.steps.items():
+            out.append(c.StepFinishedEvent(step_name=step, subagent_run_id=self._sub_of(run)))
+        for run in reversed(self._subs):  # innermost first
+            out.append(c.SubagentErrorEvent(subagent_run_id=run, message="the run was stopped"))
+        self._subs.clear()
+        p.open_text.clear()
+        p.open_reasoning.clear()
+        p.steps.clear()
         outcome = c.RunFinishedCancelledOutcome(type="cancelled")
         finished = c.RunFinishedEvent(thread_id=self._thread, run_id=self._run, outcome=outcome)
         self._run = None
-        return [self._dump(finished)]
+        return [self._dump(m) for m in [*out, finished]]
+
+    def _sub_of(self, run_id: str) -> str | None:
+        return None if run_id == self._run else run_id
 
     def _sub(self, event: Event) -> str | None:
         return event.run_id if event.parent_run_id else None
@@ -197,6 +246,9 @@ class AgUiEncoder:
             sub = self._sub(event)
             out.append(c.ReasoningMessageEndEvent(message_id=ident, subagent_run_id=sub))
             out.append(c.ReasoningEndEvent(message_id=ident, subagent_run_id=sub))
+        step = p.steps.pop(event.run_id, None) if attempt is None else None
+        if step is not None:  # a step, a run or its wait ends: so does its open step
+            out.append(c.StepFinishedEvent(step_name=step, subagent_run_id=self._sub(event)))
         return out
 
     def _messages(self, event: Event) -> list[Any]:
@@ -206,9 +258,14 @@ class AgUiEncoder:
             case RunStarted() if event.parent_run_id is None:
                 return [c.RunStartedEvent(thread_id=self._thread, run_id=event.run_id)]
             case RunStarted():
+                self._subs.append(event.run_id)
                 return [c.SubagentStartedEvent(subagent_run_id=event.run_id, name=event.branch)]
             case ModelCallStarted():
-                return [c.StepStartedEvent(step_name=f"step-{event.step}", subagent_run_id=sub)]
+                if event.run_id in p.steps:  # a retry or a second call of the same step
+                    return []
+                name = f"step-{event.step}" + (f"-{event.run_id[:12]}" if sub else "")
+                p.steps[event.run_id] = name
+                return [c.StepStartedEvent(step_name=name, subagent_run_id=sub)]
             case ThoughtDelta():
                 key = (event.run_id, event.attempt)
                 out = self._close(event, event.attempt) if key in p.open_text else []
@@ -276,6 +333,9 @@ class AgUiEncoder:
                 return out
             case ActionStarted():
                 ident = p.call_for(event.run_id, event.attempt, event.tag)
+                if p.announced(event):  # by the waiting run's stream, under this id
+                    p.named.add(ident)
+                    p.complete.add(ident)
                 return self._input_complete(ident, event.name, event.input, sub)
             case ActionFinished():
                 result = event.result
@@ -302,8 +362,9 @@ class AgUiEncoder:
                 out = []
                 if isinstance(event, ActionAwaiting):
                     call = event.call
-                    ident = p.latest_call(event.run_id, call.tag, call.id)
-                    out = self._input_complete(ident, call.name, call.input, sub)
+                    out = self._input_complete(p.waiting(event), call.name, call.input, sub)
+                else:
+                    p.decided(event)
                 return [*out, c.CustomEvent(name=name, value=value, subagent_run_id=sub)]
             case StepFinished():
                 return self._close(event)
@@ -324,7 +385,7 @@ class AgUiEncoder:
                     c.Interrupt(
                         id=call.id,
                         reason=call.kind,
-                        tool_call_id=call.tag,
+                        tool_call_id=p.awaiting.get(call.id, call.tag),
                         metadata={"name": call.name, "input": _output(call.input)},
                     )
                     for call in event.result.pending
@@ -364,9 +425,21 @@ class AgUiEncoder:
 
     def _sub_end(self, event: RunFinished | RunWaiting | RunFailed) -> Any:
         c = self._core
+        if event.run_id in self._subs:
+            self._subs.remove(event.run_id)
         if isinstance(event, RunFailed):
             return c.SubagentErrorEvent(subagent_run_id=event.run_id, message=event.error.message)
         return c.SubagentFinishedEvent(subagent_run_id=event.run_id)
+
+
+# agentloop's finish reasons as the AI SDK's (``refusal``, ``cut`` and the rest are "other").
+_VERCEL_REASONS = {
+    "stop": "stop",
+    "tool_calls": "tool-calls",
+    "length": "length",
+    "content_filter": "content-filter",
+    "error": "error",
+}
 
 
 class VercelEncoder:
@@ -381,6 +454,7 @@ class VercelEncoder:
         self._parts = _Parts()
         self._steps = 0
         self._open = False  # a root run started and not yet finished
+        self._reason = "stop"  # the last model reply's end, in the SDK's terms
 
     def end(self) -> list[Any]:
         """``[DONE]``, after an ``abort`` for a run stopped before its end."""
@@ -436,6 +510,8 @@ class VercelEncoder:
                 return [{"type": "start-step"}]
             case ModelCallFinished():
                 self._steps -= 1
+                if event.parent_run_id is None:
+                    self._reason = _VERCEL_REASONS.get(event.finish_reason, "other")
                 return [*self._close(event, event.attempt), {"type": "finish-step"}]
             case ThoughtDelta():
                 key = (event.run_id, event.attempt)
@@ -487,10 +563,15 @@ class VercelEncoder:
                 return out
             case ActionStarted():
                 ident = p.call_for(event.run_id, event.attempt, event.tag)
+                if p.announced(event):  # by the waiting run's stream, under this id
+                    p.named.add(ident)
+                    p.complete.add(ident)
                 return self._input_complete(ident, event.name, event.input)
             case ActionFinished():
                 result = event.result
                 ident = p.call_for(event.run_id, result.attempt, result.tag)
+                if result.error_kind == "denied":
+                    return [{"type": "tool-output-denied", "toolCallId": ident}]
                 if result.error:
                     return [
                         {
@@ -516,11 +597,13 @@ class VercelEncoder:
             case ActionAwaiting() | ActionDecided():
                 data = json.loads(event.to_json())
                 out = [{"type": f"data-agentloop-{event.type.replace('_', '-')}", "data": data}]
+                if isinstance(event, ActionDecided):
+                    p.decided(event)
+                    return out
                 call = event.call
-                ident = p.latest_call(event.run_id, call.tag, call.id)
-                if isinstance(event, ActionAwaiting):
-                    out = [*self._input_complete(ident, call.name, call.input), *out]
-                if isinstance(event, ActionAwaiting) and call.kind == "approval":
+                ident = p.waiting(event)
+                out = [*self._input_complete(ident, call.name, call.input), *out]
+                if call.kind == "approval":
                     out.append(
                         {
                             "type": "tool-approval-request",
@@ -528,26 +611,26 @@ class VercelEncoder:
                             "toolCallId": ident,
                         }
                     )
-                elif isinstance(event, ActionDecided) and event.decision == "deny":
-                    out.append({"type": "tool-output-denied", "toolCallId": ident})
                 return out
             case RunFinished() if event.parent_run_id is None:
                 out = self._close(event)
+                reason = self._reason
                 if event.result.error is not None:
                     out.append({"type": "error", "errorText": event.result.error.message})
-                return [*out, {"type": "finish"}]
+                    reason = "error"
+                return [*out, {"type": "finish", "finishReason": reason}]
             case RunWaiting() if event.parent_run_id is None:
                 data = json.loads(event.to_json())["result"]["pending"]
                 return [
                     *self._close(event),
                     {"type": "data-agentloop-waiting", "data": data},
-                    {"type": "finish"},
+                    {"type": "finish", "finishReason": "tool-calls"},
                 ]
             case RunFailed() if event.parent_run_id is None:
                 return [
                     *self._close(event),
                     {"type": "error", "errorText": event.error.message},
-                    {"type": "finish"},
+                    {"type": "finish", "finishReason": "error"},
                 ]
             case _:
                 return []

@@ -14,6 +14,8 @@ from starlette.requests import Request
 from ._hub import RunLog
 from ._protocols import Encoder, encoder
 
+_SEP = "\n"  # LF line ends: @ag-ui/client splits events on a bare blank line, not on CRLF
+
 
 def last_event_id(request: Request) -> int | None:
     """The ``seq`` a reconnecting client last saw (its ``Last-Event-ID`` header, or the
@@ -59,6 +61,7 @@ def sse_response(
         _frames(log, start, codec),
         headers={**codec.headers, "cache-control": "no-store"},
         ping=ping,
+        sep=_SEP,
         send_timeout=send_timeout,
     )
 
@@ -68,9 +71,11 @@ async def _frames(log: RunLog, start: int, codec: Encoder) -> AsyncIterator[Serv
         messages = codec.encode(event)
         for n, message in enumerate(messages):
             last = n == len(messages) - 1
-            yield ServerSentEvent(data=_data(message), id=str(event.seq) if last else None)
+            yield ServerSentEvent(
+                data=_data(message), id=str(event.seq) if last else None, sep=_SEP
+            )
     for message in codec.end():
-        yield ServerSentEvent(data=_data(message))
+        yield ServerSentEvent(data=_data(message), sep=_SEP)
 
 
 def _data(message: Any) -> str:

@@ -84,7 +84,7 @@ async def test_the_vercel_stream_maps_reasoning_tools_text_and_ends_with_done(
     events: list[Event],
 ) -> None:
     parts = _encode("vercel", events)
-    assert parts[-1] == "[DONE]" and parts[-2] == {"type": "finish"}
+    assert parts[-1] == "[DONE]" and parts[-2] == {"type": "finish", "finishReason": "stop"}
     parts = parts[:-1]
     types = [p["type"] for p in parts]
     assert types[0] == "start"
