@@ -54,7 +54,7 @@ INERT = """() => {
     .filter(h => !/^(https?:|mailto:)/.test(h));
   return {xss: window.__xss ?? null, made, handlers, links};
 }"""
-SAFE = {"xss": None, "made": 0, "handlers": [], "links": []}
+SAFE: dict[str, Any] = {"xss": None, "made": 0, "handlers": [], "links": []}
 
 
 def _chromium() -> str:
