@@ -192,8 +192,9 @@ async def test_the_page_is_a_chat_with_safe_markdown_and_history(tmp_path: Path)
 async def test_the_page_streams_thoughts_tools_goal_and_a_withdrawn_draft() -> None:
     """ReAct on the emulated provider: the thought before the answer, actions mid-reply with
     timings, the goal card, a struck-through withdrawn draft, and the answer once, its markup
-    shown, not run."""
-    async with ProviderServer(DemoProvider(final=XSS, chunk_delay=0.03)) as provider:
+    shown, not run. A reload mid-run shows the committed steps from the history and reads the
+    rest from the run's log, repeating nothing."""
+    async with ProviderServer(DemoProvider(final=XSS, chunk_delay=0.05)) as provider:
         agent = demo_agent(provider.url, store=InMemoryStore())
         async with (
             agent.model,  # type: ignore[union-attr]
@@ -208,7 +209,13 @@ async def test_the_page_streams_thoughts_tools_goal_and_a_withdrawn_draft() -> N
                 timeout=15_000,
             )
             early = await page.locator("[data-testid=answer]").count()  # the thought came first
+            await page.wait_for_function(
+                "() => document.querySelectorAll('.action .output').length === 2", timeout=15_000
+            )
+            timings = await page.locator(".action .timing").all_text_contents()
+            await page.reload()  # the first step is in the history, the rest still to come
             await page.wait_for_selector("[data-testid=answer]", timeout=15_000)
+            turns = await _turns(page)
             answers = await page.locator("[data-testid=answer]").all_text_contents()
             shown = await page.evaluate(
                 "() => [...document.querySelectorAll('#chat .text')]"
@@ -219,10 +226,16 @@ async def test_the_page_streams_thoughts_tools_goal_and_a_withdrawn_draft() -> N
             decoration = await withdrawn.evaluate("n => getComputedStyle(n).textDecorationLine")
             goal = await page.text_content("#goal")
             goal_hidden = await page.is_hidden("#goal")
-            timings = await page.locator(".action .timing").all_text_contents()
             inert = await page.evaluate(INERT)
     assert early == 0
     assert answers == [XSS]  # the markup is text
+    kinds = [b.split(":")[0] for b in turns[0]["blocks"]]
+    assert len(turns) == 1 and kinds == [
+        *("thought", "action", "action"),  # step 0, from the history
+        *("thought", "action"),  # step 1
+        *("thought", "text", "withdrawn-note"),  # the draft
+        *("thought", "text answer"),  # its rewrite
+    ], turns[0]["blocks"]
     assert shown == 1  # the answer shows once
     assert inert == SAFE
     assert withdrawn_text == DRAFT and "line-through" in decoration
