@@ -274,6 +274,11 @@ async def test_the_page_approves_and_denies_waiting_calls_after_a_reload() -> No
 
     agent = Agent(FunctionModel(reply), tools=[transfer], store=InMemoryStore())
     async with serving(create_app(agent)) as base, _page(base) as page:
+        posts: list[str | None] = []
+        page.on(
+            "request",
+            lambda r: posts.append(r.headers.get("content-type")) if r.method == "POST" else None,
+        )
         await page.fill("#input", "pay bob 5 and eve 7")
         await page.click("#send")
         await page.wait_for_function(
@@ -293,6 +298,7 @@ async def test_the_page_approves_and_denies_waiting_calls_after_a_reload() -> No
         buttons = await page.locator("#chat .decide").count()
     assert [t["question"] for t in turns] == ["pay bob 5 and eve 7"]
     assert turns[0]["answers"] == ["Paid bob; eve was denied."] and turns[0]["strong"] == ["bob"]
+    assert posts == ["application/json"] * 2  # the run and the resume (the server may insist)
     assert len(rows) == 2 and buttons == 0
     bob, eve = rows
     assert "sent 5 to bob" in bob and "approved" in bob
