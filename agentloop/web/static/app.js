@@ -339,12 +339,23 @@ function finished(row, result, took) {
 function askDecision(turn, row, call) {
   if (row.item.querySelector(".decide") || row.done) return;
   const box = el("div", "decide");
-  box.append(el("span", "note", "waiting for your decision "));
-  for (const decision of ["approve", "deny"]) {
-    const button = el("button", decision, decision === "approve" ? "Approve" : "Deny");
+  if (call.kind === "external") { // a tool the caller runs: its result is typed in
+    box.append(el("span", "note", "waiting for this tool's result "));
+    const field = el("input", "result");
+    field.type = "text";
+    field.setAttribute("aria-label", "the tool's result");
+    const button = el("button", "send-result", "Send result");
     button.type = "button";
-    button.addEventListener("click", () => decide(turn, call.id, decision, box));
-    box.append(button);
+    button.addEventListener("click", () => decide(turn, call.id, { decision: "result", output: field.value }, box));
+    box.append(field, button);
+  } else {
+    box.append(el("span", "note", "waiting for your decision "));
+    for (const decision of ["approve", "deny"]) {
+      const button = el("button", decision, decision === "approve" ? "Approve" : "Deny");
+      button.type = "button";
+      button.addEventListener("click", () => decide(turn, call.id, { decision }, box));
+      box.append(button);
+    }
   }
   row.item.append(box);
   if (!state.waiting || state.waiting.turn !== turn) state.waiting = { turn, ids: [], decisions: {} };
@@ -356,7 +367,8 @@ function decidedLabel(row, decision, reason) {
   if (decide) decide.remove();
   if (row.item.querySelector(".decided")) return;
   const denied = decision === "deny";
-  const text = denied ? "denied" + (reason ? ": " + reason : "") : decision === "edit" ? "edited" : "approved";
+  const said = { approve: "approved", edit: "edited", result: "result given" };
+  const text = denied ? "denied" + (reason ? ": " + reason : "") : said[decision] || String(decision);
   row.item.append(el("div", denied ? "decided denied" : "decided", text));
 }
 
@@ -440,7 +452,7 @@ function render(event) {
     }
     case "action_awaiting": {
       if (!top) break; // a sub-run's calls are pending in its parent's run_waiting too
-      const box = turn.current || [...turn.attempts.values()].pop() || attemptOf(turn, event.run_id, 1);
+      const box = turn.streaming || [...turn.attempts.values()].pop() || attemptOf(turn, event.run_id, 1);
       askDecision(turn, actionRow(turn, box, event.call), event.call);
       break;
     }
@@ -460,6 +472,11 @@ function render(event) {
       }
       break;
     case "run_waiting":
+      for (const call of (top && event.result.pending) || []) { // a sub-run's too ("parent/child")
+        if (state.waiting && state.waiting.turn === turn && state.waiting.ids.includes(call.id)) continue;
+        const box = turn.streaming || [...turn.attempts.values()].pop() || attemptOf(turn, event.run_id, 1);
+        askDecision(turn, actionRow(turn, box, call), call);
+      }
       if (top) { turn.foot.textContent = "waiting for your decision"; status("waiting for a decision"); }
       break;
     case "run_failed":
@@ -467,23 +484,41 @@ function render(event) {
       break;
   }
   if (event.attempt !== undefined && !frozen && event.type === "model_call_started") {
-    turn.current = attemptOf(turn, event.run_id, event.attempt);
+    turn.streaming = attemptOf(turn, event.run_id, event.attempt);
   }
 }
 
 async function decide(turn, callId, decision, box) {
   const waiting = state.waiting;
   if (!waiting || waiting.turn !== turn) return;
-  waiting.decisions[callId] = { decision };
-  for (const b of box.querySelectorAll("button")) b.disabled = true;
-  box.querySelector(".note").textContent = decision === "approve" ? "approving… " : "denying… ";
+  waiting.decisions[callId] = decision;
+  for (const b of box.querySelectorAll("button, input")) b.disabled = true;
+  const doing = { approve: "approving… ", deny: "denying… ", result: "sending… " };
+  box.querySelector(".note").textContent = doing[decision.decision];
   const open = waiting.ids.filter((id) => !(id in waiting.decisions));
   if (open.length) return; // every pending call is decided in one resume
   state.waiting = null;
   state.current = turn;
   turn.t0 = performance.now();
-  await send("/api/sessions/" + encodeURIComponent(state.session) + "/resume",
+  const ok = await send("/api/sessions/" + encodeURIComponent(state.session) + "/resume",
     { decisions: waiting.decisions });
+  if (!ok) { // refused before anything ran: the calls still wait, to be decided again
+    state.waiting = { turn, ids: waiting.ids, decisions: {} };
+    for (const node of turn.root.querySelectorAll(".decide")) {
+      for (const b of node.querySelectorAll("button, input")) b.disabled = false;
+      node.querySelector(".note").textContent = "waiting for your decision ";
+    }
+  }
+}
+
+// A new question leaves the calls that wait undecided: the page offers them no more.
+function abandonWaiting() {
+  if (!state.waiting) return;
+  for (const node of state.waiting.turn.root.querySelectorAll(".decide")) {
+    node.replaceChildren(el("span", "note", "not decided: a new question was asked"));
+  }
+  state.waiting.turn.foot.textContent = "left waiting";
+  state.waiting = null;
 }
 
 // Server-sent events over fetch (so that a token can go in a header), resumed after a drop.
@@ -540,10 +575,11 @@ async function send(url, body) {
     });
     let data = {};
     try { data = await response.json(); } catch (err) { /* not JSON */ }
-    if (!response.ok) return fail((data && data.error) || "HTTP " + response.status);
+    if (!response.ok) { fail((data && data.error) || "HTTP " + response.status); return false; }
     state.session = data.session;
     sessionStorage.setItem(KEYS.session, data.session);
     await follow(data.events);
+    return true;
   } finally {
     state.busy = false;
     $("send").disabled = false;
@@ -567,14 +603,23 @@ function showStep(turn, runId, step, pendingNow) {
       row.started = true;
       if (done) finished(row, done, null);
       else if (pendingNow && pending.has(part.id)) askDecision(turn, row, pending.get(part.id));
+      else if (pending.has(part.id)) row.item.append(el("div", "decided denied", "not decided"));
       byTag.delete(part.id);
     }
+  }
+  for (const call of pending.values()) { // a sub-run's calls ("parent/child") have no part here
+    if (!pendingNow || waitsFor(turn, call.id)) continue;
+    askDecision(turn, actionRow(turn, box, call), call);
   }
   for (const done of byTag.values()) { // actions without a part of their own (carried, eager)
     const row = actionRow(turn, box, done);
     row.started = true;
     finished(row, done, null);
   }
+}
+
+function waitsFor(turn, id) {
+  return Boolean(state.waiting && state.waiting.turn === turn && state.waiting.ids.includes(id));
 }
 
 async function showHistory() {
@@ -598,12 +643,13 @@ async function showHistory() {
     if (record.type === "step" || record.type === "reply") run.steps.set(record.index, record);
     else if (record.type === "run_end") run.end = record;
   }
+  const lastRun = [...runs.keys()].pop();
   for (const [runId, run] of runs) {
     const turn = newTurn(run.input);
     state.turns.set(runId, turn);
     const steps = [...run.steps.values()].sort((a, b) => a.index - b.index);
     steps.forEach((record, n) => {
-      const waits = !run.end && n === steps.length - 1 && record.type === "reply";
+      const waits = runId === lastRun && !run.end && n === steps.length - 1 && record.type === "reply";
       showStep(turn, runId, record.step, waits);
     });
     if (run.end && run.end.status === "finished" && !run.end.error) answer(turn, run.end.output);
@@ -627,7 +673,7 @@ document.addEventListener("DOMContentLoaded", async () => {
     const input = $("input").value;
     if (!input.trim() || state.busy) return;
     $("input").value = "";
-    state.waiting = null;
+    abandonWaiting();
     state.current = newTurn(input);
     state.current.t0 = performance.now();
     state.current.root.scrollIntoView({ block: "start" });
