@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import Agent, tool
+from agentloop import Agent, Tool, tool
 from agentloop.models import ModelRequest
 from agentloop.sessions import InMemoryStore
 from agentloop.testing import FunctionModel, ProviderServer, Reply, Thought, call
@@ -257,9 +257,10 @@ async def transfer(amount: int, to: str) -> str:
 
 @pytest.mark.slow
 async def test_the_page_approves_and_denies_waiting_calls_after_a_reload() -> None:
-    """Two calls wait; a reload shows them from the history, still waiting; one is approved
-    and one denied on the page, and the run goes on in the same turn: each call one row,
-    with its outcome, and the answer below."""
+    """Two calls wait for approval and an external tool for its result; a reload shows them
+    from the history, still waiting; one is approved, one denied and the result typed in on
+    the page, and the run goes on in the same turn: each call one row, with its outcome, and
+    the answer below."""
 
     def reply(request: ModelRequest) -> Reply:
         if request.messages[-1].role == "user":
@@ -268,11 +269,13 @@ async def test_the_page_approves_and_denies_waiting_calls_after_a_reload() -> No
                 calls=[
                     call("transfer", {"amount": 5, "to": "bob"}, id="to_bob"),
                     call("transfer", {"amount": 7, "to": "eve"}, id="to_eve"),
+                    call("user_city", {}, id="city"),
                 ],
             )
         return Reply(text="Paid **bob**; eve was denied.")
 
-    agent = Agent(FunctionModel(reply), tools=[transfer], store=InMemoryStore())
+    city = Tool.external("user_city", "The user's city, from the page.", {"type": "object"})
+    agent = Agent(FunctionModel(reply), tools=[transfer, city], store=InMemoryStore())
     async with serving(create_app(agent)) as base, _page(base) as page:
         posts: list[str | None] = []
         page.on(
@@ -291,6 +294,8 @@ async def test_the_page_approves_and_denies_waiting_calls_after_a_reload() -> No
             timeout=15_000,
         )
         await page.locator(".action", has_text="bob").locator("button.approve").click()
+        await page.locator(".action", has_text="user_city").locator("input.result").fill("Lyon")
+        await page.locator(".action", has_text="user_city").locator("button").click()
         await page.locator(".action", has_text="eve").locator("button.deny").click()
         await page.wait_for_selector("[data-testid=answer]", timeout=15_000)
         turns = await _turns(page)
@@ -299,7 +304,8 @@ async def test_the_page_approves_and_denies_waiting_calls_after_a_reload() -> No
     assert [t["question"] for t in turns] == ["pay bob 5 and eve 7"]
     assert turns[0]["answers"] == ["Paid bob; eve was denied."] and turns[0]["strong"] == ["bob"]
     assert posts == ["application/json"] * 2  # the run and the resume (the server may insist)
-    assert len(rows) == 2 and buttons == 0
-    bob, eve = rows
+    assert len(rows) == 3 and buttons == 0
+    bob, eve, where = rows
     assert "sent 5 to bob" in bob and "approved" in bob
     assert "denied" in eve and "sent" not in eve
+    assert "→ Lyon" in where
