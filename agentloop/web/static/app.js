@@ -251,7 +251,10 @@ function newTurn(question) {
   const foot = el("div", "turn-status");
   root.append(el("div", "question", question), reply, foot);
   $("chat").append(root);
-  return { root, reply, foot, attempts: new Map(), actions: new Map(), lastText: null, t0: 0 };
+  return {
+    root, reply, foot, attempts: new Map(), actions: new Map(), waitingRows: new Map(),
+    lastText: null, t0: 0,
+  };
 }
 
 function turnFor(event) {
@@ -301,6 +304,11 @@ function segment(turn, box, kind, text, now) {
 function actionRow(turn, box, call) {
   const key = box.key.split(":")[0] + ":" + (call.attempt === undefined ? box.key.split(":")[1] : call.attempt) + ":" + call.tag;
   let row = turn.actions.get(key);
+  const waited = turn.waitingRows.get(call.name + ":" + call.tag);
+  if (!row && waited && !waited.started) { // a waiting call, shown from its parent's record
+    row = waited;
+    turn.actions.set(key, row);
+  }
   if (!row) {
     const item = el("div", "action");
     item.dataset.testid = "action";
@@ -326,6 +334,7 @@ function started(row, box, turn, now, live) {
 
 function finished(row, result, took) {
   if (row.done) return;
+  if (result.subrun && (result.subrun.pending || []).length) return; // it goes on when resumed
   row.done = true;
   if (took !== null) row.item.append(el("span", "timing", ", took " + seconds(took)));
   const text = result.error ? "error: " + result.error : shown(result.output);
@@ -358,6 +367,7 @@ function askDecision(turn, row, call) {
     }
   }
   row.item.append(box);
+  turn.waitingRows.set(call.name + ":" + call.tag, row);
   if (!state.waiting || state.waiting.turn !== turn) state.waiting = { turn, ids: [], decisions: {} };
   if (!state.waiting.ids.includes(call.id)) state.waiting.ids.push(call.id);
 }
