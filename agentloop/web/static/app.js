@@ -54,6 +54,7 @@ function shown(value) { return typeof value === "string" ? value : JSON.stringif
 // -- Markdown: a small parser that builds DOM nodes and never parses HTML --------------------
 
 const SAFE_SCHEMES = ["http:", "https:", "mailto:"];
+const WINDOW = 2000; // how far an inline span may reach: bounds the work per character
 
 function safeUrl(raw) {
   const text = raw.trim().replace(/^<(.*)>$/, "$1");
@@ -78,7 +79,7 @@ function link(href, children) {
 // The closing bracket of the "[" at `open`, minding nesting and escapes; -1 if none.
 function closing(src, open) {
   let depth = 0;
-  for (let i = open; i < src.length; i++) {
+  for (let i = open; i < Math.min(src.length, open + 500); i++) { // a label is short
     if (src[i] === "\\") { i++; continue; }
     if (src[i] === "[") depth++;
     else if (src[i] === "]" && --depth === 0) return i;
@@ -94,7 +95,7 @@ function inline(src, depth) {
   let i = 0;
   while (i < src.length) {
     const c = src[i];
-    const rest = src.slice(i);
+    const rest = src.slice(i, i + WINDOW); // spans longer than this stay plain text
     let m;
     if (c === "\\" && /^\\[!-/:-@[-`{-~]/.test(rest)) { text += src[i + 1]; i += 2; continue; }
     if (c === "\\" && src[i + 1] === "\n") { push(el("br")); i += 2; continue; }
