@@ -188,7 +188,9 @@ async def test_the_page_is_served_with_a_strict_content_security_policy(
         script = await client.get("/app.js")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert "script-src 'self'" in page.headers["content-security-policy"]
-    assert "innerHTML" not in script.text  # it renders text only
+    sinks = ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "DOMParser"]
+    sinks += ["eval(", "Function(", "srcdoc", "createContextualFragment"]
+    assert [s for s in sinks if s in script.text] == []  # it builds nodes; it never parses HTML
 
 
 @tool(requires_approval=True)
