@@ -342,7 +342,7 @@ async def test_a_worker_with_another_definition_fails_the_run_clearly(temporal_t
         Agent(ScriptedModel(["x"]), name="versioned", tools=[add, remember]), task_queue=queue
     )
     async with serving(temporal_target, changed) as client:
-        with pytest.raises(DurableRunFailed, match="not the one the run was started with"):
+        with pytest.raises(DurableRunFailed, match="the run was started with agent"):
             await caller.run(client, "hi")
 
 

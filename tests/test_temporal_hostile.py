@@ -4,6 +4,7 @@ nothing is retried forever and nothing poisons replay (every history is replayed
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
@@ -12,13 +13,21 @@ import pytest
 
 from agentloop import Agent, Approve, Edit, UserError, tool
 from agentloop import _events as ev
+from agentloop._waiting import DecisionError
 from agentloop.testing import Reply, ScriptedModel, call
 from tests.support.temporal import import_temporal
 
 import_temporal()
 from temporalio.client import WorkflowFailureError  # noqa: E402
 
-from agentloop.temporal import DurableRunFailed, TemporalAgent, connect  # noqa: E402
+from agentloop.temporal import (  # noqa: E402
+    AgentChanged,
+    DurableRunFailed,
+    TemporalAgent,
+    connect,
+    replayer,
+    worker,
+)
 from agentloop.temporal._durable import DELTAS_SIGNAL, WORKFLOW_NAME  # noqa: E402
 from tests.test_temporal_waiting import _until_waiting, ran, serving, transfer  # noqa: E402
 
@@ -149,3 +158,105 @@ async def test_a_tools_base_exception_fails_the_run_once_and_keeps_its_type(
             await durable.run(client, "go")
     expected = "KeyboardInterrupt" if how == "interrupt" else "SystemExit"
     assert caught.value.kind == expected and ran == {f"quit:{how}": 1}
+
+
+@tool
+async def audit(note: str) -> str:
+    """Note something.
+
+    Args:
+        note: What.
+    """
+    return note
+
+
+def _waiting_agent(queue: str, **changes: Any) -> TemporalAgent[Any]:
+    model = ScriptedModel(
+        [Reply(calls=[call("transfer", {"amount": 5, "to": "bob"}, id="pay")]), "done"]
+    )
+    fields: dict[str, Any] = {"instructions": "Version one.", "tools": [transfer]} | changes
+    return TemporalAgent(Agent(model, name="changing", **fields), task_queue=queue)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"tools": [transfer, audit]},
+        {"instructions": "Version two."},
+    ],
+    ids=["a-tool-added", "new-instructions"],
+)
+async def test_a_changed_agent_picking_up_a_waiting_run_ends_it_with_agent_mismatch(
+    temporal_target: str, change: dict[str, Any]
+) -> None:
+    """A run waits; its worker is replaced by one whose agent of the same name changed. The
+    decision makes the new worker replay the run: it ends, within a bound, as
+    ``AgentMismatch`` naming both fingerprints, not a workflow task retried forever."""
+    queue = _queue()
+    before, after = _waiting_agent(queue), _waiting_agent(queue, **change)
+    assert before.fingerprint != after.fingerprint
+    client = await connect(temporal_target)
+    async with worker(client, [before], sticky_queue_schedule_to_start_timeout=1.0):
+        run = await before.start(client, "pay")
+        await _until_waiting(run)
+    async with worker(client, [after], sticky_queue_schedule_to_start_timeout=1.0):
+        with contextlib.suppress(DecisionError):  # it may have ended already
+            await after.decide(client, run.run_id, {"pay": Approve()})
+        with anyio.fail_after(30), pytest.raises(DurableRunFailed) as caught:
+            await after.attach(client, run.run_id).result()
+    assert caught.value.kind == "AgentMismatch"
+    assert before.fingerprint in str(caught.value) and after.fingerprint in str(caught.value)
+    assert ran == {}
+
+
+async def test_replaying_a_history_against_a_changed_agent_names_the_change(
+    temporal_target: str,
+) -> None:
+    """A recorded run replayed against an agent whose instructions changed fails with
+    ``AgentChanged`` naming both fingerprints, not a bare nondeterminism error; against the
+    agent it ran with, it replays."""
+    queue = _queue()
+    before = _waiting_agent(queue, tools=[lookup_once])
+    after = _waiting_agent(queue, tools=[lookup_once], instructions="Version two.")
+    client = await connect(temporal_target)
+    async with worker(client, [before], sticky_queue_schedule_to_start_timeout=1.0):
+        run = await before.start(client, "pay")
+        with anyio.fail_after(30):
+            await run.result()
+    history = await client.get_workflow_handle(run.run_id).fetch_history()
+    with anyio.fail_after(20):
+        await replayer([before]).replay_workflow(history)
+    with anyio.fail_after(20), pytest.raises(AgentChanged) as caught:
+        await replayer([after]).replay_workflow(history)
+    assert before.fingerprint in str(caught.value) and after.fingerprint in str(caught.value)
+    assert "instructions" in str(caught.value)
+    results = await replayer([after]).replay_workflows(_one(history), raise_on_replay_failure=False)
+    assert isinstance(results.replay_failures[history.run_id], AgentChanged)
+
+
+async def _one(history: Any) -> Any:
+    yield history
+
+
+@tool(name="transfer")
+async def lookup_once(amount: int, to: str) -> str:
+    """Look up a transfer (no approval needed).
+
+    Args:
+        amount: How much.
+        to: To whom.
+    """
+    return f"{amount} to {to}"
+
+
+def test_the_fingerprint_covers_instructions_middleware_and_version() -> None:
+    async def logged(call: Any, next: Any) -> Any:
+        return await next(call)
+
+    queue = _queue()
+    base = _waiting_agent(queue)
+    assert _waiting_agent(queue).fingerprint == base.fingerprint  # stable
+    assert _waiting_agent(queue, instructions="Other.").fingerprint != base.fingerprint
+    assert _waiting_agent(queue, tool_middleware=[logged]).fingerprint != base.fingerprint
+    versioned = TemporalAgent(base.agent, task_queue=queue, version="2")
+    assert versioned.fingerprint != base.fingerprint

@@ -24,6 +24,7 @@ from ._durable import DurableRunFailed as DurableRunFailed
 from ._durable import TemporalAgent as TemporalAgent
 from ._options import ActivityOptions as ActivityOptions
 from ._options import default_tool_retry as default_tool_retry
+from ._worker import AgentChanged as AgentChanged
 from ._worker import TemporalUnavailable as TemporalUnavailable
 from ._worker import connect as connect
 from ._worker import replayer as replayer
@@ -31,6 +32,7 @@ from ._worker import worker as worker
 
 __all__ = [
     "ActivityOptions",
+    "AgentChanged",
     "DurableRun",
     "DurableRunFailed",
     "TemporalAgent",

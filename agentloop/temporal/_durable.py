@@ -31,6 +31,8 @@ from . import _codec
 from ._options import ActivityOptions
 
 if TYPE_CHECKING:
+    from temporalio.api.history.v1 import HistoryEvent
+
     from .._agent import Agent
     from .._decisions import Decision
     from ..tools import Tool
@@ -88,6 +90,10 @@ class TemporalAgent(Generic[OutputT]):
             as long as it takes, days if need be; it holds no worker meanwhile). When they
             pass, each call that needs approval is denied and each external call fails, the
             reason saying so, and the run goes on.
+        version: Your name for this version of the agent's code, part of its fingerprint:
+            change it when a tool's or middleware's behaviour changes in a way a run in
+            flight must not see (its name, tools, schemas, instructions and middleware names
+            are in the fingerprint anyway).
     """
 
     def __init__(
@@ -102,6 +108,7 @@ class TemporalAgent(Generic[OutputT]):
         workflow_task_timeout: float = 10.0,
         store_seconds: float = 30.0,
         decision_timeout: float | None = None,
+        version: str | None = None,
     ) -> None:
         if decision_timeout is not None and not decision_timeout > 0:
             raise UserError(f"decision_timeout must be positive seconds, not {decision_timeout!r}")
@@ -121,6 +128,7 @@ class TemporalAgent(Generic[OutputT]):
         self.workflow_task_timeout = workflow_task_timeout
         self.store_seconds = store_seconds
         self.decision_timeout = decision_timeout
+        self.version = version
         self.fingerprint = _fingerprint(self)
 
     def tools(self, path: str = "") -> list[Tool]:
@@ -427,8 +435,18 @@ class DurableRun(Generic[OutputT]):
         except WorkflowFailureError as exc:
             cause = exc.cause
             kind = getattr(cause, "type", None) or type(cause).__name__  # ApplicationError's type
+            if NONDETERMINISM in str(cause):  # a worker replayed it with another definition
+                changed = mismatch(await self._start(), self._durable)
+                if changed is not None:
+                    raise DurableRunFailed(f"{changed} ({cause})", kind="AgentMismatch") from exc
             raise DurableRunFailed(str(cause), kind=kind) from exc
         return ev.event_from_json(data, output_type=self._durable.agent.output_type)
+
+    async def _start(self) -> Any:
+        """The run's start, as its history's first event recorded it."""
+        async for event in self._handle.fetch_history_events(page_size=1):
+            return start_of(event)
+        return None
 
     async def result(self) -> RunResult[OutputT]:
         """The run's result (waiting for the end): what ``Agent.run`` returns in-process. A
@@ -522,15 +540,50 @@ def _error_of(kind: str, message: str) -> Exception:
 
 
 def _fingerprint(durable: TemporalAgent[Any]) -> str:
-    """What a worker and a caller must agree on: the agent's name and its tools' names and
-    schemas. A run started with one definition never runs on a worker with another."""
-    tools = sorted(_specs(durable.tools()))
-    subagents = [
-        [path, sorted(_specs(durable.tools(path)))] for path in durable.agent_paths() if path
-    ]
-    # An agent without sub-agents keeps the fingerprint it had before they could run durably.
-    text = json.dumps([durable.name, tools, *([subagents] if subagents else [])], sort_keys=True)
+    """What a worker and a caller must agree on: the agent's name, its tools' names and
+    schemas, its instructions, its middleware's names and its ``version``, and the same of each
+    sub-agent. A run started with one definition never runs on a worker with another."""
+    agents = [[path, *_definition(durable, path)] for path in durable.agent_paths()]
+    text = json.dumps([durable.name, durable.version, agents], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _definition(durable: TemporalAgent[Any], path: str) -> list[Any]:
+    agent = durable.agent_at(path)
+    middleware = [*agent.model_middleware, *agent.tool_middleware]
+    return [sorted(_specs(durable.tools(path))), agent.instructions, [_name(m) for m in middleware]]
+
+
+def _name(thing: object) -> str:
+    named = thing if hasattr(thing, "__qualname__") else type(thing)
+    return f"{getattr(named, '__module__', '?')}.{getattr(named, '__qualname__', '?')}"
+
+
+# How Temporal's core names the failure of a history the worker's code did not replay.
+NONDETERMINISM = "Nondeterminism error"
+
+
+def start_of(event: HistoryEvent) -> Any:
+    """The workflow's start argument from its history's first event (``None`` if not JSON)."""
+    payloads = event.workflow_execution_started_event_attributes.input.payloads
+    try:
+        return json.loads(payloads[0].data) if payloads else None
+    except ValueError:
+        return None
+
+
+def mismatch(start: Any, durable: TemporalAgent[Any]) -> str | None:
+    """Why a run started with ``start`` cannot go on with ``durable``'s definition (``None``:
+    it can): the message an ``AgentMismatch`` carries."""
+    started = start.get("fingerprint") if isinstance(start, dict) else None
+    if started is None or started == durable.fingerprint:
+        return None
+    return (
+        f"the run was started with agent {durable.name!r} at fingerprint {started}, and this "
+        f"agent's is {durable.fingerprint}: its tools, their schemas, its instructions, its "
+        "middleware or its version changed. Serve each version of an agent under its own name "
+        "or task queue, and let runs in flight finish on the old one"
+    )
 
 
 def _specs(tools: list[Tool]) -> list[tuple[str, str, str]]:

@@ -5,12 +5,12 @@ bounded time when the server is unreachable)."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 import anyio
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -18,12 +18,15 @@ from temporalio.worker import (
     Worker,
     WorkflowInboundInterceptor,
     WorkflowInterceptorClassInput,
+    WorkflowReplayResult,
+    WorkflowReplayResults,
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.workflow import NondeterminismError
 
 from .._errors import AgentLoopError, UserError
 from ._activities import Activities
-from ._durable import TemporalAgent
+from ._durable import TemporalAgent, mismatch, start_of
 from ._workflow import SERVED, AgentFacts, AgentRunWorkflow, ModelFacts
 
 # Passed through Temporal's sandbox: imported once, outside it. The workflow's code is
@@ -120,18 +123,76 @@ def worker(
 
 def replayer(agents: Sequence[TemporalAgent[Any] | str], **kwargs: Any) -> Replayer:
     """A ``Replayer`` of durable runs of ``agents``: ``await replayer(...).replay_workflow(h)``
-    fails on any nondeterminism in a recorded history ``h``.
+    fails on any nondeterminism in a recorded history ``h``; where the agent's definition
+    changed since the run started, the failure (``AgentChanged``) names both fingerprints.
 
     Args:
         agents: As for ``worker``.
         **kwargs: Passed to ``Replayer``.
     """
-    return Replayer(
+    served = _served(agents)
+    return _Replayer(
+        {name: durable for name, (durable, _) in served.items()},
         workflows=[AgentRunWorkflow],
-        interceptors=[_Serve(_served(agents))],
+        interceptors=[_Serve(served)],
         workflow_runner=sandbox(),
         **kwargs,
     )
+
+
+class AgentChanged(NondeterminismError):
+    """A recorded run does not replay because its agent's definition changed since it
+    started (its fingerprint says how to tell)."""
+
+
+class _Replayer(Replayer):
+    """Temporal's replayer, which first checks each history's agent: one whose definition
+    changed since the run started fails with ``AgentChanged`` and is not replayed (the
+    workflow fails runs that do not replay, and a replayer would wait on such a run)."""
+
+    def __init__(self, agents: Mapping[str, TemporalAgent[Any]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._agents = agents
+
+    async def replay_workflow(
+        self, history: WorkflowHistory, *, raise_on_replay_failure: bool = True
+    ) -> WorkflowReplayResult:
+        changed = self._changed(history)
+        if changed is None:
+            return await super().replay_workflow(
+                history, raise_on_replay_failure=raise_on_replay_failure
+            )
+        if raise_on_replay_failure:
+            raise changed
+        return WorkflowReplayResult(history=history, replay_failure=changed)
+
+    async def replay_workflows(
+        self, histories: AsyncIterator[WorkflowHistory], *, raise_on_replay_failure: bool = True
+    ) -> WorkflowReplayResults:
+        failures: dict[str, Exception] = {}
+
+        async def unchanged() -> AsyncIterator[WorkflowHistory]:
+            async for history in histories:
+                changed = self._changed(history)
+                if changed is None:
+                    yield history
+                elif raise_on_replay_failure:
+                    raise changed
+                else:
+                    failures[history.run_id] = changed
+
+        replayed = await super().replay_workflows(
+            unchanged(), raise_on_replay_failure=raise_on_replay_failure
+        )
+        return WorkflowReplayResults(replay_failures={**failures, **replayed.replay_failures})
+
+    def _changed(self, history: WorkflowHistory) -> AgentChanged | None:
+        start = start_of(history.events[0]) if history.events else None
+        durable = self._agents.get(str(start.get("agent"))) if isinstance(start, dict) else None
+        changed = None if durable is None else mismatch(start, durable)
+        # A run refused at its start (AgentMismatch) did nothing: it replays as it ran.
+        acted = any(e.HasField("activity_task_scheduled_event_attributes") for e in history.events)
+        return None if changed is None or not acted else AgentChanged(changed)
 
 
 def sandbox() -> SandboxedWorkflowRunner:

@@ -57,6 +57,7 @@ from ._durable import (
     TOOL_ACTIVITY,
     WAITING_QUERY,
     WORKFLOW_NAME,
+    mismatch,
 )
 from ._store import ActivityStore
 
@@ -305,7 +306,9 @@ class _ToolEffects:
         return _codec.decode_result(outcome["result"])
 
 
-@workflow.defn(name=WORKFLOW_NAME)
+# A history this worker's code cannot replay (an agent changed while its run was in flight)
+# fails the run, rather than failing its workflow task again and again for ever.
+@workflow.defn(name=WORKFLOW_NAME, failure_exception_types=[workflow.NondeterminismError])
 class AgentRunWorkflow:
     """One durable run of an agent the worker serves."""
 
@@ -455,14 +458,9 @@ class AgentRunWorkflow:
                 non_retryable=True,
             )
         durable, facts = served[start["agent"]]
-        if durable.fingerprint != start["fingerprint"]:
-            raise AgentMismatch(
-                f"the worker's agent {durable.name!r} is not the one the run was started with "
-                "(its name, tools or tool schemas differ): serve each version of an agent under "
-                "its own name or task queue",
-                type="AgentMismatch",
-                non_retryable=True,
-            )
+        changed = mismatch(start, durable)
+        if changed is not None:
+            raise AgentMismatch(changed, type="AgentMismatch", non_retryable=True)
         try:
             terminal = await self._execute(durable, facts, start)
         except (KeyboardInterrupt, SystemExit, BaseExceptionGroup) as exc:
