@@ -77,7 +77,8 @@ class OutputGuardrail:
     """A check of the final answer before ``RunFinished``: ``async check(run, output)``, with
     the output as the result would have it (typed, with ``output_type``). A streamed answer
     streams as usual; a trip withdraws it (``AttemptDiscarded(reason="guardrail")``) and the
-    result has no output and no text.
+    result has no output and no text. What it tripped on is kept nowhere after that: not in
+    the step, a later event or the session; the error keeps the tripwire's reason and info.
 
     Args:
         check: ``async (run_context, output) -> Tripwire | None`` (or a plain ``def``).

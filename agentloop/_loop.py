@@ -695,10 +695,10 @@ async def _settle(
         return held, _waiting_result(run, held)
 
     def step(**fields: Any) -> Step:
+        fields.setdefault("parts", response.parts)
         return Step(
             index=step_index,
             attempt=attempt,
-            parts=response.parts,
             finish_reason=response.finish_reason,
             usage=response.usage,
             carried=carried_results,
@@ -747,7 +747,11 @@ async def _settle(
                 run.discard(attempt, "guardrail")
                 run.attempts.clear()
                 await run.flush_discards()
-            done = step(thought=thought, answer=text)
+            if isinstance(error, GuardrailTripped):
+                # What it tripped on goes nowhere: not in the step, its events or the session.
+                done = step(parts=())
+            else:
+                done = step(thought=thought, answer=text)
             return done, _result(run, step=done, error=error)
     done = step(thought=thought, answer=text)
     return done, _result(run, step=done, text=text, output=output)
