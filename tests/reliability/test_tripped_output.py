@@ -89,7 +89,6 @@ async def test_a_tripped_answer_is_in_no_http_history(provider: ProviderServer) 
     import httpx2
 
     from agentloop.web import create_app
-
     from tests.web._serving import frames, serving
 
     store = InMemoryStore()
