@@ -203,7 +203,7 @@ class _Attempt:
         action to start), if anything. Not a coroutine: most deltas of a run that streams no
         events need nothing awaited, and a coroutine per delta is measurable."""
         run, n = self.run, self.record.n
-        self.builder.add(delta)
+        delta = self.builder.add(delta)  # a duplicate call id comes back as the call's own
         match delta:
             case mt.TextPiece(text=text):
                 self._count(text)
