@@ -8,8 +8,9 @@ Layers, bottom to top (``tests/test_layering.py`` checks them on the import grap
 imports under ``TYPE_CHECKING`` and inside functions). A module imports only from its own layer
 and those below, and no modules import each other in a cycle.
 
-1. Leaves: ``_errors``, ``_time``, ``_version``, ``_context`` (``StateView``, a run's
-   state), and ``_generic`` (subscripted generic dataclasses made callable).
+1. Leaves: ``_errors``, ``_checks`` (settings' fields checked when made), ``_time``,
+   ``_version``, ``_context`` (``StateView``, a run's state), and ``_generic`` (subscripted
+   generic dataclasses made callable).
 2. ``models``: the values that cross the model seam (``models._types``, with the ``RunContext``
    protocol that a ``ModelRequest`` carries) and the drivers.
 3. ``sessions``: the stores.

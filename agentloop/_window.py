@@ -28,7 +28,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ._errors import UserError
+from . import _checks as checks
+from ._errors import UserError, as_given
 from .models._types import (
     FilePart,
     ImagePart,
@@ -78,12 +79,13 @@ class ContextWindow:
     headroom: float = 0.25
 
     def __post_init__(self) -> None:
-        if self.max_tokens < 1:
-            raise UserError("ContextWindow.max_tokens must be 1 or more")
-        if self.keep_steps < 1:
-            raise UserError("ContextWindow.keep_steps must be 1 or more")
-        if not 0.0 <= self.headroom < 1.0:
-            raise UserError("ContextWindow.headroom must be at least 0 and below 1")
+        checks.count("ContextWindow", "max_tokens", self.max_tokens, minimum=1)
+        checks.count("ContextWindow", "keep_steps", self.keep_steps, minimum=1)
+        checks.number("ContextWindow", "headroom", self.headroom, below=1.0)
+        if self.summarizer is not None and not callable(as_given(self.summarizer)):
+            raise UserError(
+                f"ContextWindow.summarizer must be an async function, not {self.summarizer!r}"
+            )
 
 
 _SUMMARY_PROMPT = (

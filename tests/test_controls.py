@@ -204,7 +204,7 @@ def test_usage_limits_are_checked_when_made() -> None:
     """A cost limit without prices, or a negative limit, is a UserError."""
     with pytest.raises(Exception, match="prices"):
         UsageLimits(cost=Decimal("0.5"))
-    with pytest.raises(Exception, match="negative"):
+    with pytest.raises(UserError, match=r"UsageLimits\.requests must be a whole number, 0 or more"):
         UsageLimits(requests=-1)
 
 
