@@ -63,6 +63,7 @@ from ._decisions import ExternalResult as ExternalResult
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import AgentLoopWarning as AgentLoopWarning
 from ._errors import ContentFiltered as ContentFiltered
+from ._errors import ContextWindowExceeded as ContextWindowExceeded
 from ._errors import DecisionsPending as DecisionsPending
 from ._errors import GuardrailTripped as GuardrailTripped
 from ._errors import MaxStepsExceeded as MaxStepsExceeded
@@ -183,6 +184,7 @@ __all__ = [
     "ContentFiltered",
     "ContextTrimmed",
     "ContextWindow",
+    "ContextWindowExceeded",
     "Cost",
     "Decision",
     "DecisionsPending",

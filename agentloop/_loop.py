@@ -315,8 +315,12 @@ async def _steps(
         # Resuming, the reply of the step in flight may be committed: it is never asked again.
         response = run.take_committed_reply()
         if response is None:
+            try:
+                messages = await _prompt(run, plan, user, fitter)
+            except RunError as exc:  # the prompt cannot fit the context window
+                return await _ended(run, _result(run, error=exc))
             request = mt.ModelRequest(
-                messages=await _prompt(run, plan, user, fitter),
+                messages=messages,
                 tools=plan.specs,
                 tool_mode=plan.tool_mode,
                 stop=plan.stop,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from . import _checks as checks
-from ._errors import UserError, as_given
+from ._errors import ContextWindowExceeded, UserError, as_given
 from .models._types import (
     FilePart,
     ImagePart,
@@ -271,6 +271,14 @@ class ContextFitter:
             self._sizes.append(size)
             self._kept_tokens += size
         before = self._total()
+        fixed = round(self._scaled(self._head_tokens))
+        if fixed > self.window.max_tokens:
+            raise ContextWindowExceeded(
+                f"the system message, memory and input take about {fixed} tokens, over the "
+                f"context window's budget of {self.window.max_tokens} (ContextWindow.max_tokens);"
+                " they are never trimmed, so the request was not sent",
+                details={"max_tokens": self.window.max_tokens, "tokens": fixed},
+            )
         trim = None
         if self._scaled(before) > self.window.max_tokens:
             trim = await self._trim(run, user, before)
