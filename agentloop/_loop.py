@@ -25,6 +25,7 @@ import agentloop.models._types as mt
 from . import _controls as controls
 from ._actions import (
     Executor,
+    Ordinals,
     PendingAction,
     Toolbox,
     action_of,
@@ -647,13 +648,17 @@ async def _settle(
     deciding: list[tuple[PendingAction, Literal["approval", "external"]]] = []
     seen: set[str] = set()
     limit = plan.tool_limits.max_actions_per_step
+    ordinals = Ordinals()  # as the stream counted them: equal calls in reply order
     for part in response.tool_calls:
         same_id = sealed.get(part.id)
         pending = same_id.pop(0) if same_id else None
         if pending is None or (
             pending.part is not part and pending.part != part and not pending.started
         ):
-            pending = PendingAction(part, action_of(part, attempt))
+            action = action_of(part, attempt)
+            pending = PendingAction(part, action, ordinals.next(action))
+        else:
+            ordinals.next(pending.action)
         pendings.append(pending)
         refused = refusal(
             pending,

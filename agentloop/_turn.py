@@ -13,7 +13,7 @@ import agentloop._events as ev
 import agentloop.models._types as mt
 
 from . import _react_parser as rp
-from ._actions import PendingAction, action_of, refusal
+from ._actions import Ordinals, PendingAction, action_of, refusal
 from ._errors import ModelError, ModelTimeout, ReplyTooLarge, UsageLimitExceeded
 from ._output import PartialParser
 from ._steps import RunErrorInfo
@@ -110,6 +110,7 @@ class _Attempt:
         "executor",
         "limit_chars",
         "model",
+        "ordinals",
         "parser",
         "partial",
         "partial_section",
@@ -139,6 +140,7 @@ class _Attempt:
         self.parser = rp.ReactParser() if request.tool_mode == "react" else None
         self.calls: dict[str, tuple[int, str]] = {}  # native call id -> (index, tool name)
         self.tags: set[str] | None = None  # the sealed calls' ids, made with the first
+        self.ordinals = Ordinals()  # equal calls so far, for their idempotency keys
         # ReAct text in reply order: (key, chunks) with key _TEXT, _THOUGHT or an answer section
         self.pieces: list[tuple[int, list[str]]] = []
         self.chars = 0
@@ -320,7 +322,8 @@ class _Attempt:
         """An action is complete in the stream: start it now unless it must wait."""
         record = self.record
         record.streamed = True
-        pending = PendingAction(part, action_of(part, record.n))
+        action = action_of(part, record.n)
+        pending = PendingAction(part, action, self.ordinals.next(action))
         record.actions.append(pending)
         tags = self.tags
         if tags is None:
