@@ -18,7 +18,7 @@ from ._errors import ModelError, ModelTimeout, ReplyTooLarge, UsageLimitExceeded
 from ._output import PartialParser
 from ._steps import RunErrorInfo
 from ._time import fail_after
-from ._tracing import attempt_failed
+from ._tracing import attempt_failed, stream_failed_after_start
 from .models._assemble import ResponseBuilder
 from .models._fallback import FallbackModel
 
@@ -396,12 +396,17 @@ class _Attempt:
     async def _failed(self, error: ModelError) -> mt.ModelResponse:
         """A stream failed. With an action already started, its sealed actions become the step
         (never retried blind); otherwise the error goes to the retry layer."""
-        await self._account(None)
         if self.record.started_any():
+            # Kept, not retried; but said: logged, traced, and on the attempt's event.
+            stream_failed_after_start(self.run, self.record.n, error)
+            await self._account(None, error)
             return self._build(partial=True).replace(finish_reason="error")
+        await self._account(None)
         raise error
 
-    async def _account(self, response: mt.ModelResponse | None) -> None:
+    async def _account(
+        self, response: mt.ModelResponse | None, error: ModelError | None = None
+    ) -> None:
         usage = response.usage if response is not None else None
         counted = mt.UNKNOWN_USAGE if usage is None else _one_request(usage)
         model = self.model
@@ -412,6 +417,9 @@ class _Attempt:
                 attempt=self.record.n,
                 finish_reason=response.finish_reason if response is not None else "error",
                 usage=usage,
+                error=None
+                if error is None
+                else RunErrorInfo(kind=type(error).__name__, message=str(error)),
             )
 
 

@@ -91,3 +91,57 @@ async def test_duplicate_call_ids_become_distinct_actions_each_run_once(transpor
     sent_ids = [c["id"] for c in assistant["tool_calls"]]
     answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
     assert sent_ids == tags and answered == tags
+
+
+# -- a stream that fails after its reply's actions started ---------------------------------------
+
+SEALED_THEN_ERROR = (
+    "".join(
+        f"data: {json.dumps(c)}\n\n"
+        for c in (
+            _chunk({"role": "assistant", "content": None}),
+            _chunk(_call(0, "Paris")),
+            _chunk({}, "tool_calls"),
+        )
+    )
+    + 'data: {"error": {"message": "upstream hiccup 4711", "type": "server_error"}}\n\n'
+).encode()
+
+
+async def test_a_stream_error_after_the_replys_actions_started_is_said_not_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The reply's call was sealed and started when the stream failed: the reply so far is kept
+    (its action is never run twice by a retry), and the error is logged, counted on the
+    attempt's ``ModelCallFinished`` and on the step, not dropped without a word."""
+    import logging
+
+    from agentloop import ModelCallFinished
+
+    ran: list[str] = []
+    count = 0
+
+    @tool
+    async def weather(city: str) -> str:
+        """The weather in a city."""
+        ran.append(city)
+        return f"sunny in {city}"
+
+    def handler(request: RecordedRequest) -> ScriptedResponse:
+        nonlocal count
+        count += 1
+        return ScriptedResponse(headers=HEADERS, body=SEALED_THEN_ERROR if count == 1 else ANSWER)
+
+    async with ProviderServer(handler) as server:
+        model = OpenAIChatModel("m", base_url=server.url + "/v1", api_key="k")
+        async with model:
+            agent = Agent(model, tools=[weather])
+            with caplog.at_level(logging.WARNING, logger="agentloop"):
+                async with agent.stream("Paris?") as run:
+                    events = [e async for e in run]
+    assert ran == ["Paris"] and count == 2
+    finished = [e for e in events if isinstance(e, ModelCallFinished)]
+    assert finished[0].finish_reason == "error" and finished[0].error is not None
+    assert "upstream hiccup 4711" in finished[0].error.message
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("upstream hiccup 4711" in w for w in warnings), warnings
