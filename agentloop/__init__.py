@@ -8,8 +8,9 @@ Layers, bottom to top (``tests/test_layering.py`` checks them on the import grap
 imports under ``TYPE_CHECKING`` and inside functions). A module imports only from its own layer
 and those below, and no modules import each other in a cycle.
 
-1. Leaves: ``_errors``, ``_time``, ``_version``, ``_context`` (``StateView``, a run's
-   state), and ``_generic`` (subscripted generic dataclasses made callable).
+1. Leaves: ``_errors``, ``_checks`` (settings' fields checked when made), ``_time``,
+   ``_version``, ``_context`` (``StateView``, a run's state), and ``_generic`` (subscripted
+   generic dataclasses made callable).
 2. ``models``: the values that cross the model seam (``models._types``, with the ``RunContext``
    protocol that a ``ModelRequest`` carries) and the drivers.
 3. ``sessions``: the stores.
@@ -62,6 +63,7 @@ from ._decisions import ExternalResult as ExternalResult
 from ._errors import AgentLoopError as AgentLoopError
 from ._errors import AgentLoopWarning as AgentLoopWarning
 from ._errors import ContentFiltered as ContentFiltered
+from ._errors import ContextWindowExceeded as ContextWindowExceeded
 from ._errors import DecisionsPending as DecisionsPending
 from ._errors import GuardrailTripped as GuardrailTripped
 from ._errors import MaxStepsExceeded as MaxStepsExceeded
@@ -182,6 +184,7 @@ __all__ = [
     "ContentFiltered",
     "ContextTrimmed",
     "ContextWindow",
+    "ContextWindowExceeded",
     "Cost",
     "Decision",
     "DecisionsPending",

@@ -27,7 +27,7 @@ from ._steps import Action, ActionErrorKind, ActionResult, RunResult, split_imag
 from ._threads import Job, NoWorkerThread, borrow_nowait
 from ._time import fail_after
 from .models._types import RunContext, ToolCallPart, ToolSpec
-from .tools._context import ToolContext, abandon
+from .tools._context import ToolContext, abandon, call_identity
 from .tools._limits import ToolLimits, default_thread_limiter, default_tool_limiter
 from .tools._schema import MAX_ARGUMENT_DEPTH, nesting_exceeds, strip_nones, text_nesting_exceeds
 from .tools._tool import Activity, Tool, check_unique_names
@@ -144,6 +144,22 @@ def error_result(
     )
 
 
+class Ordinals:
+    """Counts equal calls (same tool, same arguments) of one reply in reply order: a call's
+    ordinal is part of its idempotency key, which must not rest on the provider's call id."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[str, int] = {}
+
+    def next(self, action: Action) -> int:
+        key = call_identity(action.name, action.path, action.input)
+        n = self._seen.get(key, 0)
+        self._seen[key] = n + 1
+        return n
+
+
 def action_of(part: ToolCallPart, attempt: int) -> Action:
     """The action for a sealed call; unparsable arguments stay raw text for the error result."""
     arguments: Any = part.arguments
@@ -200,11 +216,12 @@ class SubrunOutput:
 class PendingAction:
     """An action of the run: sealed, maybe started, maybe finished."""
 
-    __slots__ = ("_event", "action", "finished", "part", "result", "started")
+    __slots__ = ("_event", "action", "finished", "ordinal", "part", "result", "started")
 
-    def __init__(self, part: ToolCallPart, action: Action) -> None:
+    def __init__(self, part: ToolCallPart, action: Action, ordinal: int = 0) -> None:
         self.part = part
         self.action = action
+        self.ordinal = ordinal  # equal calls before it in its reply (the idempotency key's)
         self.started = False
         self.finished = False  # the result is in and ``ActionFinished`` has gone out
         self.result: ActionResult | None = None
@@ -319,7 +336,7 @@ class Executor:
             pending.set_finished()
 
     async def _invoke(self, pending: PendingAction, step: int) -> ActionResult:
-        call = ToolCall(action=pending.action, run=self._run, step=step)
+        call = ToolCall(action=pending.action, run=self._run, step=step, ordinal=pending.ordinal)
         limiter = self._limiter
         if limiter is None:  # a run stays on one event loop: look the RunVar up once per run
             limiter = self._limiter = self._limits.tool_limiter or default_tool_limiter()
@@ -388,7 +405,7 @@ async def _invoke_tool(toolbox: Toolbox, limits: ToolLimits, call: ToolCall) -> 
         return error_result(action, "invalid_arguments", _validation_message(exc))
     except RecursionError:
         return error_result(action, "invalid_arguments", _TOO_DEEP)
-    ctx = ToolContext(run=call.run, action=action, step=call.step)
+    ctx = ToolContext(run=call.run, action=action, step=call.step, ordinal=call.ordinal)
     kwargs = _call_kwargs(activity, args, ctx)
     name = tool.name if action.path is None else f"{tool.name}.{action.path}"
     max_chars = limits.max_output_chars

@@ -14,7 +14,7 @@ import anyio
 
 from ._actions import error_result
 from ._errors import ModelRetry, OutputInvalid, RunError, UserError
-from ._guardrails import InputGuardrail, ToolGuardrail, Tripwire, tripped
+from ._guardrails import InputGuardrail, ToolGuardrail, Tripwire, outcome, tripped
 from ._handoff import ACTIVE_AGENT_KEY, Handoff
 from ._run import run_of
 
@@ -70,7 +70,7 @@ def input_middleware(guardrails: Sequence[InputGuardrail]) -> ModelMiddleware | 
 
 
 async def _check_input(run: RunCore, guardrail: InputGuardrail) -> None:
-    wire = await guardrail.check(run.context, run.user_input)
+    wire = await outcome(guardrail.check(run.context, run.user_input))
     if isinstance(wire, Tripwire):
         raise tripped(guardrail.name, "input", wire)
 
@@ -104,13 +104,13 @@ def tool_middleware(plan: Plan) -> ToolMiddleware | None:
         checks = [g for g in guardrails if g.applies_to(action.name)]
         for guardrail in checks:
             if guardrail.before is not None:
-                wire = await guardrail.before(call)
+                wire = await outcome(guardrail.before(call))
                 if isinstance(wire, Tripwire):
                     return _blocked(run, call, guardrail, "tool_call", wire)
         result = await call_next(call)
         for guardrail in checks:
             if guardrail.after is not None:
-                wire = await guardrail.after(call, result)
+                wire = await outcome(guardrail.after(call, result))
                 if isinstance(wire, Tripwire):
                     return _blocked(run, call, guardrail, "tool_result", wire)
         return result
@@ -146,7 +146,7 @@ async def check_answer(run: RunCore, output: Any) -> tuple[Any, str | None, RunE
                 return output, None, OutputInvalid(message, details={"reason": exc.message})
             return output, f"Your answer was rejected: {exc.message}. Reply again.", None
     for guardrail in plan.output_guardrails:
-        wire = await guardrail.check(run.context, output)
+        wire = await outcome(guardrail.check(run.context, output))
         if isinstance(wire, Tripwire):
             return output, None, tripped(guardrail.name, "output", wire)
     return output, None, None

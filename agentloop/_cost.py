@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from . import _checks as checks
 from ._errors import UserError, as_given
 
 if TYPE_CHECKING:
@@ -23,11 +24,7 @@ _MILLION = Decimal(1_000_000)
 
 
 def _money(value: Decimal | float | str, what: str) -> Decimal:
-    # str(float) first: Decimal(0.1) would carry the float's binary error into every sum.
-    amount = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
-    if not amount.is_finite() or amount < 0:
-        raise UserError(f"{what} must be a finite, non-negative price, not {value!r}")
-    return amount
+    return checks.money("ModelPrice", what, value)
 
 
 @dataclass(frozen=True, slots=True, init=False)

@@ -261,6 +261,14 @@ class UsageLimitExceeded(RunError):
     kind = "usage_limit_exceeded"
 
 
+class ContextWindowExceeded(RunError):
+    """What a ``ContextWindow`` never trims (the system message, memory and the input) is over
+    its budget: the run ends before the call, as no trim could make the prompt fit.
+    ``details`` hold ``max_tokens`` and the estimated ``tokens``."""
+
+    kind = "context_window_exceeded"
+
+
 class GuardrailTripped(RunError):
     """A guardrail tripped: ``details`` holds its ``guardrail`` name, its ``stage``
     (``input``, ``output``, ``tool_call`` or ``tool_result``) and its ``info``."""
@@ -299,6 +307,7 @@ RUN_ERRORS: dict[str, type[RunError]] = {
         UsageLimitExceeded,
         GuardrailTripped,
         ToolRetriesExceeded,
+        ContextWindowExceeded,
     )
 }
 

@@ -93,11 +93,14 @@ class ModelCallFinished(_Event):
         attempt: The attempt's number.
         finish_reason: Why the reply ended (``stop``, ``tool_calls``, ``length``, …).
         usage: The tokens the provider reported, if it did.
+        error: Why the stream failed (``finish_reason="error"``), if it did: also when the
+            reply so far was kept because its actions had started (it is never retried).
     """
 
     attempt: int
     finish_reason: FinishReason
     usage: Usage | None = None
+    error: RunErrorInfo | None = None
     type: Literal["model_call_finished"] = "model_call_finished"
 
 

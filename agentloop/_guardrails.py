@@ -2,12 +2,14 @@
 validators, which ask the model again instead of ending the run.
 
 A guardrail's check returns a ``Tripwire`` to trip (ending the run with ``guardrail_tripped``)
-or ``None`` to let the run go on. The engine runs them at fixed points (``_controls``); these
+or ``None`` to let the run go on. A check is an ``async def`` or a plain ``def`` (called on the
+event loop, like a plain ``def`` middleware: keep it quick). The engine runs them at fixed points (``_controls``); these
 are only the values an agent is configured with.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -36,7 +38,14 @@ class Tripwire:
     info: Any = None
 
 
-TripwireCheck: TypeAlias = Awaitable["Tripwire | None"]
+TripwireCheck: TypeAlias = "Tripwire | Awaitable[Tripwire | None] | None"
+
+
+async def outcome(check: TripwireCheck) -> Tripwire | None:
+    """What a check returned, awaited if it is awaitable (an ``async def`` check)."""
+    if inspect.isawaitable(check):
+        return await check
+    return check
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +58,7 @@ class InputGuardrail:
     meanwhile still run to their end.
 
     Args:
-        check: ``async (run_context, input_text) -> Tripwire | None``.
+        check: ``async (run_context, input_text) -> Tripwire | None`` (or a plain ``def``).
         name: The guardrail's name in the error (the check's ``__name__`` by default).
         concurrent: Run alongside the first model call instead of before it.
     """
@@ -68,10 +77,11 @@ class OutputGuardrail:
     """A check of the final answer before ``RunFinished``: ``async check(run, output)``, with
     the output as the result would have it (typed, with ``output_type``). A streamed answer
     streams as usual; a trip withdraws it (``AttemptDiscarded(reason="guardrail")``) and the
-    result has no output and no text.
+    result has no output and no text. What it tripped on is kept nowhere after that: not in
+    the step, a later event or the session; the error keeps the tripwire's reason and info.
 
     Args:
-        check: ``async (run_context, output) -> Tripwire | None``.
+        check: ``async (run_context, output) -> Tripwire | None`` (or a plain ``def``).
         name: The guardrail's name in the error (the check's ``__name__`` by default).
     """
 
@@ -90,8 +100,8 @@ class ToolGuardrail:
     tripped before it runs never runs, a result tripped after is never shown to the model.
 
     Args:
-        before: ``async (call) -> Tripwire | None``, before the call runs.
-        after: ``async (call, result) -> Tripwire | None``, on its result.
+        before: ``async (call) -> Tripwire | None`` (or a plain ``def``), before the call runs.
+        after: ``async (call, result) -> Tripwire | None`` (or a plain ``def``), on its result.
         name: The guardrail's name in the error (the first check's ``__name__`` by default).
         tools: The tools it checks, by name (all, when empty).
     """
@@ -151,6 +161,6 @@ def check_guardrails(guardrails: object) -> tuple[Guardrail, ...]:
 
 def _name(guardrail: object, check: Callable[..., Any]) -> None:
     if not callable(check):
-        raise UserError(f"a guardrail's check must be an async function, not {check!r}")
+        raise UserError(f"a guardrail's check must be a function (async def or def), not {check!r}")
     if not getattr(guardrail, "name", ""):
         object.__setattr__(guardrail, "name", getattr(check, "__name__", type(check).__name__))

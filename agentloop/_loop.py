@@ -25,6 +25,7 @@ import agentloop.models._types as mt
 from . import _controls as controls
 from ._actions import (
     Executor,
+    Ordinals,
     PendingAction,
     Toolbox,
     action_of,
@@ -315,8 +316,12 @@ async def _steps(
         # Resuming, the reply of the step in flight may be committed: it is never asked again.
         response = run.take_committed_reply()
         if response is None:
+            try:
+                messages = await _prompt(run, plan, user, fitter)
+            except RunError as exc:  # the prompt cannot fit the context window
+                return await _ended(run, _result(run, error=exc))
             request = mt.ModelRequest(
-                messages=await _prompt(run, plan, user, fitter),
+                messages=messages,
                 tools=plan.specs,
                 tool_mode=plan.tool_mode,
                 stop=plan.stop,
@@ -643,13 +648,17 @@ async def _settle(
     deciding: list[tuple[PendingAction, Literal["approval", "external"]]] = []
     seen: set[str] = set()
     limit = plan.tool_limits.max_actions_per_step
+    ordinals = Ordinals()  # as the stream counted them: equal calls in reply order
     for part in response.tool_calls:
         same_id = sealed.get(part.id)
         pending = same_id.pop(0) if same_id else None
         if pending is None or (
             pending.part is not part and pending.part != part and not pending.started
         ):
-            pending = PendingAction(part, action_of(part, attempt))
+            action = action_of(part, attempt)
+            pending = PendingAction(part, action, ordinals.next(action))
+        else:
+            ordinals.next(pending.action)
         pendings.append(pending)
         refused = refusal(
             pending,
@@ -695,10 +704,10 @@ async def _settle(
         return held, _waiting_result(run, held)
 
     def step(**fields: Any) -> Step:
+        fields.setdefault("parts", response.parts)
         return Step(
             index=step_index,
             attempt=attempt,
-            parts=response.parts,
             finish_reason=response.finish_reason,
             usage=response.usage,
             carried=carried_results,
@@ -747,7 +756,11 @@ async def _settle(
                 run.discard(attempt, "guardrail")
                 run.attempts.clear()
                 await run.flush_discards()
-            done = step(thought=thought, answer=text)
+            if isinstance(error, GuardrailTripped):
+                # What it tripped on goes nowhere: not in the step, its events or the session.
+                done = step(parts=())
+            else:
+                done = step(thought=thought, answer=text)
             return done, _result(run, step=done, error=error)
     done = step(thought=thought, answer=text)
     return done, _result(run, step=done, text=text, output=output)

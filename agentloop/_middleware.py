@@ -40,11 +40,14 @@ class ToolCall(Generic[DepsT]):
         action: The action the model asked for.
         run: The run it belongs to.
         step: The number of the step whose reply held it.
+        ordinal: How many equal calls (same tool, same arguments) came before it in its
+            reply (part of ``ToolContext.idempotency_key``).
     """
 
     action: Action
     run: RunContext[DepsT]
     step: int
+    ordinal: int = 0
 
     def replace(self, **changes: Any) -> ToolCall[DepsT]:
         """A copy with some fields changed (a middleware rewriting the action's input).

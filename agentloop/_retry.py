@@ -11,7 +11,8 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ._errors import ModelError, UserError
+from . import _checks as checks
+from ._errors import ModelError
 from ._time import random_fraction
 
 if TYPE_CHECKING:
@@ -51,12 +52,12 @@ class RetryPolicy:
     idle_timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise UserError("RetryPolicy.max_attempts must be at least 1")
+        checks.count("RetryPolicy", "max_attempts", self.max_attempts, minimum=1)
+        for name in ("initial_wait", "max_wait", "max_retry_after"):
+            checks.number("RetryPolicy", name, getattr(self, name))
+        checks.number("RetryPolicy", "jitter", self.jitter, maximum=1.0)
         for name in ("deadline", "attempt_timeout", "idle_timeout"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise UserError(f"RetryPolicy.{name} must be positive")
+            checks.optional_number("RetryPolicy", name, getattr(self, name), positive=True)
 
     def wait_for(self, error: BaseException | None, attempt: int) -> float:
         """Seconds to wait before attempt ``attempt + 1``.

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
+from . import _checks as checks
 from ._context import StateView
 from ._errors import (
     NothingToResume,
@@ -58,8 +59,8 @@ class Memory:
     max_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_runs < 0:
-            raise UserError("Memory.max_runs must be 0 or more")
+        checks.count("Memory", "max_runs", self.max_runs)
+        checks.optional_count("Memory", "max_tokens", self.max_tokens)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -4,6 +4,8 @@ anyio's worker threads are not daemon threads on asyncio, so one that hangs in a
 read without a timeout) keeps the interpreter from exiting long after ``run_sync`` returned.
 Ours are daemon threads, reused while busy (an idle one ends after ``IDLE_SECONDS``), and hand
 their outcome back to the event loop with ``anyio.from_thread.run_sync`` and the loop's token.
+While a tool runs, its thread is marked as an anyio worker thread of the run's loop (see
+``_as_worker``), so the tool may call ``anyio.from_thread.run_sync`` / ``run`` as anyio documents.
 
 The rule for abandoned threads (a sync tool cancelled or past its timeout while its thread still
 runs): the waiting task returns at once; the thread keeps its limiter token until it really
@@ -23,7 +25,8 @@ import sys
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -51,6 +54,50 @@ def borrow_nowait(limiter: anyio.CapacityLimiter, borrower: object) -> bool:
             return False
         raise
     return True
+
+
+@contextmanager
+def _as_worker(token: anyio.lowlevel.EventLoopToken | None) -> Generator[None]:
+    """Mark this thread as an anyio worker thread of ``token``'s loop while a tool runs.
+
+    anyio finds the loop of ``from_thread.run_sync`` / ``run`` called without a token in a
+    thread-local that only its own ``to_thread.run_sync`` sets (and, on trio, trio's own); there
+    is no public way to set them for a thread of ours, so this sets the same ones. Calls go to
+    the loop as from an abandonable thread (on trio, into the system nursery): the runtime may
+    abandon this thread, so no task is waiting to host them. ``from_thread.check_cancelled``
+    never raises here. Should a future anyio or trio move these, the tool still runs, and only
+    calls without a token fail, as they would in any thread."""
+    if token is None:
+        yield
+        return
+    marked: list[tuple[object, str]] = []  # (thread-local, attribute) to remove afterwards
+    try:
+        from anyio._core._eventloop import threadlocals
+
+        marks: tuple[tuple[str, object], ...] = (
+            ("current_token", token),
+            ("current_cancel_scope", None),
+        )
+        for name, value in marks:
+            setattr(threadlocals, name, value)
+            marked.append((threadlocals, name))
+        trio = sys.modules.get("trio")
+        if trio is not None and isinstance(token.native_token, trio.lowlevel.TrioToken):
+            from trio._threads import PARENT_TASK_DATA
+
+            native: object = token.native_token
+            marks = (("token", native), ("abandon_on_cancel", True), ("cancel_register", [None]))
+            for name, value in marks:
+                setattr(PARENT_TASK_DATA, name, value)
+                marked.append((PARENT_TASK_DATA, name))
+    except Exception:  # internals moved: run the tool without the marks
+        logger.debug("could not mark a sync tool's thread as an anyio worker", exc_info=True)
+    try:
+        yield
+    finally:
+        for local, name in reversed(marked):
+            if hasattr(local, name):
+                delattr(local, name)
 
 
 class _Worker:
@@ -196,7 +243,8 @@ class Job:
         value: Any = None
         error: BaseException | None = None
         try:
-            value = fn(**kwargs) if fn is not None and kwargs is not None else None
+            with _as_worker(self.token):
+                value = fn(**kwargs) if fn is not None and kwargs is not None else None
         except BaseException as exc:  # SystemExit too: raised again in the waiting task
             error = exc
         del fn, kwargs

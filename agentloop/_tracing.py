@@ -204,6 +204,26 @@ def attempt_failed(run: RunCore, attempt: int, error: BaseException) -> None:
     )
 
 
+def stream_failed_after_start(run: RunCore, attempt: int, error: BaseException) -> None:
+    """A stream failed after actions of its reply had started: the reply so far is kept (a
+    retry could run them twice), and the error is a warning and an event on the call's span."""
+    logger.warning(
+        "run %s: the model stream of attempt %d failed after actions of its reply had "
+        "started; the reply so far is kept as the step, not retried: %s",
+        run.run_id,
+        attempt,
+        error,
+    )
+    if run.instrument is None:
+        return
+    from opentelemetry import trace
+
+    trace.get_current_span().add_event(
+        "agentloop.stream_failed_after_start",
+        {"agentloop.attempt": attempt, "error.type": type(error).__name__, "message": str(error)},
+    )
+
+
 def tool_span(run: RunCore) -> ToolMiddleware:
     """An ``execute_tool`` span per action, outside the user's tool middleware."""
     from opentelemetry.trace import SpanKind

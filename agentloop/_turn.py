@@ -13,12 +13,12 @@ import agentloop._events as ev
 import agentloop.models._types as mt
 
 from . import _react_parser as rp
-from ._actions import PendingAction, action_of, refusal
+from ._actions import Ordinals, PendingAction, action_of, refusal
 from ._errors import ModelError, ModelTimeout, ReplyTooLarge, UsageLimitExceeded
 from ._output import PartialParser
 from ._steps import RunErrorInfo
 from ._time import fail_after
-from ._tracing import attempt_failed
+from ._tracing import attempt_failed, stream_failed_after_start
 from .models._assemble import ResponseBuilder
 from .models._fallback import FallbackModel
 
@@ -110,6 +110,7 @@ class _Attempt:
         "executor",
         "limit_chars",
         "model",
+        "ordinals",
         "parser",
         "partial",
         "partial_section",
@@ -139,6 +140,7 @@ class _Attempt:
         self.parser = rp.ReactParser() if request.tool_mode == "react" else None
         self.calls: dict[str, tuple[int, str]] = {}  # native call id -> (index, tool name)
         self.tags: set[str] | None = None  # the sealed calls' ids, made with the first
+        self.ordinals = Ordinals()  # equal calls so far, for their idempotency keys
         # ReAct text in reply order: (key, chunks) with key _TEXT, _THOUGHT or an answer section
         self.pieces: list[tuple[int, list[str]]] = []
         self.chars = 0
@@ -203,7 +205,7 @@ class _Attempt:
         action to start), if anything. Not a coroutine: most deltas of a run that streams no
         events need nothing awaited, and a coroutine per delta is measurable."""
         run, n = self.run, self.record.n
-        self.builder.add(delta)
+        delta = self.builder.add(delta)  # a duplicate call id comes back as the call's own
         match delta:
             case mt.TextPiece(text=text):
                 self._count(text)
@@ -320,7 +322,8 @@ class _Attempt:
         """An action is complete in the stream: start it now unless it must wait."""
         record = self.record
         record.streamed = True
-        pending = PendingAction(part, action_of(part, record.n))
+        action = action_of(part, record.n)
+        pending = PendingAction(part, action, self.ordinals.next(action))
         record.actions.append(pending)
         tags = self.tags
         if tags is None:
@@ -393,12 +396,17 @@ class _Attempt:
     async def _failed(self, error: ModelError) -> mt.ModelResponse:
         """A stream failed. With an action already started, its sealed actions become the step
         (never retried blind); otherwise the error goes to the retry layer."""
-        await self._account(None)
         if self.record.started_any():
+            # Kept, not retried; but said: logged, traced, and on the attempt's event.
+            stream_failed_after_start(self.run, self.record.n, error)
+            await self._account(None, error)
             return self._build(partial=True).replace(finish_reason="error")
+        await self._account(None)
         raise error
 
-    async def _account(self, response: mt.ModelResponse | None) -> None:
+    async def _account(
+        self, response: mt.ModelResponse | None, error: ModelError | None = None
+    ) -> None:
         usage = response.usage if response is not None else None
         counted = mt.UNKNOWN_USAGE if usage is None else _one_request(usage)
         model = self.model
@@ -409,6 +417,9 @@ class _Attempt:
                 attempt=self.record.n,
                 finish_reason=response.finish_reason if response is not None else "error",
                 usage=usage,
+                error=None
+                if error is None
+                else RunErrorInfo(kind=type(error).__name__, message=str(error)),
             )
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from ._errors import UsageLimitExceeded, UserError
+from . import _checks as checks
+from ._errors import UsageLimitExceeded, UserError, as_given
 
 if TYPE_CHECKING:
     from ._cost import PriceTable
@@ -51,19 +52,18 @@ class UsageLimits:
     prices: PriceTable | None = None
 
     def __post_init__(self) -> None:
-        if self.cost is not None:
-            try:
-                object.__setattr__(self, "cost", Decimal(str(self.cost)))
-            except ArithmeticError:
-                raise UserError(f"UsageLimits.cost must be a number, not {self.cost!r}") from None
         for name in ("input_tokens", "output_tokens", "total_tokens", "requests", "tool_calls"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise UserError(f"UsageLimits.{name} must not be negative")
-        if self.cost is not None and (self.prices is None or Decimal(self.cost) < 0):
-            raise UserError(
-                "UsageLimits.cost needs prices= (a PriceTable) and must not be negative"
-            )
+            checks.optional_count("UsageLimits", name, getattr(self, name))
+        prices = as_given(self.prices)
+        if prices is not None:
+            from ._cost import PriceTable
+
+            if not isinstance(prices, PriceTable):
+                raise UserError(f"UsageLimits.prices must be a PriceTable, not {prices!r}")
+        if self.cost is not None:
+            object.__setattr__(self, "cost", checks.money("UsageLimits", "cost", self.cost))
+            if prices is None:
+                raise UserError("UsageLimits.cost needs prices= (a PriceTable)")
 
     def before_call(self, usage: Usage, messages: Sequence[Message]) -> UsageLimitExceeded | None:
         """The limit the next model call would pass, judged on an estimate of its input.

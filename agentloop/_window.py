@@ -28,7 +28,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ._errors import UserError
+from . import _checks as checks
+from ._errors import ContextWindowExceeded, UserError, as_given
 from .models._types import (
     FilePart,
     ImagePart,
@@ -78,12 +79,13 @@ class ContextWindow:
     headroom: float = 0.25
 
     def __post_init__(self) -> None:
-        if self.max_tokens < 1:
-            raise UserError("ContextWindow.max_tokens must be 1 or more")
-        if self.keep_steps < 1:
-            raise UserError("ContextWindow.keep_steps must be 1 or more")
-        if not 0.0 <= self.headroom < 1.0:
-            raise UserError("ContextWindow.headroom must be at least 0 and below 1")
+        checks.count("ContextWindow", "max_tokens", self.max_tokens, minimum=1)
+        checks.count("ContextWindow", "keep_steps", self.keep_steps, minimum=1)
+        checks.number("ContextWindow", "headroom", self.headroom, below=1.0)
+        if self.summarizer is not None and not callable(as_given(self.summarizer)):
+            raise UserError(
+                f"ContextWindow.summarizer must be an async function, not {self.summarizer!r}"
+            )
 
 
 _SUMMARY_PROMPT = (
@@ -269,6 +271,14 @@ class ContextFitter:
             self._sizes.append(size)
             self._kept_tokens += size
         before = self._total()
+        fixed = round(self._scaled(self._head_tokens))
+        if fixed > self.window.max_tokens:
+            raise ContextWindowExceeded(
+                f"the system message, memory and input take about {fixed} tokens, over the "
+                f"context window's budget of {self.window.max_tokens} (ContextWindow.max_tokens);"
+                " they are never trimmed, so the request was not sent",
+                details={"max_tokens": self.window.max_tokens, "tokens": fixed},
+            )
         trim = None
         if self._scaled(before) > self.window.max_tokens:
             trim = await self._trim(run, user, before)

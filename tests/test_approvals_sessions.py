@@ -37,6 +37,7 @@ from agentloop.sessions import (
     SQLiteStore,
 )
 from agentloop.testing import Reply, ScriptedModel, call
+from agentloop.tools._context import call_identity
 
 ran: Counter[str] = Counter()
 
@@ -141,7 +142,7 @@ async def test_a_waiting_run_survives_a_restart_and_resumes_once(make_store: Sto
             await agent.resume(session="s", decisions={"a": Approve(), "b": Deny("no")})
     assert ran["transfer:5"] == 1 and ran["transfer:6"] == 0 and ran["lookup:bob"] == 1
     (key,) = [k for k in ran if k.startswith("s:")]
-    assert key == f"s:{waiting.run_id}:0:a"
+    assert key == f"s:{waiting.run_id}:0:{call_identity('transfer', None, {'amount': 5})}:0"
 
 
 async def test_a_session_run_that_waits_again_is_resumed_by_the_new_calls_only(
@@ -237,4 +238,4 @@ def test_a_process_that_dies_while_its_run_waits_loses_nothing(
     )
     assert resumed.stdout.split() == ["finished", "paid"]
     (key,) = log.read_text().split()
-    assert key.startswith("s:") and key.endswith(":0:t1")
+    assert key.startswith("s:") and ":0:transfer:" in key and key.endswith(":0")

@@ -204,7 +204,7 @@ def test_usage_limits_are_checked_when_made() -> None:
     """A cost limit without prices, or a negative limit, is a UserError."""
     with pytest.raises(Exception, match="prices"):
         UsageLimits(cost=Decimal("0.5"))
-    with pytest.raises(Exception, match="negative"):
+    with pytest.raises(UserError, match=r"UsageLimits\.requests must be a whole number, 0 or more"):
         UsageLimits(requests=-1)
 
 
@@ -427,6 +427,54 @@ async def test_tool_guardrails_check_a_call_before_it_runs_and_its_result_after(
     assert ran == ["5"] and result.error is not None and result.error.details is not None
     assert result.error.details["stage"] == "tool_result"
     assert result.steps[0].actions[0].output is None  # the model never saw it
+
+
+async def test_sync_guardrail_checks_are_accepted_like_sync_middleware() -> None:
+    """A plain ``def`` check works at every stage, as a plain ``def`` middleware does: it is
+    called on the event loop and its ``Tripwire`` or ``None`` is used as it is."""
+    seen: list[str] = []
+
+    def input_check(run: RunContext[Any], text: str) -> Tripwire | None:
+        seen.append("input")
+        return Tripwire(reason="no") if "stop" in text else None
+
+    def output_check(run: RunContext[Any], output: Any) -> Tripwire | None:
+        seen.append("output")
+        return Tripwire(reason="digits") if any(c.isdigit() for c in str(output)) else None
+
+    def before(call: ToolCall[Any]) -> Tripwire | None:
+        seen.append("before")
+        return None
+
+    def after(call: ToolCall[Any], result: Any) -> Tripwire | None:
+        seen.append("after")
+        return None
+
+    @tool
+    async def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    guardrails: list[InputGuardrail | OutputGuardrail | ToolGuardrail] = [
+        InputGuardrail(input_check),
+        InputGuardrail(input_check, concurrent=True, name="concurrent"),
+        OutputGuardrail(output_check),
+        ToolGuardrail(before=before, after=after),
+    ]
+    model = ScriptedModel([Reply(calls=[call("ping")]), "all fine"])
+    result = await Agent(model, tools=[ping], guardrails=guardrails).run("go")
+    assert result.error is None and result.output == "all fine"
+    assert sorted(seen) == ["after", "before", "input", "input", "output"]
+    result = await Agent(ScriptedModel(["1234"]), guardrails=guardrails).run("go")
+    assert result.error is not None and result.error.details is not None
+    assert result.error.details["stage"] == "output"
+    result = await Agent(ScriptedModel(["never"]), guardrails=guardrails).run("stop")
+    assert result.error is not None and result.error.kind == "guardrail_tripped"
+
+
+def test_a_guardrail_check_that_is_not_callable_is_refused_where_declared() -> None:
+    with pytest.raises(UserError, match=r"must be a function \(async def or def\), not"):
+        OutputGuardrail("not a function")  # type: ignore[arg-type]
 
 
 # -- output validators and ModelRetry -----------------------------------------------------------

@@ -119,6 +119,73 @@ async def test_tools_without_side_effects_add_no_commit() -> None:
     assert [r.type for r in session.history] == ["run", "step", "step", "run_end"]
 
 
+async def test_a_plain_tools_key_survives_a_crash_with_fresh_provider_call_ids(
+    store: SessionStore,
+) -> None:
+    """A tool without ``side_effects=True`` is asked again after a crash (its reply was not
+    committed), and the provider mints new call ids: the key is made of the step, the tool, its
+    canonical arguments and its place among equal calls, so it is the same, and a tool that
+    deduplicates by it acts once. Two equal calls of one reply still get two keys."""
+    keys: list[str] = []
+    acted: set[str] = set()
+    entered = anyio.Event()
+
+    @tool
+    async def notify(ctx: ToolContext, who: str, text: str) -> str:
+        """Send a notice."""
+        keys.append(ctx.idempotency_key)
+        acted.add(ctx.idempotency_key)
+        if len(keys) == 1:
+            entered.set()
+            await anyio.sleep_forever()
+        return "sent"
+
+    calls: list[str] = []
+
+    def reply(request: ModelRequest) -> Reply | str:
+        calls.append("model")
+        if any(isinstance(p, ToolResultPart) for m in request.messages for p in m.parts):
+            return "done"
+        args = {"text": "hi", "who": "ann"}
+        reordered = {"who": "ann", "text": "hi"}  # the same arguments, in another order
+        return Reply(
+            calls=[
+                call("notify", args if len(calls) == 1 else reordered, id=f"c_{uuid.uuid4().hex}"),
+                call("notify", {"who": "bob", "text": "hi"}, id=f"c_{uuid.uuid4().hex}"),
+            ]
+        )
+
+    agent = Agent(FunctionModel(reply), tools=[notify], store=store)
+    await _cancel_when(entered, lambda: agent.run("tell them", session="s"))
+    result = await agent.resume(session="s")
+    assert result.output == "done"
+    assert calls == ["model", "model", "model"]  # the uncommitted step was asked again
+    assert keys[0] in keys[1:]  # ann's notice: the same key after the crash
+    assert len(acted) == 2  # ann's and bob's, each acted once
+
+
+async def test_equal_calls_of_one_reply_get_distinct_keys() -> None:
+    keys: list[str] = []
+
+    @tool
+    async def ping(ctx: ToolContext, n: int) -> str:
+        """Ping."""
+        keys.append(ctx.idempotency_key)
+        return "pong"
+
+    model = FunctionModel(
+        lambda r: (
+            "ok"
+            if len(r.messages) > 2
+            else Reply(
+                calls=[call("ping", {"n": 1}), call("ping", {"n": 1}), call("ping", {"n": 2})]
+            )
+        )
+    )
+    await Agent(model, tools=[ping], store=InMemoryStore()).run("x", session="s")
+    assert len(set(keys)) == 3 and all(k.startswith("s:") for k in keys)
+
+
 # -- run keys -------------------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ PACKAGE = Path(agentloop.__file__).parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     (  # leaves
         "agentloop._errors",
+        "agentloop._checks",
         "agentloop._json",
         "agentloop._time",
         "agentloop._context",

@@ -31,6 +31,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ContentFiltered",
         "ContextTrimmed",
         "ContextWindow",
+        "ContextWindowExceeded",
         "Cost",
         "Decision",
         "DecisionsPending",

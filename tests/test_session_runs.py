@@ -21,6 +21,7 @@ from agentloop.sessions import (
     StepRecord,
 )
 from agentloop.testing import FunctionModel, Reply, ScriptedModel, call
+from agentloop.tools._context import call_identity
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -127,8 +128,10 @@ async def test_a_second_concurrent_run_of_a_session_is_busy(store: Any) -> None:
     assert result.output == "quick"
 
 
-async def test_idempotency_key_names_session_run_step_and_tag(store: Any) -> None:
-    """ToolContext.idempotency_key is session:run:step:tag."""
+async def test_idempotency_key_names_session_run_step_tool_arguments_and_ordinal(
+    store: Any,
+) -> None:
+    """ToolContext.idempotency_key is session:run:step:tool:arguments:ordinal (no call id)."""
     keys: list[str] = []
 
     @tool
@@ -139,7 +142,7 @@ async def test_idempotency_key_names_session_run_step_and_tag(store: Any) -> Non
 
     model = ScriptedModel([Reply(calls=[call("side_effect", {}, id="t9")]), "done"])
     result = await Agent(model, tools=[side_effect], store=store).run("go", session="s6")
-    assert keys == [f"s6:{result.run_id}:0:t9"]
+    assert keys == [f"s6:{result.run_id}:0:{call_identity('side_effect', None, {})}:0"]
 
 
 async def test_a_cancelled_run_resumes_without_rerunning_committed_actions(store: Any) -> None:

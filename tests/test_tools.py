@@ -24,6 +24,7 @@ from agentloop import (
     tool,
 )
 from agentloop.testing import Reply, ScriptedModel, call
+from agentloop.tools._context import call_identity
 from agentloop.tools._schema import strip_nones
 
 
@@ -174,7 +175,7 @@ async def test_context_is_injected_and_hidden_from_the_model() -> None:
     model = ScriptedModel([Reply(calls=[call("whoami", {"note": "hi"}, id="t1")]), "done"])
     result = await Agent(model, tools=[whoami], name="bot").run("go", deps={"db": 1})
     assert seen["branch"] == "bot" and seen["deps"] == {"db": 1}
-    assert seen["key"] == f"-:{result.run_id}:0:t1"
+    assert seen["key"] == f"-:{result.run_id}:0:{call_identity('whoami', None, {'note': 'hi'})}:0"
     assert result.state == {"last_note": "hi"}
 
 

@@ -1,4 +1,9 @@
-"""Assemble a reply's deltas into a ``ModelResponse``, in linear time."""
+"""Assemble a reply's deltas into a ``ModelResponse``, in linear time.
+
+A call whose id an earlier call of the reply already has (some compatible servers number every
+call ``call_0``) gets an id of its own (``call_0-2``): ``add`` returns the delta with it, so the
+runtime, the reply's parts and the next request all name the calls apart.
+"""
 
 from __future__ import annotations
 
@@ -49,6 +54,7 @@ class ResponseBuilder:
 
     __slots__ = (
         "_buffer",
+        "_by_id",
         "_calls",
         "_citations",
         "_open_kind",
@@ -65,13 +71,15 @@ class ResponseBuilder:
         self._open_kind: str | None = None
         self._buffer: list[str] = []
         self._citations: list[Mapping[str, Any]] = []
-        self._calls: dict[str, _Call] = {}
+        self._calls: dict[str, _Call] = {}  # by the id on the wire: its latest call
+        self._by_id: dict[str, _Call] = {}  # by the call's own id
         self.usage: Usage | None = None
         self.finish_reason: FinishReason | None = None
         self.refusal: str | None = None
 
-    def add(self, delta: ModelDelta) -> None:
-        """Take the next delta of the stream.
+    def add(self, delta: ModelDelta) -> ModelDelta:
+        """Take the next delta of the stream; return it, with the call's own id if the wire's
+        was a duplicate (see the module's docstring).
 
         Args:
             delta: The delta.
@@ -88,14 +96,22 @@ class ResponseBuilder:
                 self._close(signature=delta.signature, redacted=delta.redacted, id=delta.id)
             case ToolCallStart(id=id, name=name):
                 self._close()
-                self._calls[id] = _Call(id, name, len(self._parts))
+                own = id if id not in self._by_id else self._fresh(id)
+                call = self._calls[id] = self._by_id[own] = _Call(own, name, len(self._parts))
                 self._parts.append(None)
+                if own != id:
+                    return ToolCallStart(id=own, name=name)
             case ToolCallArgsDelta(id=id, text=text):
-                self._call(id).args.append(text)
+                call = self._wire_call(id)
+                call.args.append(text)
+                if call.id != id:
+                    return ToolCallArgsDelta(id=call.id, text=text)
             case ToolCallEnd(id=id, arguments=arguments):
-                call = self._call(id)
+                call = self._wire_call(id)
                 call.arguments = arguments if arguments is not None else "".join(call.args)
                 call.part = None
+                if call.id != id:
+                    return ToolCallEnd(id=call.id, arguments=arguments)
             case ProviderBlock(part=part):
                 self._close()
                 self._parts.append(part)
@@ -107,6 +123,7 @@ class ResponseBuilder:
                 self.finish_reason = delta.reason
                 if delta.refusal is not None:
                     self.refusal = delta.refusal
+        return delta
 
     def sealed_call(self, id: str) -> ToolCallPart:
         """The finished part for a sealed call (the runtime starts it right away).
@@ -133,7 +150,7 @@ class ResponseBuilder:
             **fields: Fields of the ``ModelResponse`` besides its parts (usage, finish reason).
         """
         self._close()
-        by_slot = {call.slot: call.id for call in self._calls.values()}
+        by_slot = {call.slot: call.id for call in self._by_id.values()}
         parts: tuple[Part, ...] = tuple(
             self.sealed_call(by_slot[i]) if part is None else part
             for i, part in enumerate(self._parts)
@@ -151,9 +168,22 @@ class ResponseBuilder:
 
     def _call(self, id: str) -> _Call:
         try:
+            return self._by_id[id]
+        except KeyError:
+            raise ValueError(f"tool call {id!r} was never started") from None
+
+    def _wire_call(self, id: str) -> _Call:
+        try:
             return self._calls[id]
         except KeyError:
             raise ValueError(f"tool call {id!r} was never started") from None
+
+    def _fresh(self, id: str) -> str:
+        """An id no call of this reply has, made from a duplicate ``id``."""
+        n = 2
+        while f"{id}-{n}" in self._by_id:
+            n += 1
+        return f"{id}-{n}"
 
     def _open(self, kind: str) -> None:
         if self._open_kind != kind:

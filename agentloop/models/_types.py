@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 
 from typing_extensions import TypeVar
 
+from .. import _checks as checks
+from .._errors import UserError, as_given
 from .._generic import subscript_callable
 
 if TYPE_CHECKING:
@@ -365,6 +367,21 @@ class ModelSettings:
     prompt_cache_key: str | None = None
     prompt_caching: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        owner = "ModelSettings"
+        checks.optional_count(owner, "max_tokens", self.max_tokens, minimum=1)
+        checks.optional_count(owner, "thinking_budget", self.thinking_budget)
+        checks.optional_number(owner, "temperature", self.temperature)
+        checks.optional_number(owner, "top_p", self.top_p)
+        if self.seed is not None:
+            checks.count(owner, "seed", self.seed, minimum=-(2**63))
+        for name in ("reasoning_effort", "tool_choice", "prompt_cache_key"):
+            checks.optional_text(owner, name, getattr(self, name))
+        checks.flag(owner, "parallel_tool_calls", self.parallel_tool_calls, optional=True)
+        checks.flag(owner, "prompt_caching", self.prompt_caching)
+        if not isinstance(as_given(self.extra), Mapping):
+            raise UserError(f"ModelSettings.extra must be a mapping, not {self.extra!r}")
 
 
 ToolMode: TypeAlias = Literal["native", "react"]

@@ -127,7 +127,9 @@ class Activities:
         before: dict[str, Any] = payload["run"]["state"]
         state = StateView(before)
         run = _ActivityRun(payload["run"], state, agent.name, agent.max_steps)
-        call = ToolCall(action=action, run=run, step=payload["step"])
+        call = ToolCall(
+            action=action, run=run, step=payload["step"], ordinal=payload.get("ordinal", 0)
+        )
         toolbox = Toolbox(durable.tools(payload.get("path", "")))
         invoke = compose(agent.tool_middleware, make_terminal(toolbox, agent.tool_limits))
         exit: KeyboardInterrupt | SystemExit | None = None

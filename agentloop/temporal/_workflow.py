@@ -266,6 +266,7 @@ class _ToolEffects:
                 "path": self._path,
                 "action": _codec.encode_action(action),
                 "step": call.step,
+                "ordinal": call.ordinal,  # for the idempotency key
                 "run": {
                     "step": call.step,
                     "run_id": run.run_id,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import TYPE_CHECKING, Any, Generic, final
 
 from typing_extensions import TypeVar
@@ -19,8 +21,12 @@ class ToolContext(Generic[DepsT]):
     """Injected into a tool that declares a parameter annotated ``ToolContext`` (or
     ``ToolContext[Deps]``, which types ``deps``: what the agent's ``deps_type`` says).
 
-    ``idempotency_key`` is stable across a re-run of the same step after a crash
-    (``session:run:step:tag``): tools with side effects use it to do their work at most once.
+    ``idempotency_key`` is stable across a re-run of the same step after a crash, for every
+    tool (``session:run:step:tool:arguments:ordinal``, the arguments as a digest of their
+    canonical JSON, the ordinal the call's place among equal calls of its reply): it is made
+    of what the call asks, not the provider's call id, which a re-asked step does not repeat.
+    A tool uses it to do its work at most once. (A step re-asked after a crash whose model
+    asks something else gets other keys: it is another call.)
     After a sync tool was abandoned (cancelled or timed out while its thread still runs) its
     ``state`` becomes read-only.
 
@@ -28,14 +34,18 @@ class ToolContext(Generic[DepsT]):
         run: The run that called the tool.
         action: The action being run.
         step: The number of the step whose reply held it.
+        ordinal: How many equal calls (same tool, same arguments) came before it in its reply.
     """
 
-    __slots__ = ("_abandoned", "action", "run", "step")
+    __slots__ = ("_abandoned", "action", "ordinal", "run", "step")
 
-    def __init__(self, *, run: RunContext[DepsT], action: Action, step: int) -> None:
+    def __init__(
+        self, *, run: RunContext[DepsT], action: Action, step: int, ordinal: int = 0
+    ) -> None:
         self.run = run
         self.action = action
         self.step = step
+        self.ordinal = ordinal
         self._abandoned = False  # see abandon()
 
     @property
@@ -65,10 +75,23 @@ class ToolContext(Generic[DepsT]):
 
     @property
     def idempotency_key(self) -> str:
-        return f"{self.session_id or '-'}:{self.run_id}:{self.step}:{self.action.tag}"
+        action = self.action
+        what = call_identity(action.name, action.path, action.input)
+        return f"{self.session_id or '-'}:{self.run_id}:{self.step}:{what}:{self.ordinal}"
 
     def __repr__(self) -> str:
         return f"ToolContext(run_id={self.run_id!r}, tag={self.action.tag!r})"
+
+
+def call_identity(name: str, path: str | None, arguments: Any) -> str:
+    """What a call asks, whatever its id: ``tool[.path]:digest`` of its canonical arguments
+    (keys sorted, so an equal call whose keys come in another order is the same)."""
+    try:
+        canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError, RecursionError):
+        canonical = repr(arguments)
+    digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{name if path is None else f'{name}.{path}'}:{digest}"
 
 
 def abandon(ctx: ToolContext[Any]) -> None:

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 import anyio
 from anyio.lowlevel import RunVar
 
+from .. import _checks as checks
+from .._errors import UserError
+
 DEFAULT_TOOL_CONCURRENCY = 256
 DEFAULT_THREAD_CONCURRENCY = 32
 
@@ -59,3 +62,14 @@ class ToolLimits:
     tool_limiter: anyio.CapacityLimiter | None = None
     thread_limiter: anyio.CapacityLimiter | None = None
     max_retries: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("max_actions_per_step", "max_parallel_actions", "max_output_chars"):
+            checks.count("ToolLimits", name, getattr(self, name), minimum=1)
+        checks.count("ToolLimits", "max_retries", self.max_retries)
+        for name in ("tool_limiter", "thread_limiter"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, anyio.CapacityLimiter):
+                raise UserError(
+                    f"ToolLimits.{name} must be an anyio.CapacityLimiter, not {value!r}"
+                )

@@ -21,6 +21,7 @@ from agentloop import (
     ModelRequest,
     ModelResponse,
     RunContext,
+    RunFinished,
     UserError,
     summarize_with,
     tool,
@@ -210,3 +211,30 @@ def test_bad_windows_are_user_errors() -> None:
         ContextWindow(max_tokens=10, keep_steps=0)
     with pytest.raises(UserError, match="headroom"):
         ContextWindow(max_tokens=10, headroom=1.0)
+
+
+async def test_an_input_over_the_budget_is_an_error_before_any_call() -> None:
+    """What a trim never touches (the system message, memory and the input) over the window's
+    budget: no request is sent whole and silently; the run ends before its first call with
+    ``context_window_exceeded``, naming the budget and the estimate."""
+    from agentloop import ContextWindowExceeded
+    from agentloop.testing import ScriptedModel
+
+    model = ScriptedModel(["never"])
+    agent = Agent(model, context_window=ContextWindow(max_tokens=1_000))
+    async with agent.stream("x " * 20_000) as run:
+        events = [e async for e in run]
+    assert model.requests == []
+    finished = events[-1]
+    assert isinstance(finished, RunFinished)
+    result = finished.result
+    assert result.error is not None and result.error.kind == "context_window_exceeded"
+    details = result.error.details or {}
+    assert details["max_tokens"] == 1_000 and details["tokens"] > 1_000
+    assert "context window" in result.error.message and "1000" in result.error.message
+    with pytest.raises(ContextWindowExceeded):
+        result.unwrap()
+    fine = await Agent(ScriptedModel(["ok"]), context_window=ContextWindow(max_tokens=1_000)).run(
+        "a short question"
+    )
+    assert fine.output == "ok"

@@ -84,7 +84,7 @@ def collect_garbage() -> None:
 
 @dataclass
 class Invocations:
-    """Each tool invocation, by idempotency key (``session:run:step:tag``)."""
+    """Each tool invocation, by idempotency key (``session:run:step:tool:arguments:ordinal``)."""
 
     keys: list[str] = field(default_factory=list)
 

@@ -532,3 +532,77 @@ async def test_deeply_nested_react_input_is_an_error_result(depth: int) -> None:
     expected = "invalid_arguments" if depth == 100 else "invalid_action"
     assert action.error_kind == expected, action.error_kind
     assert result.output == "done"
+
+
+# -- G: sync tools keep anyio's worker-thread contract -------------------------------------------
+
+
+async def test_a_sync_tool_reaches_the_event_loop_through_anyio_from_thread() -> None:
+    """A sync tool runs as anyio documents for worker threads: ``anyio.from_thread.run_sync``
+    and ``anyio.from_thread.run`` reach the run's event loop, with no token passed."""
+    loop_thread = threading.get_ident()
+
+    def where() -> int:
+        return threading.get_ident()
+
+    async def where_async() -> tuple[int, str]:
+        await anyio.lowlevel.checkpoint()
+        import sniffio
+
+        return threading.get_ident(), sniffio.current_async_library()
+
+    @tool
+    def calls_back() -> str:
+        """A test tool."""
+        import anyio.from_thread
+
+        in_thread = threading.get_ident()
+        sync_ident = anyio.from_thread.run_sync(where)
+        async_ident, library = anyio.from_thread.run(where_async)
+        return json.dumps([in_thread != loop_thread, sync_ident, async_ident, library])
+
+    model = ScriptedModel([Reply(calls=[call("calls_back")]), "done"])
+    with anyio.fail_after(5):
+        result = await Agent(model, tools=[calls_back]).run("go")
+    action = result.steps[0].actions[0]
+    assert action.error is None, action.error
+    off_loop, sync_ident, async_ident, library = json.loads(str(action.output))
+    import sniffio
+
+    assert off_loop and sync_ident == loop_thread and async_ident == loop_thread
+    assert library == sniffio.current_async_library()
+
+
+async def test_a_sync_tool_calling_back_still_holds_the_thread_bounds(
+    release: threading.Event,
+) -> None:
+    """The worker thread that calls back into the loop is still one of the limiter's: a second
+    call waits for its token, and the token is given back when the tool ends."""
+    limiter = anyio.CapacityLimiter(1)
+    peak = 0
+
+    def note() -> None:
+        nonlocal peak
+        peak = max(peak, int(limiter.borrowed_tokens))
+
+    @tool
+    def calls_back(n: int) -> str:
+        """A test tool."""
+        import anyio.from_thread
+
+        anyio.from_thread.run_sync(note)
+        return str(n)
+
+    model = ScriptedModel(
+        [
+            Reply(
+                calls=[call("calls_back", {"n": 1}, id="a"), call("calls_back", {"n": 2}, id="b")]
+            ),
+            "done",
+        ]
+    )
+    agent = Agent(model, tools=[calls_back], tool_limits=ToolLimits(thread_limiter=limiter))
+    with anyio.fail_after(5):
+        result = await agent.run("go")
+    assert [a.output for a in result.steps[0].actions] == ["1", "2"]
+    assert peak == 1 and limiter.borrowed_tokens == 0
