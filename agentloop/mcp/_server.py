@@ -24,7 +24,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from .. import AgentLoopError, ToolError, UserError
-from ..tools import Tool
+from ..tools import Tool, ToolContext
 from . import _convert
 
 if TYPE_CHECKING:
@@ -443,8 +443,10 @@ class _Connection:
             call=self.call,
         )
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
-        """Call ``tool`` on the server; its result as ours, its errors as ``ToolError``."""
+    async def call(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> Any:
+        """Call ``tool`` on the server; its result as ours, its errors as ``ToolError``. The
+        call carries a progress token: the server's ``notifications/progress`` for it become
+        ``ActionProgress`` events."""
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED
 
@@ -452,7 +454,9 @@ class _Connection:
         if self.closed is not None or self._client is None:
             raise ToolError(self._ended())
         try:
-            result = await self._client.call_tool(tool, arguments)
+            result = await self._client.call_tool(
+                tool, arguments, progress_callback=context.report_progress
+            )
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 raise ToolError(self._lost(exc.message)) from None

@@ -67,6 +67,38 @@ class ToolContext(Generic[DepsT]):
     def idempotency_key(self) -> str:
         return f"{self.session_id or '-'}:{self.run_id}:{self.step}:{self.action.tag}"
 
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Stream an ``ActionProgress`` event for this call: how far the tool is (``progress``
+        of ``total``, if known) and what it does now. A caller's progress bar, not a record:
+        the step keeps no trace of it.
+
+        Args:
+            progress: How far the tool is, in its own unit.
+            total: What ``progress`` reaches when it is done, if known.
+            message: What it is doing now.
+        """
+        from .._events import ActionProgress
+        from .._run import run_of
+
+        try:
+            run = run_of(self.run)
+        except TypeError:  # a context made outside the engine (a test's, another driver's)
+            return
+        if self._abandoned or not run.emitting:
+            return
+        action = self.action
+        await run.emit(
+            ActionProgress,
+            attempt=action.attempt,
+            tag=action.tag,
+            name=action.name,
+            progress=float(progress),
+            total=None if total is None else float(total),
+            message=message,
+        )
+
     def __repr__(self) -> str:
         return f"ToolContext(run_id={self.run_id!r}, tag={self.action.tag!r})"
 
