@@ -65,7 +65,7 @@ from ._waiting import (
 from ._window import ContextFitter
 from .models._types import DiscardReason
 from .tools._tool import Tool
-from .tools._toolset import run_scope
+from .tools._toolset import run_scope, tools_revision
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -314,6 +314,13 @@ async def _steps(
             return await _ended(run, _limit_result(run))
         # Resuming, the reply of the step in flight may be committed: it is never asked again.
         response = run.take_committed_reply()
+        if response is None and run.agent.toolsets and _tools_changed(run):
+            # A toolset's tools changed (an MCP server's list_changed): this call sees the new
+            # ones. Between steps no action runs, as at a handoff.
+            mode = plan.tool_mode
+            plan, executor, model_call = _engine(run, tg, Toolbox(await _list_tools(run)), exits)
+            if plan.tool_mode != mode:
+                run.replayed = [replay_step(s, plan.tool_mode) for s in run.steps]
         if response is None:
             request = mt.ModelRequest(
                 messages=await _prompt(run, plan, user, fitter),
@@ -379,7 +386,8 @@ def _engine(
         tool_middleware = (tool_span(run), *tool_middleware)
     effects = run.effects
     if effects is None:
-        call = compose(tool_middleware, make_terminal(toolbox, plan.tool_limits))
+        progress = functools.partial(_action_progress, run)
+        call = compose(tool_middleware, make_terminal(toolbox, plan.tool_limits, progress))
     else:  # the tool and its middleware are another driver's effect; the controls stay here
         controls_only = () if control_tool is None else (control_tool,)
         call = compose(controls_only, effects.tool_call(toolbox))
@@ -590,13 +598,32 @@ async def _ended(run: RunCore, result: RunResult) -> RunResult:
 
 
 async def _resolve_tools(run: RunCore, stack: AsyncExitStack) -> list[Tool]:
-    tools = list(run.agent.static_tools)
     for toolset in run.agent.toolsets:
         scope = run_scope(toolset, run.context)
         if scope is not None:
             await stack.enter_async_context(scope)
+    return await _list_tools(run)
+
+
+async def _list_tools(run: RunCore) -> list[Tool]:
+    """The agent's tools, its toolsets' as they list them now (their scopes entered). Each
+    toolset's revision is read before it lists: a change meanwhile is seen next time."""
+    tools = list(run.agent.static_tools)
+    revisions = run.tool_revisions
+    revisions.clear()
+    for toolset in run.agent.toolsets:
+        revisions[id(toolset)] = tools_revision(toolset, run.context)
         tools.extend(await toolset.list_tools(run.context))
     return tools  # the run's Toolbox checks that their names are unique
+
+
+def _tools_changed(run: RunCore) -> bool:
+    """Whether a toolset's tools changed since they were listed (``Toolset.tools_revision``)."""
+    revisions = run.tool_revisions
+    return any(
+        tools_revision(toolset, run.context) != revisions.get(id(toolset))
+        for toolset in run.agent.toolsets
+    )
 
 
 async def _action_started(run: RunCore, pending: PendingAction) -> None:
@@ -609,6 +636,22 @@ async def _action_started(run: RunCore, pending: PendingAction) -> None:
             name=action.name,
             path=action.path,
             input=action.input,
+        )
+
+
+async def _action_progress(
+    run: RunCore, action: Action, progress: float, total: float | None, message: str | None
+) -> None:
+    """A running tool's progress report (``ToolContext.report_progress``), as an event."""
+    if run.emitting:
+        await run.emit(
+            ev.ActionProgress,
+            attempt=action.attempt,
+            tag=action.tag,
+            name=action.name,
+            progress=progress,
+            total=total,
+            message=message,
         )
 
 

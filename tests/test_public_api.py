@@ -19,6 +19,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "ActionAwaiting",
         "ActionDecided",
         "ActionFinished",
+        "ActionProgress",
         "ActionResult",
         "ActionStarted",
         "Agent",

@@ -65,7 +65,9 @@ class MCPServer(ABC):
     agent without being entered connects at the start of each run and closes when the run
     ends; concurrent runs each get their own connection (a process each, for stdio).
 
-    The tools are listed once per connection. ``allow`` and ``deny`` filter them by the
+    The tools are listed once per connection, and again after the server says they changed
+    (``notifications/tools/list_changed``): a run's next model call sees the new list.
+    ``allow`` and ``deny`` filter them by the
     server's names; ``prefix`` is joined to each name with ``_`` (``prefix="fs"``:
     ``fs_read_file``) so that two servers' tools do not collide. A server name that providers
     would refuse is made safe: characters outside ``[A-Za-z0-9_-]`` become ``_`` and a name
@@ -162,22 +164,38 @@ class MCPServer(ABC):
                 scratch.pop(_SCRATCH_KEY, None)
 
     async def list_tools(self, ctx: RunContext | None = None) -> Sequence[Tool]:
-        """The server's tools as agentloop tools (listed once per connection).
+        """The server's tools as agentloop tools (listed once per connection, and again once
+        the server said they changed).
 
         Without ``ctx`` (outside a run) the server must be entered with ``async with``.
 
         Args:
             ctx: The run that lists them, or ``None`` outside a run.
         """
+        return await self._connection(ctx).tools()
+
+    def tools_revision(self, ctx: RunContext | None = None) -> int:
+        """How many times the server has said its tools changed on this connection: a run
+        lists them again before its next model call when this moves (``Toolset``).
+
+        Args:
+            ctx: The run that asks, or ``None`` outside a run.
+        """
+        connection = self._current(ctx)
+        return connection.revision if connection is not None else 0
+
+    def _current(self, ctx: RunContext | None) -> _Connection | None:
         connection = ctx.scratch(self).get(_SCRATCH_KEY) if ctx is not None else None
-        if connection is None:
-            connection = self._shared
+        return connection if connection is not None else self._shared
+
+    def _connection(self, ctx: RunContext | None) -> _Connection:
+        connection = self._current(ctx)
         if connection is None:
             raise UserError(
                 f"MCP server {self.name!r} is not connected: enter it (`async with server:`) or "
                 "give it to an Agent, whose runs connect it"
             )
-        return await connection.tools()
+        return connection
 
     @asynccontextmanager
     async def _connect(self) -> AsyncGenerator[_Connection, None]:
@@ -330,6 +348,7 @@ class _Connection:
         self._client: Client | None = None
         self._tools: tuple[Tool, ...] | None = None
         self._listing = anyio.Lock()
+        self.revision = 0  # counts the server's notifications/tools/list_changed
         self.closed: str | None = None  # why calls fail, once the connection has closed
 
     def stop(self) -> None:
@@ -349,6 +368,7 @@ class _Connection:
                 client = Client(
                     _watched(server._transport(), self._ended),  # pyright: ignore[reportPrivateUsage]  # the subclasses' hook
                     cache=None,  # we keep the tool list ourselves, per connection
+                    message_handler=self._notified,
                     client_info=Implementation(name="agentloop", version=__version__),
                 )
                 async with client:
@@ -370,6 +390,15 @@ class _Connection:
             logger.warning("MCP server %r: the connection failed: %s", server.name, _describe(exc))
         finally:
             self._ended()
+
+    async def _notified(self, message: Any) -> None:
+        """A server notification: a changed tool list is listed again when next asked for."""
+        from mcp.types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification):
+            self.revision += 1
+            self._tools = None
+            logger.debug("MCP server %r: its tools changed", self.server.name)
 
     def _ended(self) -> str:
         """Record that the session is over (the transport reached its end, or we left it)."""
@@ -398,7 +427,10 @@ class _Connection:
             async with self._listing:
                 tools = self._tools
                 if tools is None:
-                    tools = self._tools = self._build(await self._list())
+                    revision = self.revision
+                    tools = self._build(await self._list())
+                    if self.revision == revision:  # else it changed meanwhile: list it again
+                        self._tools = tools
         elif self.closed is not None:
             raise MCPServerError(self.closed)
         return tools

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, final
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, final
 
 from typing_extensions import TypeVar
 
@@ -12,6 +13,9 @@ if TYPE_CHECKING:
     from ..models._types import RunContext
 
 DepsT = TypeVar("DepsT", default=Any)
+
+ProgressSink: TypeAlias = "Callable[[Action, float, float | None, str | None], Awaitable[None]]"
+"""Where the engine sends a tool's progress reports: ``(action, progress, total, message)``."""
 
 
 @final
@@ -30,12 +34,20 @@ class ToolContext(Generic[DepsT]):
         step: The number of the step whose reply held it.
     """
 
-    __slots__ = ("_abandoned", "action", "run", "step")
+    __slots__ = ("_abandoned", "_progress", "action", "run", "step")
 
-    def __init__(self, *, run: RunContext[DepsT], action: Action, step: int) -> None:
+    def __init__(
+        self,
+        *,
+        run: RunContext[DepsT],
+        action: Action,
+        step: int,
+        progress: ProgressSink | None = None,
+    ) -> None:
         self.run = run
         self.action = action
         self.step = step
+        self._progress = progress  # the engine's: report_progress() sends there
         self._abandoned = False  # see abandon()
 
     @property
@@ -79,25 +91,10 @@ class ToolContext(Generic[DepsT]):
             total: What ``progress`` reaches when it is done, if known.
             message: What it is doing now.
         """
-        from .._events import ActionProgress
-        from .._run import run_of
-
-        try:
-            run = run_of(self.run)
-        except TypeError:  # a context made outside the engine (a test's, another driver's)
+        sink = self._progress
+        if sink is None or self._abandoned:  # no run streams it (a test's context, a worker's)
             return
-        if self._abandoned or not run.emitting:
-            return
-        action = self.action
-        await run.emit(
-            ActionProgress,
-            attempt=action.attempt,
-            tag=action.tag,
-            name=action.name,
-            progress=float(progress),
-            total=None if total is None else float(total),
-            message=message,
-        )
+        await sink(self.action, float(progress), None if total is None else float(total), message)
 
     def __repr__(self) -> str:
         return f"ToolContext(run_id={self.run_id!r}, tag={self.action.tag!r})"
