@@ -210,13 +210,13 @@ def output(server: str, tool: str, result: Any) -> Any:
     structured = result.structured_content
     if structured is not None and all(getattr(b, "type", None) == "text" for b in blocks):
         return structured
-    images = [image for image in map(_image, blocks) if image is not None]
+    images = [found for found in map(image, blocks) if found is not None]
     if images:  # the model sees them where its API takes images in a tool result
         return [render(blocks), *images]
     return render(blocks)
 
 
-def _image(block: Any) -> ImagePart | None:
+def image(block: Any) -> ImagePart | None:
     if getattr(block, "type", None) != "image" or block.mime_type not in IMAGE_TYPES:
         return None
     try:

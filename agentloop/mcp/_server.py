@@ -12,12 +12,12 @@ import importlib
 import logging
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TextIO
+from typing import TYPE_CHECKING, Any, Self, TextIO, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -26,6 +26,18 @@ from anyio.abc import TaskStatus
 from .. import AgentLoopError, ToolError, UserError
 from ..tools import Tool, ToolContext
 from . import _convert
+from ._resources import (
+    MCPPrompt,
+    MCPPromptMessages,
+    MCPResource,
+    MCPResourceContents,
+    MCPResourceTemplate,
+    contents,
+    prompt_messages,
+    prompts,
+    resources,
+    templates,
+)
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -39,6 +51,7 @@ DEFAULT_TOOL_TIMEOUT = 300.0
 _MAX_PAGES = 100
 _INSTALL = "pip install 'agentloop[mcp]'"
 _SCRATCH_KEY = "connection"
+_T = TypeVar("_T")
 
 
 class MCPServerError(AgentLoopError):
@@ -173,6 +186,72 @@ class MCPServer(ABC):
             ctx: The run that lists them, or ``None`` outside a run.
         """
         return await self._connection(ctx).tools()
+
+    async def list_resources(self, ctx: RunContext | None = None) -> list[MCPResource]:
+        """The server's resources (``resources/list``, every page).
+
+        Args:
+            ctx: The run that asks (a tool's ``ToolContext.run``), or ``None`` outside a
+                run (the server entered with ``async with``).
+        """
+        listed = await self._connection(ctx).pages("resources", "resources/list")
+        return resources(listed)
+
+    async def list_resource_templates(
+        self, ctx: RunContext | None = None
+    ) -> list[MCPResourceTemplate]:
+        """The server's resource templates (``resources/templates/list``, every page).
+
+        Args:
+            ctx: As for ``list_resources``.
+        """
+        listed = await self._connection(ctx).pages("resource_templates", "resources/templates/list")
+        return templates(listed)
+
+    async def read_resource(
+        self, uri: str, ctx: RunContext | None = None
+    ) -> list[MCPResourceContents]:
+        """Read the resource at ``uri`` (``resources/read``): its parts, text or bytes.
+
+        Args:
+            uri: The resource's URI (listed, or a template's filled in).
+            ctx: As for ``list_resources``.
+        """
+        connection = self._connection(ctx)
+        result = await connection.request(
+            f"read the resource {uri!r}", lambda c: c.read_resource(uri)
+        )
+        return contents(result)
+
+    async def list_prompts(self, ctx: RunContext | None = None) -> list[MCPPrompt]:
+        """The server's prompts (``prompts/list``, every page).
+
+        Args:
+            ctx: As for ``list_resources``.
+        """
+        listed = await self._connection(ctx).pages("prompts", "prompts/list")
+        return prompts(listed)
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        ctx: RunContext | None = None,
+    ) -> MCPPromptMessages:
+        """The prompt ``name`` rendered by the server with ``arguments`` (``prompts/get``), as
+        agentloop messages.
+
+        Args:
+            name: The prompt's name.
+            arguments: Its arguments (strings, as MCP has them).
+            ctx: As for ``list_resources``.
+        """
+        args = dict(arguments) if arguments is not None else None
+        connection = self._connection(ctx)
+        result = await connection.request(
+            f"render the prompt {name!r}", lambda c: c.get_prompt(name, args)
+        )
+        return prompt_messages(result)
 
     def tools_revision(self, ctx: RunContext | None = None) -> int:
         """How many times the server has said its tools changed on this connection: a run
@@ -434,6 +513,47 @@ class _Connection:
         elif self.closed is not None:
             raise MCPServerError(self.closed)
         return tools
+
+    async def request(self, what: str, send: Callable[[Client], Awaitable[_T]]) -> _T:
+        """One request of the caller's (a resource, a prompt), bounded by ``timeout``; its
+        failures as ``MCPServerError`` saying ``what`` failed."""
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        server = self.server
+        client = self._live()
+        try:
+            with anyio.fail_after(server.timeout):
+                return await send(client)
+        except TimeoutError:
+            raise MCPServerError(
+                f"MCP server {server.name!r} did not {what} within {server.timeout:g}s"
+            ) from None
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                raise MCPServerError(self._lost(exc.message)) from None
+            raise MCPServerError(
+                f"MCP server {server.name!r} could not {what}: {exc.message}"
+            ) from None
+
+    async def pages(self, field: str, method: str) -> list[Any]:
+        """Every page of a listing (``resources/list``, ``prompts/list``…): ``field`` names
+        both the client's method (``list_<field>``) and the result's list."""
+
+        async def every_page(client: Client) -> list[Any]:
+            listed: list[Any] = []
+            cursor: str | None = None
+            for _ in range(_MAX_PAGES):
+                page = await getattr(client, f"list_{field}")(cursor=cursor)
+                listed.extend(getattr(page, field))
+                cursor = page.next_cursor
+                if cursor is None:
+                    return listed
+            raise MCPServerError(
+                f"MCP server {self.server.name!r} lists more than {_MAX_PAGES} pages ({method})"
+            )
+
+        return await self.request(f"answer {method}", every_page)
 
     async def _list(self) -> list[Any]:
         from mcp import MCPError

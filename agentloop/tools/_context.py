@@ -32,6 +32,8 @@ class ToolContext(Generic[DepsT]):
         run: The run that called the tool.
         action: The action being run.
         step: The number of the step whose reply held it.
+        progress: Where ``report_progress`` sends its reports (the engine's; without it they
+            are dropped).
     """
 
     __slots__ = ("_abandoned", "_progress", "action", "run", "step")

@@ -90,3 +90,64 @@ async def test_a_tool_list_changed_notification_refreshes_the_tools_of_the_next_
     assert "late-tool" not in offered[0]
     assert "late-tool" in offered[1]
     assert result.steps[1].actions[0].output == "late: hi"
+
+
+async def test_resources_and_prompts_are_listed_and_read(everything: Any) -> None:
+    """The server's static resources, its resource templates and its prompts are listed; a
+    text resource reads as text, a blob one as bytes; a prompt renders as agentloop messages,
+    its embedded resource described in text."""
+    from agentloop.mcp import MCPPromptArgument, MCPServer
+
+    with anyio.fail_after(LIMIT):
+        async with everything() as server:
+            assert isinstance(server, MCPServer)
+            listed = {r.name: r for r in await server.list_resources()}
+            templates = {t.name: t for t in await server.list_resource_templates()}
+            doc = listed["architecture.md"]
+            read = await server.read_resource(doc.uri)
+            text = await server.read_resource("demo://resource/dynamic/text/7")
+            blob = await server.read_resource("demo://resource/dynamic/blob/7")
+            prompts = {p.name: p for p in await server.list_prompts()}
+            simple = await server.get_prompt("simple-prompt")
+            weather = await server.get_prompt("args-prompt", {"city": "Oslo"})
+            embedded = await server.get_prompt(
+                "resource-prompt", {"resourceType": "Text", "resourceId": "3"}
+            )
+    assert doc.uri == "demo://resource/static/document/architecture.md"
+    assert doc.mime_type == "text/markdown"
+    assert [c.uri for c in read] == [doc.uri] and read[0].text and read[0].data is None
+    assert templates["Dynamic Text Resource"].uri_template == (
+        "demo://resource/dynamic/text/{resourceId}"
+    )
+    assert text[0].text is not None and text[0].text.startswith("Resource 7: This is a plaintext")
+    assert blob[0].text is None and blob[0].data is not None
+    assert blob[0].data.startswith(b"Resource 7: This is a base64 blob")
+    assert prompts["args-prompt"].arguments == (
+        MCPPromptArgument(name="city", description="Name of the city", required=True),
+        # (zod's .optional() drops the .describe() before it: the server sends none)
+        MCPPromptArgument(name="state", description=None, required=False),
+    )
+    assert [(m.role, m.text) for m in simple.messages] == [
+        ("user", "This is a simple prompt without arguments.")
+    ]
+    assert [m.text for m in weather.messages] == ["What's weather in Oslo?"]
+    first, second = embedded.messages
+    assert first.text.startswith("This prompt includes the Text resource with id: 3")
+    assert second.text.startswith("[resource <demo://resource/dynamic/text/3>]\nResource 3:")
+
+
+async def test_a_prompt_or_resource_the_server_refuses_is_an_mcp_server_error(
+    everything: Any,
+) -> None:
+    from agentloop.mcp import MCPServerError
+
+    with anyio.fail_after(LIMIT):
+        async with everything() as server:
+            with pytest.raises(
+                MCPServerError, match="could not render the prompt 'resource-prompt'"
+            ):
+                await server.get_prompt(
+                    "resource-prompt", {"resourceType": "Video", "resourceId": "1"}
+                )
+            with pytest.raises(MCPServerError, match="could not read the resource"):
+                await server.read_resource("demo://resource/dynamic/text/0")
