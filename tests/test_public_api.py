@@ -147,6 +147,9 @@ PUBLIC_API: dict[str, list[str]] = {
     "agentloop.mcp": [
         "DEFAULT_TIMEOUT",
         "DEFAULT_TOOL_TIMEOUT",
+        "Elicitor",
+        "MCPElicitation",
+        "MCPElicitationReply",
         "MCPHttpServer",
         "MCPPrompt",
         "MCPPromptArgument",
@@ -154,9 +157,12 @@ PUBLIC_API: dict[str, list[str]] = {
         "MCPResource",
         "MCPResourceContents",
         "MCPResourceTemplate",
+        "MCPSamplingReply",
+        "MCPSamplingRequest",
         "MCPServer",
         "MCPServerError",
         "MCPStdioServer",
+        "Sampler",
     ],
     "agentloop.web": [
         "PROTOCOLS",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..models import Message, TextPart
+from ..models import ImagePart, Message, TextPart
 from . import _convert
 
 
@@ -185,11 +185,18 @@ def prompts(listed: Sequence[Any]) -> list[MCPPrompt]:
 
 
 def prompt_messages(result: Any) -> MCPPromptMessages:
+    """A rendered prompt's (or a sampling request's) messages as ours: a message's content is
+    one block, or (in a sampling request) a list of them."""
     messages: list[Message] = []
     for message in result.messages:
-        block = message.content
-        image = _convert.image(block)
-        part = image if image is not None else TextPart(text=_convert.render([block]))
+        content = message.content
+        blocks: list[Any] = list(content) if isinstance(content, list) else [content]
+        parts: list[TextPart | ImagePart] = []
+        for block in blocks:
+            image = _convert.image(block)
+            parts.append(image if image is not None else TextPart(text=_convert.render([block])))
         role: Literal["user", "assistant"] = "assistant" if message.role == "assistant" else "user"
-        messages.append(Message(role=role, parts=(part,)))
-    return MCPPromptMessages(description=result.description, messages=tuple(messages))
+        messages.append(Message(role=role, parts=tuple(parts)))
+    return MCPPromptMessages(
+        description=getattr(result, "description", None), messages=tuple(messages)
+    )

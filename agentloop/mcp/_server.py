@@ -26,6 +26,7 @@ from anyio.abc import TaskStatus
 from .. import AgentLoopError, ToolError, UserError
 from ..tools import Tool, ToolContext
 from . import _convert
+from ._callbacks import Elicitor, Sampler, elicitation_callback, sampling_callback
 from ._resources import (
     MCPPrompt,
     MCPPromptMessages,
@@ -99,6 +100,10 @@ class MCPServer(ABC):
         deny: None of these.
         timeout: Seconds for connecting, listing and closing.
         tool_timeout: Seconds for one tool call.
+        sampling: Answers the server's sampling requests (``sampling/createMessage``);
+            without it the client does not offer sampling.
+        elicitation: Answers the server's elicitations (``elicitation/create``); without it
+            the client does not offer elicitation.
     """
 
     def __init__(
@@ -110,6 +115,8 @@ class MCPServer(ABC):
         deny: Collection[str] | None,
         timeout: float,
         tool_timeout: float,
+        sampling: Sampler | None = None,
+        elicitation: Elicitor | None = None,
     ) -> None:
         _import_sdk()
         for label, value in (("timeout", timeout), ("tool_timeout", tool_timeout)):
@@ -121,6 +128,8 @@ class MCPServer(ABC):
         self.deny = _convert.check_names("deny", deny)
         self.timeout = float(timeout)
         self.tool_timeout = float(tool_timeout)
+        self.sampling = sampling
+        self.elicitation = elicitation
         self._shared: _Connection | None = None
         self._exit: AbstractAsyncContextManager[_Connection] | None = None
         self._entered = False
@@ -322,6 +331,8 @@ class MCPStdioServer(MCPServer):
         deny: As for ``MCPServer``.
         timeout: As for ``MCPServer``.
         tool_timeout: As for ``MCPServer``.
+        sampling: As for ``MCPServer``.
+        elicitation: As for ``MCPServer``.
     """
 
     def __init__(
@@ -338,6 +349,8 @@ class MCPStdioServer(MCPServer):
         deny: Collection[str] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
+        sampling: Sampler | None = None,
+        elicitation: Elicitor | None = None,
     ) -> None:
         if isinstance(args, str):
             raise UserError(f"MCP server args must be a list of strings, not {args!r}")
@@ -353,6 +366,8 @@ class MCPStdioServer(MCPServer):
             deny=deny,
             timeout=timeout,
             tool_timeout=tool_timeout,
+            sampling=sampling,
+            elicitation=elicitation,
         )
 
     def _transport(self) -> AbstractAsyncContextManager[Any]:
@@ -376,6 +391,8 @@ class MCPHttpServer(MCPServer):
         deny: As for ``MCPServer``.
         timeout: As for ``MCPServer``.
         tool_timeout: As for ``MCPServer``.
+        sampling: As for ``MCPServer``.
+        elicitation: As for ``MCPServer``.
     """
 
     def __init__(
@@ -389,6 +406,8 @@ class MCPHttpServer(MCPServer):
         deny: Collection[str] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
+        sampling: Sampler | None = None,
+        elicitation: Elicitor | None = None,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise UserError(f"MCP server URL must start with http:// or https://, not {url!r}")
@@ -401,6 +420,8 @@ class MCPHttpServer(MCPServer):
             deny=deny,
             timeout=timeout,
             tool_timeout=tool_timeout,
+            sampling=sampling,
+            elicitation=elicitation,
         )
 
     @asynccontextmanager
@@ -448,6 +469,16 @@ class _Connection:
                     _watched(server._transport(), self._ended),  # pyright: ignore[reportPrivateUsage]  # the subclasses' hook
                     cache=None,  # we keep the tool list ourselves, per connection
                     message_handler=self._notified,
+                    sampling_callback=(
+                        sampling_callback(server.name, server.sampling)
+                        if server.sampling is not None
+                        else None
+                    ),
+                    elicitation_callback=(
+                        elicitation_callback(server.name, server.elicitation)
+                        if server.elicitation is not None
+                        else None
+                    ),
                     client_info=Implementation(name="agentloop", version=__version__),
                 )
                 async with client:

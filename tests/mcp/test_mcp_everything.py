@@ -151,3 +151,71 @@ async def test_a_prompt_or_resource_the_server_refuses_is_an_mcp_server_error(
                 )
             with pytest.raises(MCPServerError, match="could not read the resource"):
                 await server.read_resource("demo://resource/dynamic/text/0")
+
+
+async def test_sampling_and_elicitation_are_answered_by_the_callers_callbacks(
+    everything: Any,
+) -> None:
+    """Given callbacks, the client offers sampling and elicitation, so the server offers its
+    tools that need them; their requests reach the callbacks as agentloop values, and the
+    answers reach the tool."""
+    from agentloop.mcp import (
+        MCPElicitation,
+        MCPElicitationReply,
+        MCPSamplingReply,
+        MCPSamplingRequest,
+    )
+
+    sampled: list[MCPSamplingRequest] = []
+    elicited: list[MCPElicitation] = []
+
+    async def sample(request: MCPSamplingRequest) -> MCPSamplingReply:
+        sampled.append(request)
+        return MCPSamplingReply(text="forty-two", model="test-model")
+
+    async def elicit(asked: MCPElicitation) -> MCPElicitationReply | dict[str, Any] | None:
+        elicited.append(asked)
+        if len(elicited) == 1:
+            return {"name": "Ada Lovelace", "integer": 7}
+        return MCPElicitationReply(action="cancel")
+
+    model = ScriptedModel(
+        [
+            Reply(
+                calls=[
+                    call("trigger-sampling-request", {"prompt": "the answer?", "maxTokens": 20}),
+                    call("trigger-elicitation-request"),
+                ]
+            ),
+            Reply(calls=[call("trigger-elicitation-request")]),
+            "done",
+        ]
+    )
+    with anyio.fail_after(LIMIT):
+        async with everything(sampling=sample, elicitation=elicit) as server:
+            result = await Agent(model, tools=[server]).run("go")
+    sampling, accepted = result.steps[0].actions
+    (cancelled,) = result.steps[1].actions
+    (request,) = sampled
+    assert request.system == "You are a helpful test server."
+    assert request.max_tokens == 20
+    assert [(m.role, m.text) for m in request.messages] == [
+        ("user", "Resource trigger-sampling-request context: the answer?")
+    ]
+    assert '"text": "forty-two"' in sampling.output and '"model": "test-model"' in sampling.output
+    form = elicited[0]
+    assert form.mode == "form" and form.message == "Please provide inputs for the following fields:"
+    assert form.schema is not None and form.schema["required"] == ["name"]
+    assert "- Name: Ada Lovelace" in accepted.output
+    assert "- Favorite Integer: 7" in accepted.output
+    assert "User cancelled the elicitation dialog" in cancelled.output
+
+
+async def test_without_callbacks_the_server_offers_no_sampling_or_elicitation_tools(
+    everything: Any,
+) -> None:
+    with anyio.fail_after(LIMIT):
+        async with everything() as server:
+            names = await _names(server)
+    assert "trigger-sampling-request" not in names
+    assert "trigger-elicitation-request" not in names
