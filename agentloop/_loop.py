@@ -33,7 +33,7 @@ from ._actions import (
     refusal,
     success_result,
 )
-from ._decisions import Decision, Deny, Edit, ExternalResult
+from ._decisions import Approve, Decision, Deny, Edit, ExternalResult
 from ._errors import (
     GuardrailTripped,
     MaxStepsExceeded,
@@ -387,7 +387,8 @@ def _engine(
     effects = run.effects
     if effects is None:
         progress = functools.partial(_action_progress, run)
-        call = compose(tool_middleware, make_terminal(toolbox, plan.tool_limits, progress))
+        asker = functools.partial(_ask_while_running, run)
+        call = compose(tool_middleware, make_terminal(toolbox, plan.tool_limits, progress, asker))
     else:  # the tool and its middleware are another driver's effect; the controls stay here
         controls_only = () if control_tool is None else (control_tool,)
         call = compose(controls_only, effects.tool_call(toolbox))
@@ -653,6 +654,31 @@ async def _action_progress(
             total=total,
             message=message,
         )
+
+
+async def _ask_while_running(
+    run: RunCore, action: Action, about: Any
+) -> Approve | Deny | Edit | None:
+    """A running tool asks the run's live approver (``ToolContext.ask_approver``): announced
+    and decided as an approval, with ``about`` as the call's input. Nothing waits for
+    ``resume``: without an approver, or undecided, the tool hears ``None``."""
+    if run.approver is None:
+        return None
+    call = dataclasses.replace(
+        pending_call(action, "approval", prefix=run.call_prefix, branch=run.branch), input=about
+    )
+    await run.emit(ev.ActionAwaiting, call=call)
+    decision, by = await ask(run.approver, call, run.context, run.approval_timeout)
+    if decision is not None:
+        await run.emit(
+            ev.ActionDecided,
+            call=call,
+            decision=decision.kind,
+            by=by,
+            reason=decision.reason if isinstance(decision, Deny) else None,
+            arguments=dict(decision.arguments) if isinstance(decision, Edit) else None,
+        )
+    return decision
 
 
 async def _settle(

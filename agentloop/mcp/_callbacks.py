@@ -10,11 +10,12 @@ answers the server with an error, which the server's tool reports as it sees fit
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from ..models import Message
+from ..tools import ToolContext
 from ._resources import prompt_messages
 
 logger = logging.getLogger("agentloop.mcp")
@@ -129,6 +130,40 @@ def sampling_callback(server: str, sampler: Sampler) -> Any:
         )
 
     return answer
+
+
+def approver_elicitor(server: str, calls: Callable[[], Sequence[ToolContext]]) -> Elicitor:
+    """An elicitor that asks the approver of the run whose call the server is in
+    (``MCPServer(elicitation="approver")``): ``Edit(arguments)`` accepts with those values,
+    ``Approve()`` accepts with none, ``Deny`` declines, and no decision (no approver, or an
+    undecided one) cancels. The server's request names no call, so it is the one call in
+    flight on the connection; with several (or none), it is declined, with a warning."""
+
+    async def ask(asked: MCPElicitation) -> MCPElicitationReply:
+        from .. import Approve, Edit
+
+        running = calls()
+        if len(running) != 1:
+            logger.warning(
+                "MCP server %r elicits with %d calls in flight: it cannot be told which run "
+                "to ask, so it is declined",
+                server,
+                len(running),
+            )
+            return MCPElicitationReply(action="decline")
+        about: dict[str, Any] = {"elicitation": asked.message, "mode": asked.mode}
+        if asked.schema is not None:
+            about["schema"] = dict(asked.schema)
+        if asked.url is not None:
+            about["url"] = asked.url
+        decision = await running[0].ask_approver(about)
+        if isinstance(decision, Edit):
+            return MCPElicitationReply(action="accept", content=dict(decision.arguments))
+        if isinstance(decision, Approve):
+            return MCPElicitationReply(action="accept", content={})
+        return MCPElicitationReply(action="cancel" if decision is None else "decline")
+
+    return ask
 
 
 def elicitation_callback(server: str, elicitor: Elicitor) -> Any:

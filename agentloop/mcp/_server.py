@@ -17,7 +17,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Self, TextIO, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -26,7 +26,13 @@ from anyio.abc import TaskStatus
 from .. import AgentLoopError, ToolError, UserError
 from ..tools import Tool, ToolContext
 from . import _convert
-from ._callbacks import Elicitor, Sampler, elicitation_callback, sampling_callback
+from ._callbacks import (
+    Elicitor,
+    Sampler,
+    approver_elicitor,
+    elicitation_callback,
+    sampling_callback,
+)
 from ._resources import (
     MCPPrompt,
     MCPPromptMessages,
@@ -102,8 +108,10 @@ class MCPServer(ABC):
         tool_timeout: Seconds for one tool call.
         sampling: Answers the server's sampling requests (``sampling/createMessage``);
             without it the client does not offer sampling.
-        elicitation: Answers the server's elicitations (``elicitation/create``); without it
-            the client does not offer elicitation.
+        elicitation: Answers the server's elicitations (``elicitation/create``), or
+            ``"approver"``: they are asked of the approver of the run whose call the server
+            is in (``Agent(approver=...)``; see ``approver_elicitor``). Without it the client
+            does not offer elicitation.
     """
 
     def __init__(
@@ -116,7 +124,7 @@ class MCPServer(ABC):
         timeout: float,
         tool_timeout: float,
         sampling: Sampler | None = None,
-        elicitation: Elicitor | None = None,
+        elicitation: Elicitor | Literal["approver"] | None = None,
     ) -> None:
         _import_sdk()
         for label, value in (("timeout", timeout), ("tool_timeout", tool_timeout)):
@@ -129,6 +137,11 @@ class MCPServer(ABC):
         self.timeout = float(timeout)
         self.tool_timeout = float(tool_timeout)
         self.sampling = sampling
+        if elicitation is not None and not callable(elicitation) and elicitation != "approver":
+            raise UserError(
+                f"MCP server {name!r}: elicitation must be a callback or 'approver', not "
+                f"{elicitation!r}"
+            )
         self.elicitation = elicitation
         self._shared: _Connection | None = None
         self._exit: AbstractAsyncContextManager[_Connection] | None = None
@@ -350,7 +363,7 @@ class MCPStdioServer(MCPServer):
         timeout: float = DEFAULT_TIMEOUT,
         tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
         sampling: Sampler | None = None,
-        elicitation: Elicitor | None = None,
+        elicitation: Elicitor | Literal["approver"] | None = None,
     ) -> None:
         if isinstance(args, str):
             raise UserError(f"MCP server args must be a list of strings, not {args!r}")
@@ -407,7 +420,7 @@ class MCPHttpServer(MCPServer):
         timeout: float = DEFAULT_TIMEOUT,
         tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
         sampling: Sampler | None = None,
-        elicitation: Elicitor | None = None,
+        elicitation: Elicitor | Literal["approver"] | None = None,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise UserError(f"MCP server URL must start with http:// or https://, not {url!r}")
@@ -449,6 +462,7 @@ class _Connection:
         self._tools: tuple[Tool, ...] | None = None
         self._listing = anyio.Lock()
         self.revision = 0  # counts the server's notifications/tools/list_changed
+        self._calls: list[ToolContext] = []  # the calls in flight (an elicitation's run)
         self.closed: str | None = None  # why calls fail, once the connection has closed
 
     def stop(self) -> None:
@@ -474,11 +488,7 @@ class _Connection:
                         if server.sampling is not None
                         else None
                     ),
-                    elicitation_callback=(
-                        elicitation_callback(server.name, server.elicitation)
-                        if server.elicitation is not None
-                        else None
-                    ),
+                    elicitation_callback=self._elicitation_callback(),
                     client_info=Implementation(name="agentloop", version=__version__),
                 )
                 async with client:
@@ -500,6 +510,16 @@ class _Connection:
             logger.warning("MCP server %r: the connection failed: %s", server.name, _describe(exc))
         finally:
             self._ended()
+
+    def _elicitation_callback(self) -> Any:
+        wanted = self.server.elicitation
+        if wanted is None:
+            return None
+        if isinstance(wanted, str):  # "approver"
+            return elicitation_callback(
+                self.server.name, approver_elicitor(self.server.name, lambda: tuple(self._calls))
+            )
+        return elicitation_callback(self.server.name, wanted)
 
     async def _notified(self, message: Any) -> None:
         """A server notification: a changed tool list is listed again when next asked for."""
@@ -636,6 +656,7 @@ class _Connection:
         server = self.server
         if self.closed is not None or self._client is None:
             raise ToolError(self._ended())
+        self._calls.append(context)
         try:
             result = await self._client.call_tool(
                 tool, arguments, progress_callback=context.report_progress
@@ -644,6 +665,8 @@ class _Connection:
             if exc.code == CONNECTION_CLOSED:
                 raise ToolError(self._lost(exc.message)) from None
             raise ToolError(f"MCP server {server.name!r}: {exc.message}") from None
+        finally:
+            self._calls.remove(context)
         return _convert.output(server.name, tool, result)
 
 

@@ -9,6 +9,7 @@ from typing_extensions import TypeVar
 
 if TYPE_CHECKING:
     from .._context import StateView
+    from .._decisions import Approve, Deny, Edit
     from .._steps import Action
     from ..models._types import RunContext
 
@@ -16,6 +17,9 @@ DepsT = TypeVar("DepsT", default=Any)
 
 ProgressSink: TypeAlias = "Callable[[Action, float, float | None, str | None], Awaitable[None]]"
 """Where the engine sends a tool's progress reports: ``(action, progress, total, message)``."""
+
+Asker: TypeAlias = "Callable[[Action, Any], Awaitable[Approve | Deny | Edit | None]]"
+"""How the engine asks the run's live approver about a running call: ``(action, about)``."""
 
 
 @final
@@ -34,9 +38,11 @@ class ToolContext(Generic[DepsT]):
         step: The number of the step whose reply held it.
         progress: Where ``report_progress`` sends its reports (the engine's; without it they
             are dropped).
+        asker: How ``ask_approver`` reaches the run's approver (the engine's; without it
+            nothing is asked).
     """
 
-    __slots__ = ("_abandoned", "_progress", "action", "run", "step")
+    __slots__ = ("_abandoned", "_asker", "_progress", "action", "run", "step")
 
     def __init__(
         self,
@@ -45,11 +51,13 @@ class ToolContext(Generic[DepsT]):
         action: Action,
         step: int,
         progress: ProgressSink | None = None,
+        asker: Asker | None = None,
     ) -> None:
         self.run = run
         self.action = action
         self.step = step
         self._progress = progress  # the engine's: report_progress() sends there
+        self._asker = asker  # the engine's: ask_approver() asks there
         self._abandoned = False  # see abandon()
 
     @property
@@ -97,6 +105,21 @@ class ToolContext(Generic[DepsT]):
         if sink is None or self._abandoned:  # no run streams it (a test's context, a worker's)
             return
         await sink(self.action, float(progress), None if total is None else float(total), message)
+
+    async def ask_approver(self, about: Any) -> Approve | Deny | Edit | None:
+        """Ask the run's live approver (``Agent(approver=...)``) about this running call, with
+        ``about`` as the pending call's ``input`` (what the person is asked: an MCP server's
+        elicitation, say). ``ActionAwaiting`` and ``ActionDecided`` stream as for an approval.
+        ``None`` when the run has no approver, or it left the question undecided: a running
+        call cannot wait for ``resume``.
+
+        Args:
+            about: What the approver is asked (JSON-like).
+        """
+        asker = self._asker
+        if asker is None or self._abandoned:
+            return None
+        return await asker(self.action, about)
 
     def __repr__(self) -> str:
         return f"ToolContext(run_id={self.run_id!r}, tag={self.action.tag!r})"

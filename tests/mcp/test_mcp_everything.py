@@ -219,3 +219,52 @@ async def test_without_callbacks_the_server_offers_no_sampling_or_elicitation_to
             names = await _names(server)
     assert "trigger-sampling-request" not in names
     assert "trigger-elicitation-request" not in names
+
+
+async def test_an_elicitation_becomes_a_decision_of_the_runs_approver(everything: Any) -> None:
+    """With ``elicitation="approver"`` and no callback, the server's elicitation is asked of
+    the approver of the run whose call it is in, as an approval (``ActionAwaiting``, then
+    ``ActionDecided``): ``Edit`` accepts with its values, ``Deny`` declines. A run without an
+    approver cannot wait inside a running call: its elicitation is cancelled."""
+    from agentloop import Deny, Edit, PendingCall, RunContext
+
+    asked: list[PendingCall] = []
+
+    async def approver(pending: PendingCall, ctx: RunContext) -> Edit | Deny:
+        asked.append(pending)
+        if len(asked) == 1:
+            return Edit({"name": "Grace Hopper", "check": True})
+        return Deny("not today")
+
+    def script() -> ScriptedModel:
+        return ScriptedModel(
+            [
+                Reply(calls=[call("trigger-elicitation-request")]),
+                Reply(calls=[call("trigger-elicitation-request")]),
+                "done",
+            ]
+        )
+
+    events: list[str] = []
+    with anyio.fail_after(LIMIT):
+        async with everything(elicitation="approver") as server:
+            agent = Agent(script(), tools=[server], approver=approver)
+            async with agent.stream("go") as run:
+                async for event in run:
+                    if event.type in ("action_awaiting", "action_decided"):
+                        events.append(event.type)
+            result = run.result
+            alone = await Agent(script(), tools=[server]).run("go")
+    assert result is not None
+    accepted, declined = (s.actions[0] for s in result.steps[:2])
+    assert "- Name: Grace Hopper" in accepted.output
+    assert "- Agreed to terms: true" in accepted.output
+    assert "User declined to provide the requested information" in declined.output
+    first = asked[0]
+    assert first.tag == "call_1" and first.name == "trigger-elicitation-request"
+    assert first.input["elicitation"] == "Please provide inputs for the following fields:"
+    assert first.input["schema"]["required"] == ["name"]
+    assert events == ["action_awaiting", "action_decided"] * 2
+    assert all(
+        "User cancelled the elicitation dialog" in s.actions[0].output for s in alone.steps[:2]
+    )
