@@ -742,3 +742,35 @@ def test_the_schema_check_is_bounded() -> None:
         value = [value]
     problems = SchemaCheck(tool_parameters("t", wide))({"v": value})
     assert problems == [((), f"too large to check against the schema ({MAX_VISITS} steps)")]
+
+
+async def test_a_tool_reports_progress_as_action_progress_events() -> None:
+    """``ToolContext.report_progress`` streams ``ActionProgress`` between the action's start
+    and its end; the step keeps no trace of it, and a plain ``run`` pays nothing for it."""
+    from agentloop import ActionProgress
+
+    @tool
+    async def crunch(n: int, context: ToolContext) -> str:
+        """Crunch n items."""
+        for i in range(1, n + 1):
+            await context.report_progress(i, n, f"item {i}")
+        return "crunched"
+
+    model = ScriptedModel([Reply(calls=[call("crunch", {"n": 2})]), "done"])
+    agent = Agent(model, tools=[crunch])
+    kinds: list[str] = []
+    progress: list[ActionProgress] = []
+    async with agent.stream("go") as run:
+        async for event in run:
+            kinds.append(event.type)
+            if isinstance(event, ActionProgress):
+                progress.append(event)
+    assert [(p.tag, p.name, p.progress, p.total, p.message) for p in progress] == [
+        ("call_1", "crunch", 1.0, 2.0, "item 1"),
+        ("call_1", "crunch", 2.0, 2.0, "item 2"),
+    ]
+    started, finished = kinds.index("action_started"), kinds.index("action_finished")
+    assert started < kinds.index("action_progress") < finished
+    model = ScriptedModel([Reply(calls=[call("crunch", {"n": 2})]), "done"])
+    result = await Agent(model, tools=[crunch]).run("go")
+    assert result.steps[0].actions[0].output == "crunched"

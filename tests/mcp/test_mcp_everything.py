@@ -4,7 +4,8 @@ progress notifications, a tool list that changes, resources and prompts, samplin
 elicitation.
 
 Nothing here mocks the SDK or the server: each test speaks to the real Node server through the
-real ``mcp`` client.
+real ``mcp`` client. Not marked slow (each test takes under a second): CI's lowest-versions
+stage runs them too, on the ``mcp`` SDK's floor.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from agentloop import Agent
 from agentloop.testing import Reply, ScriptedModel, call
 
 LIMIT = 30.0  # seconds: a bound on each test, never a synchronisation
-
-pytestmark = pytest.mark.slow
 
 
 async def test_progress_notifications_stream_as_action_progress_events(everything: Any) -> None:
