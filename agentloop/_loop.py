@@ -317,10 +317,12 @@ async def _steps(
         if response is None and run.agent.toolsets and _tools_changed(run):
             # A toolset's tools changed (an MCP server's list_changed): this call sees the new
             # ones. Between steps no action runs, as at a handoff.
-            mode = plan.tool_mode
-            plan, executor, model_call = _engine(run, tg, Toolbox(await _list_tools(run)), exits)
-            if plan.tool_mode != mode:
-                run.replayed = [replay_step(s, plan.tool_mode) for s in run.steps]
+            relisted = await _relisted(run)
+            if relisted is not None:
+                mode = plan.tool_mode
+                plan, executor, model_call = _engine(run, tg, relisted, exits)
+                if plan.tool_mode != mode:
+                    run.replayed = [replay_step(s, plan.tool_mode) for s in run.steps]
         if response is None:
             request = mt.ModelRequest(
                 messages=await _prompt(run, plan, user, fitter),
@@ -616,6 +618,22 @@ async def _list_tools(run: RunCore) -> list[Tool]:
         revisions[id(toolset)] = tools_revision(toolset, run.context)
         tools.extend(await toolset.list_tools(run.context))
     return tools  # the run's Toolbox checks that their names are unique
+
+
+async def _relisted(run: RunCore) -> Toolbox | None:
+    """The run's tools listed again, or ``None`` (logged) when that fails: a server gone
+    meanwhile, a new name that collides. The run goes on with the tools it had."""
+    try:
+        return Toolbox(await _list_tools(run))
+    except Exception as exc:
+        logger.warning(
+            "run %s: its tools changed, but listing them again failed (%s: %s); it goes on "
+            "with the tools it had",
+            run.run_id,
+            type(exc).__name__,
+            exc,
+        )
+        return None
 
 
 def _tools_changed(run: RunCore) -> bool:

@@ -774,3 +774,59 @@ async def test_a_tool_reports_progress_as_action_progress_events() -> None:
     model = ScriptedModel([Reply(calls=[call("crunch", {"n": 2})]), "done"])
     result = await Agent(model, tools=[crunch]).run("go")
     assert result.steps[0].actions[0].output == "crunched"
+
+
+class _ChangingToolset:
+    """A toolset whose tools change when ``change()`` is called (its revision moves)."""
+
+    def __init__(self, fail_relist: bool = False) -> None:
+        self.revision = 0
+        self.listed = 0
+        self.fail_relist = fail_relist
+
+    def change(self) -> None:
+        self.revision += 1
+
+    def tools_revision(self, ctx: Any) -> int:
+        return self.revision
+
+    async def list_tools(self, ctx: Any) -> list[Tool]:
+        self.listed += 1
+        if self.listed > 1 and self.fail_relist:
+            raise RuntimeError("the server went away")
+        toolset = self
+
+        @tool
+        def first() -> str:
+            """The first tool; it changes the toolset's tools."""
+            toolset.change()
+            return "changed"
+
+        @tool
+        def second() -> str:
+            """Listed once the tools changed."""
+            return "second"
+
+        return [first] if self.revision == 0 else [first, second]
+
+
+async def test_a_toolset_whose_revision_moves_is_listed_again_before_the_next_model_call() -> None:
+    toolset = _ChangingToolset()
+    model = ScriptedModel([Reply(calls=[call("first")]), Reply(calls=[call("second")]), "done"])
+    result = await Agent(model, tools=[toolset]).run("go")
+    offered = [[spec.name for spec in request.tools] for request in model.requests]
+    assert offered == [["first"], ["first", "second"], ["first", "second"]]
+    assert result.steps[1].actions[0].output == "second"
+    assert toolset.listed == 2  # once at the start, once after the change
+
+
+async def test_a_toolset_that_fails_to_list_again_leaves_the_run_its_tools(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    toolset = _ChangingToolset(fail_relist=True)
+    model = ScriptedModel([Reply(calls=[call("first")]), "done"])
+    with caplog.at_level(logging.WARNING, logger="agentloop"):
+        result = await Agent(model, tools=[toolset]).run("go")
+    assert result.output == "done"
+    assert [spec.name for spec in model.requests[1].tools] == ["first"]
+    assert "listing them again failed (RuntimeError: the server went away)" in caplog.text
