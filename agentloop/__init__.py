@@ -100,6 +100,7 @@ from ._events import ActionArgsDelta as ActionArgsDelta
 from ._events import ActionAwaiting as ActionAwaiting
 from ._events import ActionDecided as ActionDecided
 from ._events import ActionFinished as ActionFinished
+from ._events import ActionProgress as ActionProgress
 from ._events import ActionStarted as ActionStarted
 from ._events import AnswerDelta as AnswerDelta
 from ._events import AttemptDiscarded as AttemptDiscarded
@@ -172,6 +173,7 @@ __all__ = [
     "ActionAwaiting",
     "ActionDecided",
     "ActionFinished",
+    "ActionProgress",
     "ActionResult",
     "ActionStarted",
     "Agent",

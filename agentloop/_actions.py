@@ -27,7 +27,7 @@ from ._steps import Action, ActionErrorKind, ActionResult, RunResult, split_imag
 from ._threads import Job, NoWorkerThread, borrow_nowait
 from ._time import fail_after
 from .models._types import RunContext, ToolCallPart, ToolSpec
-from .tools._context import ToolContext, abandon, call_identity
+from .tools._context import Asker, ProgressSink, ToolContext, abandon, call_identity
 from .tools._limits import ToolLimits, default_thread_limiter, default_tool_limiter
 from .tools._schema import MAX_ARGUMENT_DEPTH, nesting_exceeds, strip_nones, text_nesting_exceeds
 from .tools._tool import Activity, Tool, check_unique_names
@@ -370,13 +370,25 @@ async def _acquire(limiter: anyio.CapacityLimiter, borrower: object) -> None:
 
 
 def make_terminal(
-    toolbox: Toolbox, limits: ToolLimits
+    toolbox: Toolbox,
+    limits: ToolLimits,
+    progress: ProgressSink | None = None,
+    asker: Asker | None = None,
 ) -> Callable[[ToolCall], Awaitable[ActionResult]]:
-    """The innermost tool call: validate, invoke, and turn failures into error results."""
-    return lambda call: _invoke_tool(toolbox, limits, call)
+    """The innermost tool call: validate, invoke, and turn failures into error results.
+    ``progress`` receives what tools report with ``ToolContext.report_progress`` (the run
+    streams it as events; without it, reports are dropped); ``asker`` answers
+    ``ToolContext.ask_approver``."""
+    return lambda call: _invoke_tool(toolbox, limits, call, progress, asker)
 
 
-async def _invoke_tool(toolbox: Toolbox, limits: ToolLimits, call: ToolCall) -> ActionResult:
+async def _invoke_tool(
+    toolbox: Toolbox,
+    limits: ToolLimits,
+    call: ToolCall,
+    progress: ProgressSink | None,
+    asker: Asker | None,
+) -> ActionResult:
     # pydantic is loaded by now (the tool's argument model is pydantic), so this is a lookup;
     # importing it here keeps it out of ``import agentloop``.
     from pydantic import ValidationError
@@ -405,7 +417,14 @@ async def _invoke_tool(toolbox: Toolbox, limits: ToolLimits, call: ToolCall) -> 
         return error_result(action, "invalid_arguments", _validation_message(exc))
     except RecursionError:
         return error_result(action, "invalid_arguments", _TOO_DEEP)
-    ctx = ToolContext(run=call.run, action=action, step=call.step, ordinal=call.ordinal)
+    ctx = ToolContext(
+        run=call.run,
+        action=action,
+        step=call.step,
+        ordinal=call.ordinal,
+        progress=progress,
+        asker=asker,
+    )
     kwargs = _call_kwargs(activity, args, ctx)
     name = tool.name if action.path is None else f"{tool.name}.{action.path}"
     max_chars = limits.max_output_chars

@@ -225,6 +225,30 @@ class ActionStarted(_Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ActionProgress(_Event):
+    """A running tool said how far it is (``ToolContext.report_progress``; an MCP server's
+    ``notifications/progress`` for a call). Between the action's ``ActionStarted`` and its
+    ``ActionFinished``; a progress bar, not a record: it is not kept in the step.
+
+    Args:
+        attempt: The attempt whose reply held the action.
+        tag: The action's tag.
+        name: The tool's name.
+        progress: How far it is (grows with each report; its unit is the tool's).
+        total: What ``progress`` reaches when the tool is done, if the tool knows.
+        message: What it is doing now, if it says.
+    """
+
+    attempt: int
+    tag: str
+    name: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+    type: Literal["action_progress"] = "action_progress"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ActionFinished(_Event):
     """A tool returned, or failed.
 
@@ -377,6 +401,7 @@ Event: TypeAlias = (
     | ActionArgsDelta
     | ProviderEvent
     | ActionStarted
+    | ActionProgress
     | ActionFinished
     | ActionAwaiting
     | ActionDecided
@@ -402,6 +427,7 @@ EVENT_TYPES: tuple[type[_Event], ...] = (
     ActionArgsDelta,
     ProviderEvent,
     ActionStarted,
+    ActionProgress,
     ActionFinished,
     ActionAwaiting,
     ActionDecided,

@@ -34,7 +34,7 @@ from ._actions import (
     refusal,
     success_result,
 )
-from ._decisions import Decision, Deny, Edit, ExternalResult
+from ._decisions import Approve, Decision, Deny, Edit, ExternalResult
 from ._errors import (
     GuardrailTripped,
     MaxStepsExceeded,
@@ -66,7 +66,7 @@ from ._waiting import (
 from ._window import ContextFitter
 from .models._types import DiscardReason
 from .tools._tool import Tool
-from .tools._toolset import run_scope
+from .tools._toolset import run_scope, tools_revision
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -315,6 +315,15 @@ async def _steps(
             return await _ended(run, _limit_result(run))
         # Resuming, the reply of the step in flight may be committed: it is never asked again.
         response = run.take_committed_reply()
+        if response is None and run.agent.toolsets and _tools_changed(run):
+            # A toolset's tools changed (an MCP server's list_changed): this call sees the new
+            # ones. Between steps no action runs, as at a handoff.
+            relisted = await _relisted(run)
+            if relisted is not None:
+                mode = plan.tool_mode
+                plan, executor, model_call = _engine(run, tg, relisted, exits)
+                if plan.tool_mode != mode:
+                    run.replayed = [replay_step(s, plan.tool_mode) for s in run.steps]
         if response is None:
             try:
                 messages = await _prompt(run, plan, user, fitter)
@@ -384,7 +393,9 @@ def _engine(
         tool_middleware = (tool_span(run), *tool_middleware)
     effects = run.effects
     if effects is None:
-        call = compose(tool_middleware, make_terminal(toolbox, plan.tool_limits))
+        progress = functools.partial(_action_progress, run)
+        asker = functools.partial(_ask_while_running, run)
+        call = compose(tool_middleware, make_terminal(toolbox, plan.tool_limits, progress, asker))
     else:  # the tool and its middleware are another driver's effect; the controls stay here
         controls_only = () if control_tool is None else (control_tool,)
         call = compose(controls_only, effects.tool_call(toolbox))
@@ -595,13 +606,48 @@ async def _ended(run: RunCore, result: RunResult) -> RunResult:
 
 
 async def _resolve_tools(run: RunCore, stack: AsyncExitStack) -> list[Tool]:
-    tools = list(run.agent.static_tools)
     for toolset in run.agent.toolsets:
         scope = run_scope(toolset, run.context)
         if scope is not None:
             await stack.enter_async_context(scope)
+    return await _list_tools(run)
+
+
+async def _list_tools(run: RunCore) -> list[Tool]:
+    """The agent's tools, its toolsets' as they list them now (their scopes entered). Each
+    toolset's revision is read before it lists: a change meanwhile is seen next time."""
+    tools = list(run.agent.static_tools)
+    revisions = run.tool_revisions
+    revisions.clear()
+    for toolset in run.agent.toolsets:
+        revisions[id(toolset)] = tools_revision(toolset, run.context)
         tools.extend(await toolset.list_tools(run.context))
     return tools  # the run's Toolbox checks that their names are unique
+
+
+async def _relisted(run: RunCore) -> Toolbox | None:
+    """The run's tools listed again, or ``None`` (logged) when that fails: a server gone
+    meanwhile, a new name that collides. The run goes on with the tools it had."""
+    try:
+        return Toolbox(await _list_tools(run))
+    except Exception as exc:
+        logger.warning(
+            "run %s: its tools changed, but listing them again failed (%s: %s); it goes on "
+            "with the tools it had",
+            run.run_id,
+            type(exc).__name__,
+            exc,
+        )
+        return None
+
+
+def _tools_changed(run: RunCore) -> bool:
+    """Whether a toolset's tools changed since they were listed (``Toolset.tools_revision``)."""
+    revisions = run.tool_revisions
+    return any(
+        tools_revision(toolset, run.context) != revisions.get(id(toolset))
+        for toolset in run.agent.toolsets
+    )
 
 
 async def _action_started(run: RunCore, pending: PendingAction) -> None:
@@ -615,6 +661,47 @@ async def _action_started(run: RunCore, pending: PendingAction) -> None:
             path=action.path,
             input=action.input,
         )
+
+
+async def _action_progress(
+    run: RunCore, action: Action, progress: float, total: float | None, message: str | None
+) -> None:
+    """A running tool's progress report (``ToolContext.report_progress``), as an event."""
+    if run.emitting:
+        await run.emit(
+            ev.ActionProgress,
+            attempt=action.attempt,
+            tag=action.tag,
+            name=action.name,
+            progress=progress,
+            total=total,
+            message=message,
+        )
+
+
+async def _ask_while_running(
+    run: RunCore, action: Action, about: Any
+) -> Approve | Deny | Edit | None:
+    """A running tool asks the run's live approver (``ToolContext.ask_approver``): announced
+    and decided as an approval, with ``about`` as the call's input. Nothing waits for
+    ``resume``: without an approver, or undecided, the tool hears ``None``."""
+    if run.approver is None:
+        return None
+    call = dataclasses.replace(
+        pending_call(action, "approval", prefix=run.call_prefix, branch=run.branch), input=about
+    )
+    await run.emit(ev.ActionAwaiting, call=call)
+    decision, by = await ask(run.approver, call, run.context, run.approval_timeout)
+    if decision is not None:
+        await run.emit(
+            ev.ActionDecided,
+            call=call,
+            decision=decision.kind,
+            by=by,
+            reason=decision.reason if isinstance(decision, Deny) else None,
+            arguments=dict(decision.arguments) if isinstance(decision, Edit) else None,
+        )
+    return decision
 
 
 async def _settle(

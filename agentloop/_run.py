@@ -293,6 +293,7 @@ class RunCore:
         "subrun_resumes",
         "tool_calls",
         "tool_retries",
+        "tool_revisions",
         "toolbox",
         "usage_by_model",
         "user_input",
@@ -355,6 +356,8 @@ class RunCore:
         self.tool_retries: dict[str, int] = {}
         self.output_retries = 0
         self.toolbox: Toolbox | None = None  # the run's tools, under its agent (``_loop``)
+        # Each toolset's ``tools_revision`` when its tools were last listed (``_loop``).
+        self.tool_revisions: dict[int, object] = {}
         loaded = session.loaded if session is not None else launch.loaded
         if session is not None:
             self.session_id = session.session_id

@@ -743,3 +743,91 @@ def test_the_schema_check_is_bounded() -> None:
         value = [value]
     problems = SchemaCheck(tool_parameters("t", wide))({"v": value})
     assert problems == [((), f"too large to check against the schema ({MAX_VISITS} steps)")]
+
+
+async def test_a_tool_reports_progress_as_action_progress_events() -> None:
+    """``ToolContext.report_progress`` streams ``ActionProgress`` between the action's start
+    and its end; the step keeps no trace of it, and a plain ``run`` pays nothing for it."""
+    from agentloop import ActionProgress
+
+    @tool
+    async def crunch(n: int, context: ToolContext) -> str:
+        """Crunch n items."""
+        for i in range(1, n + 1):
+            await context.report_progress(i, n, f"item {i}")
+        return "crunched"
+
+    model = ScriptedModel([Reply(calls=[call("crunch", {"n": 2})]), "done"])
+    agent = Agent(model, tools=[crunch])
+    kinds: list[str] = []
+    progress: list[ActionProgress] = []
+    async with agent.stream("go") as run:
+        async for event in run:
+            kinds.append(event.type)
+            if isinstance(event, ActionProgress):
+                progress.append(event)
+    assert [(p.tag, p.name, p.progress, p.total, p.message) for p in progress] == [
+        ("call_1", "crunch", 1.0, 2.0, "item 1"),
+        ("call_1", "crunch", 2.0, 2.0, "item 2"),
+    ]
+    started, finished = kinds.index("action_started"), kinds.index("action_finished")
+    assert started < kinds.index("action_progress") < finished
+    model = ScriptedModel([Reply(calls=[call("crunch", {"n": 2})]), "done"])
+    result = await Agent(model, tools=[crunch]).run("go")
+    assert result.steps[0].actions[0].output == "crunched"
+
+
+class _ChangingToolset:
+    """A toolset whose tools change when ``change()`` is called (its revision moves)."""
+
+    def __init__(self, fail_relist: bool = False) -> None:
+        self.revision = 0
+        self.listed = 0
+        self.fail_relist = fail_relist
+
+    def change(self) -> None:
+        self.revision += 1
+
+    def tools_revision(self, ctx: Any) -> int:
+        return self.revision
+
+    async def list_tools(self, ctx: Any) -> list[Tool]:
+        self.listed += 1
+        if self.listed > 1 and self.fail_relist:
+            raise RuntimeError("the server went away")
+        toolset = self
+
+        @tool
+        def first() -> str:
+            """The first tool; it changes the toolset's tools."""
+            toolset.change()
+            return "changed"
+
+        @tool
+        def second() -> str:
+            """Listed once the tools changed."""
+            return "second"
+
+        return [first] if self.revision == 0 else [first, second]
+
+
+async def test_a_toolset_whose_revision_moves_is_listed_again_before_the_next_model_call() -> None:
+    toolset = _ChangingToolset()
+    model = ScriptedModel([Reply(calls=[call("first")]), Reply(calls=[call("second")]), "done"])
+    result = await Agent(model, tools=[toolset]).run("go")
+    offered = [[spec.name for spec in request.tools] for request in model.requests]
+    assert offered == [["first"], ["first", "second"], ["first", "second"]]
+    assert result.steps[1].actions[0].output == "second"
+    assert toolset.listed == 2  # once at the start, once after the change
+
+
+async def test_a_toolset_that_fails_to_list_again_leaves_the_run_its_tools(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    toolset = _ChangingToolset(fail_relist=True)
+    model = ScriptedModel([Reply(calls=[call("first")]), "done"])
+    with caplog.at_level(logging.WARNING, logger="agentloop"):
+        result = await Agent(model, tools=[toolset]).run("go")
+    assert result.output == "done"
+    assert [spec.name for spec in model.requests[1].tools] == ["first"]
+    assert "listing them again failed (RuntimeError: the server went away)" in caplog.text

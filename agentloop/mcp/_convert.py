@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from .. import ToolError, UserError
 from ..models import IMAGE_TYPES, ImagePart
-from ..tools import Activity, Tool, checked_args_model
+from ..tools import Activity, Tool, ToolContext, checked_args_model
 
 logger = logging.getLogger("agentloop.mcp")
 
@@ -99,10 +99,11 @@ def build_tools(
     allow: frozenset[str] | None,
     deny: frozenset[str] | None,
     tool_timeout: float,
-    call: Callable[[str, dict[str, Any]], Awaitable[Any]],
+    call: Callable[[str, dict[str, Any], ToolContext], Awaitable[Any]],
 ) -> tuple[Tool, ...]:
     """Our tools for a server's listing (``mcp.types.Tool`` objects): filtered, named, each
-    calling ``call(server_name, arguments)``. A tool whose input schema is not a valid JSON
+    calling ``call(server_name, arguments, context)`` (the context reports the call's
+    progress). A tool whose input schema is not a valid JSON
     schema is left out, with a warning (providers would refuse the whole request)."""
     by_name = {t.name: t for t in listed}
     kept = select(server, list(by_name), allow, deny)
@@ -127,7 +128,7 @@ def build_tools(
             fn=functools.partial(call, original),
             args=checked_args_model(name, check),
             parameters=parameters(listing.input_schema),
-            context_param=None,
+            context_param="context",
             is_async=True,
             eager=True,
             timeout=tool_timeout,
@@ -209,13 +210,13 @@ def output(server: str, tool: str, result: Any) -> Any:
     structured = result.structured_content
     if structured is not None and all(getattr(b, "type", None) == "text" for b in blocks):
         return structured
-    images = [image for image in map(_image, blocks) if image is not None]
+    images = [found for found in map(image, blocks) if found is not None]
     if images:  # the model sees them where its API takes images in a tool result
         return [render(blocks), *images]
     return render(blocks)
 
 
-def _image(block: Any) -> ImagePart | None:
+def image(block: Any) -> ImagePart | None:
     if getattr(block, "type", None) != "image" or block.mime_type not in IMAGE_TYPES:
         return None
     try:

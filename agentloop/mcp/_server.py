@@ -12,20 +12,39 @@ import importlib
 import logging
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TextIO
+from typing import TYPE_CHECKING, Any, Literal, Self, TextIO, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 from anyio.abc import TaskStatus
 
 from .. import AgentLoopError, ToolError, UserError
-from ..tools import Tool
+from ..tools import Tool, ToolContext
 from . import _convert
+from ._callbacks import (
+    Elicitor,
+    Sampler,
+    approver_elicitor,
+    elicitation_callback,
+    sampling_callback,
+)
+from ._resources import (
+    MCPPrompt,
+    MCPPromptMessages,
+    MCPResource,
+    MCPResourceContents,
+    MCPResourceTemplate,
+    contents,
+    prompt_messages,
+    prompts,
+    resources,
+    templates,
+)
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -39,6 +58,7 @@ DEFAULT_TOOL_TIMEOUT = 300.0
 _MAX_PAGES = 100
 _INSTALL = "pip install 'agentloop[mcp]'"
 _SCRATCH_KEY = "connection"
+_T = TypeVar("_T")
 
 
 class MCPServerError(AgentLoopError):
@@ -65,7 +85,9 @@ class MCPServer(ABC):
     agent without being entered connects at the start of each run and closes when the run
     ends; concurrent runs each get their own connection (a process each, for stdio).
 
-    The tools are listed once per connection. ``allow`` and ``deny`` filter them by the
+    The tools are listed once per connection, and again after the server says they changed
+    (``notifications/tools/list_changed``): a run's next model call sees the new list.
+    ``allow`` and ``deny`` filter them by the
     server's names; ``prefix`` is joined to each name with ``_`` (``prefix="fs"``:
     ``fs_read_file``) so that two servers' tools do not collide. A server name that providers
     would refuse is made safe: characters outside ``[A-Za-z0-9_-]`` become ``_`` and a name
@@ -84,6 +106,12 @@ class MCPServer(ABC):
         deny: None of these.
         timeout: Seconds for connecting, listing and closing.
         tool_timeout: Seconds for one tool call.
+        sampling: Answers the server's sampling requests (``sampling/createMessage``);
+            without it the client does not offer sampling.
+        elicitation: Answers the server's elicitations (``elicitation/create``), or
+            ``"approver"``: they are asked of the approver of the run whose call the server
+            is in (``Agent(approver=...)``; see ``approver_elicitor``). Without it the client
+            does not offer elicitation.
     """
 
     def __init__(
@@ -95,6 +123,8 @@ class MCPServer(ABC):
         deny: Collection[str] | None,
         timeout: float,
         tool_timeout: float,
+        sampling: Sampler | None = None,
+        elicitation: Elicitor | Literal["approver"] | None = None,
     ) -> None:
         _import_sdk()
         for label, value in (("timeout", timeout), ("tool_timeout", tool_timeout)):
@@ -106,6 +136,13 @@ class MCPServer(ABC):
         self.deny = _convert.check_names("deny", deny)
         self.timeout = float(timeout)
         self.tool_timeout = float(tool_timeout)
+        self.sampling = sampling
+        if elicitation is not None and not callable(elicitation) and elicitation != "approver":
+            raise UserError(
+                f"MCP server {name!r}: elicitation must be a callback or 'approver', not "
+                f"{elicitation!r}"
+            )
+        self.elicitation = elicitation
         self._shared: _Connection | None = None
         self._exit: AbstractAsyncContextManager[_Connection] | None = None
         self._entered = False
@@ -162,22 +199,104 @@ class MCPServer(ABC):
                 scratch.pop(_SCRATCH_KEY, None)
 
     async def list_tools(self, ctx: RunContext | None = None) -> Sequence[Tool]:
-        """The server's tools as agentloop tools (listed once per connection).
+        """The server's tools as agentloop tools (listed once per connection, and again once
+        the server said they changed).
 
         Without ``ctx`` (outside a run) the server must be entered with ``async with``.
 
         Args:
             ctx: The run that lists them, or ``None`` outside a run.
         """
+        return await self._connection(ctx).tools()
+
+    async def list_resources(self, ctx: RunContext | None = None) -> list[MCPResource]:
+        """The server's resources (``resources/list``, every page).
+
+        Args:
+            ctx: The run that asks (a tool's ``ToolContext.run``), or ``None`` outside a
+                run (the server entered with ``async with``).
+        """
+        listed = await self._connection(ctx).pages("resources", "resources/list")
+        return resources(listed)
+
+    async def list_resource_templates(
+        self, ctx: RunContext | None = None
+    ) -> list[MCPResourceTemplate]:
+        """The server's resource templates (``resources/templates/list``, every page).
+
+        Args:
+            ctx: As for ``list_resources``.
+        """
+        listed = await self._connection(ctx).pages("resource_templates", "resources/templates/list")
+        return templates(listed)
+
+    async def read_resource(
+        self, uri: str, ctx: RunContext | None = None
+    ) -> list[MCPResourceContents]:
+        """Read the resource at ``uri`` (``resources/read``): its parts, text or bytes.
+
+        Args:
+            uri: The resource's URI (listed, or a template's filled in).
+            ctx: As for ``list_resources``.
+        """
+        connection = self._connection(ctx)
+        result = await connection.request(
+            f"read the resource {uri!r}", lambda c: c.read_resource(uri)
+        )
+        return contents(result)
+
+    async def list_prompts(self, ctx: RunContext | None = None) -> list[MCPPrompt]:
+        """The server's prompts (``prompts/list``, every page).
+
+        Args:
+            ctx: As for ``list_resources``.
+        """
+        listed = await self._connection(ctx).pages("prompts", "prompts/list")
+        return prompts(listed)
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        ctx: RunContext | None = None,
+    ) -> MCPPromptMessages:
+        """The prompt ``name`` rendered by the server with ``arguments`` (``prompts/get``), as
+        agentloop messages.
+
+        Args:
+            name: The prompt's name.
+            arguments: Its arguments (strings, as MCP has them).
+            ctx: As for ``list_resources``.
+        """
+        args = dict(arguments) if arguments is not None else None
+        connection = self._connection(ctx)
+        result = await connection.request(
+            f"render the prompt {name!r}", lambda c: c.get_prompt(name, args)
+        )
+        return prompt_messages(result)
+
+    def tools_revision(self, ctx: RunContext | None = None) -> int:
+        """How many times the server has said its tools changed on this connection: a run
+        lists them again before its next model call when this moves (``Toolset``).
+
+        Args:
+            ctx: The run that asks, or ``None`` outside a run.
+        """
+        connection = self._current(ctx)
+        return connection.revision if connection is not None else 0
+
+    def _current(self, ctx: RunContext | None) -> _Connection | None:
         connection = ctx.scratch(self).get(_SCRATCH_KEY) if ctx is not None else None
-        if connection is None:
-            connection = self._shared
+        return connection if connection is not None else self._shared
+
+    def _connection(self, ctx: RunContext | None) -> _Connection:
+        connection = self._current(ctx)
         if connection is None:
             raise UserError(
                 f"MCP server {self.name!r} is not connected: enter it (`async with server:`) or "
                 "give it to an Agent, whose runs connect it"
             )
-        return await connection.tools()
+        return connection
 
     @asynccontextmanager
     async def _connect(self) -> AsyncGenerator[_Connection, None]:
@@ -225,6 +344,8 @@ class MCPStdioServer(MCPServer):
         deny: As for ``MCPServer``.
         timeout: As for ``MCPServer``.
         tool_timeout: As for ``MCPServer``.
+        sampling: As for ``MCPServer``.
+        elicitation: As for ``MCPServer``.
     """
 
     def __init__(
@@ -241,6 +362,8 @@ class MCPStdioServer(MCPServer):
         deny: Collection[str] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
+        sampling: Sampler | None = None,
+        elicitation: Elicitor | Literal["approver"] | None = None,
     ) -> None:
         if isinstance(args, str):
             raise UserError(f"MCP server args must be a list of strings, not {args!r}")
@@ -256,6 +379,8 @@ class MCPStdioServer(MCPServer):
             deny=deny,
             timeout=timeout,
             tool_timeout=tool_timeout,
+            sampling=sampling,
+            elicitation=elicitation,
         )
 
     def _transport(self) -> AbstractAsyncContextManager[Any]:
@@ -279,6 +404,8 @@ class MCPHttpServer(MCPServer):
         deny: As for ``MCPServer``.
         timeout: As for ``MCPServer``.
         tool_timeout: As for ``MCPServer``.
+        sampling: As for ``MCPServer``.
+        elicitation: As for ``MCPServer``.
     """
 
     def __init__(
@@ -292,6 +419,8 @@ class MCPHttpServer(MCPServer):
         deny: Collection[str] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         tool_timeout: float = DEFAULT_TOOL_TIMEOUT,
+        sampling: Sampler | None = None,
+        elicitation: Elicitor | Literal["approver"] | None = None,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise UserError(f"MCP server URL must start with http:// or https://, not {url!r}")
@@ -304,6 +433,8 @@ class MCPHttpServer(MCPServer):
             deny=deny,
             timeout=timeout,
             tool_timeout=tool_timeout,
+            sampling=sampling,
+            elicitation=elicitation,
         )
 
     @asynccontextmanager
@@ -330,6 +461,8 @@ class _Connection:
         self._client: Client | None = None
         self._tools: tuple[Tool, ...] | None = None
         self._listing = anyio.Lock()
+        self.revision = 0  # counts the server's notifications/tools/list_changed
+        self._calls: list[ToolContext] = []  # the calls in flight (an elicitation's run)
         self.closed: str | None = None  # why calls fail, once the connection has closed
 
     def stop(self) -> None:
@@ -349,6 +482,13 @@ class _Connection:
                 client = Client(
                     _watched(server._transport(), self._ended),  # pyright: ignore[reportPrivateUsage]  # the subclasses' hook
                     cache=None,  # we keep the tool list ourselves, per connection
+                    message_handler=self._notified,
+                    sampling_callback=(
+                        sampling_callback(server.name, server.sampling)
+                        if server.sampling is not None
+                        else None
+                    ),
+                    elicitation_callback=self._elicitation_callback(),
                     client_info=Implementation(name="agentloop", version=__version__),
                 )
                 async with client:
@@ -370,6 +510,25 @@ class _Connection:
             logger.warning("MCP server %r: the connection failed: %s", server.name, _describe(exc))
         finally:
             self._ended()
+
+    def _elicitation_callback(self) -> Any:
+        wanted = self.server.elicitation
+        if wanted is None:
+            return None
+        if isinstance(wanted, str):  # "approver"
+            return elicitation_callback(
+                self.server.name, approver_elicitor(self.server.name, lambda: tuple(self._calls))
+            )
+        return elicitation_callback(self.server.name, wanted)
+
+    async def _notified(self, message: Any) -> None:
+        """A server notification: a changed tool list is listed again when next asked for."""
+        from mcp.types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification):
+            self.revision += 1
+            self._tools = None
+            logger.debug("MCP server %r: its tools changed", self.server.name)
 
     def _ended(self) -> str:
         """Record that the session is over (the transport reached its end, or we left it)."""
@@ -398,10 +557,54 @@ class _Connection:
             async with self._listing:
                 tools = self._tools
                 if tools is None:
-                    tools = self._tools = self._build(await self._list())
+                    revision = self.revision
+                    tools = self._build(await self._list())
+                    if self.revision == revision:  # else it changed meanwhile: list it again
+                        self._tools = tools
         elif self.closed is not None:
             raise MCPServerError(self.closed)
         return tools
+
+    async def request(self, what: str, send: Callable[[Client], Awaitable[_T]]) -> _T:
+        """One request of the caller's (a resource, a prompt), bounded by ``timeout``; its
+        failures as ``MCPServerError`` saying ``what`` failed."""
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        server = self.server
+        client = self._live()
+        try:
+            with anyio.fail_after(server.timeout):
+                return await send(client)
+        except TimeoutError:
+            raise MCPServerError(
+                f"MCP server {server.name!r} did not {what} within {server.timeout:g}s"
+            ) from None
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                raise MCPServerError(self._lost(exc.message)) from None
+            raise MCPServerError(
+                f"MCP server {server.name!r} could not {what}: {exc.message}"
+            ) from None
+
+    async def pages(self, field: str, method: str) -> list[Any]:
+        """Every page of a listing (``resources/list``, ``prompts/list``…): ``field`` names
+        both the client's method (``list_<field>``) and the result's list."""
+
+        async def every_page(client: Client) -> list[Any]:
+            listed: list[Any] = []
+            cursor: str | None = None
+            for _ in range(_MAX_PAGES):
+                page = await getattr(client, f"list_{field}")(cursor=cursor)
+                listed.extend(getattr(page, field))
+                cursor = page.next_cursor
+                if cursor is None:
+                    return listed
+            raise MCPServerError(
+                f"MCP server {self.server.name!r} lists more than {_MAX_PAGES} pages ({method})"
+            )
+
+        return await self.request(f"answer {method}", every_page)
 
     async def _list(self) -> list[Any]:
         from mcp import MCPError
@@ -443,20 +646,27 @@ class _Connection:
             call=self.call,
         )
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
-        """Call ``tool`` on the server; its result as ours, its errors as ``ToolError``."""
+    async def call(self, tool: str, arguments: dict[str, Any], context: ToolContext) -> Any:
+        """Call ``tool`` on the server; its result as ours, its errors as ``ToolError``. The
+        call carries a progress token: the server's ``notifications/progress`` for it become
+        ``ActionProgress`` events."""
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED
 
         server = self.server
         if self.closed is not None or self._client is None:
             raise ToolError(self._ended())
+        self._calls.append(context)
         try:
-            result = await self._client.call_tool(tool, arguments)
+            result = await self._client.call_tool(
+                tool, arguments, progress_callback=context.report_progress
+            )
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 raise ToolError(self._lost(exc.message)) from None
             raise ToolError(f"MCP server {server.name!r}: {exc.message}") from None
+        finally:
+            self._calls.remove(context)
         return _convert.output(server.name, tool, result)
 
 

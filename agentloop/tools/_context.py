@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any, Generic, final
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, final
 
 from typing_extensions import TypeVar
 
 if TYPE_CHECKING:
     from .._context import StateView
+    from .._decisions import Approve, Deny, Edit
     from .._steps import Action
     from ..models._types import RunContext
 
 DepsT = TypeVar("DepsT", default=Any)
+
+ProgressSink: TypeAlias = "Callable[[Action, float, float | None, str | None], Awaitable[None]]"
+"""Where the engine sends a tool's progress reports: ``(action, progress, total, message)``."""
+
+Asker: TypeAlias = "Callable[[Action, Any], Awaitable[Approve | Deny | Edit | None]]"
+"""How the engine asks the run's live approver about a running call: ``(action, about)``."""
 
 
 @final
@@ -35,17 +43,30 @@ class ToolContext(Generic[DepsT]):
         action: The action being run.
         step: The number of the step whose reply held it.
         ordinal: How many equal calls (same tool, same arguments) came before it in its reply.
+        progress: Where ``report_progress`` sends its reports (the engine's; without it they
+            are dropped).
+        asker: How ``ask_approver`` reaches the run's approver (the engine's; without it
+            nothing is asked).
     """
 
-    __slots__ = ("_abandoned", "action", "ordinal", "run", "step")
+    __slots__ = ("_abandoned", "_asker", "_progress", "action", "ordinal", "run", "step")
 
     def __init__(
-        self, *, run: RunContext[DepsT], action: Action, step: int, ordinal: int = 0
+        self,
+        *,
+        run: RunContext[DepsT],
+        action: Action,
+        step: int,
+        ordinal: int = 0,
+        progress: ProgressSink | None = None,
+        asker: Asker | None = None,
     ) -> None:
         self.run = run
         self.action = action
         self.step = step
         self.ordinal = ordinal
+        self._progress = progress  # the engine's: report_progress() sends there
+        self._asker = asker  # the engine's: ask_approver() asks there
         self._abandoned = False  # see abandon()
 
     @property
@@ -78,6 +99,38 @@ class ToolContext(Generic[DepsT]):
         action = self.action
         what = call_identity(action.name, action.path, action.input)
         return f"{self.session_id or '-'}:{self.run_id}:{self.step}:{what}:{self.ordinal}"
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Stream an ``ActionProgress`` event for this call: how far the tool is (``progress``
+        of ``total``, if known) and what it does now. A caller's progress bar, not a record:
+        the step keeps no trace of it.
+
+        Args:
+            progress: How far the tool is, in its own unit.
+            total: What ``progress`` reaches when it is done, if known.
+            message: What it is doing now.
+        """
+        sink = self._progress
+        if sink is None or self._abandoned:  # no run streams it (a test's context, a worker's)
+            return
+        await sink(self.action, float(progress), None if total is None else float(total), message)
+
+    async def ask_approver(self, about: Any) -> Approve | Deny | Edit | None:
+        """Ask the run's live approver (``Agent(approver=...)``) about this running call, with
+        ``about`` as the pending call's ``input`` (what the person is asked: an MCP server's
+        elicitation, say). ``ActionAwaiting`` and ``ActionDecided`` stream as for an approval.
+        ``None`` when the run has no approver, or it left the question undecided: a running
+        call cannot wait for ``resume``.
+
+        Args:
+            about: What the approver is asked (JSON-like).
+        """
+        asker = self._asker
+        if asker is None or self._abandoned:
+            return None
+        return await asker(self.action, about)
 
     def __repr__(self) -> str:
         return f"ToolContext(run_id={self.run_id!r}, tag={self.action.tag!r})"

@@ -126,3 +126,71 @@ def make_server(transport: str, request: pytest.FixtureRequest) -> Any:
         return request.getfixturevalue("stdio_server")
     url = request.getfixturevalue("http_url")
     return lambda **kwargs: MCPHttpServer(url, **kwargs)
+
+
+# --- @modelcontextprotocol/server-everything (tests/js), the reference server of the MCP project
+
+
+def _everything_script() -> list[str]:
+    from tests.support.node import JS, node
+
+    return [node(), str(JS / "mcp-everything.mjs")]
+
+
+@contextmanager
+def _everything_http(*flags: str) -> Iterator[str]:
+    """server-everything over streamable HTTP on a free loopback port; its URL."""
+    proc = subprocess.Popen(
+        [*_everything_script(), "http", *flags],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = _first_line(proc)
+        if not line.startswith("port "):
+            pytest.fail(f"server-everything did not start (exit code {proc.poll()}): {line!r}")
+        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@pytest.fixture(scope="session")
+def everything_url() -> Iterator[str]:
+    """One server-everything over HTTP for the session (with ``--late-tool``: each session of
+    the server has its own tools, so a test that adds one changes no other test's)."""
+    with _everything_http("--late-tool") as url:
+        yield url
+
+
+@pytest.fixture
+def everything(transport: str, request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """A factory of ``MCPServer`` speaking to server-everything on the parametrised
+    transport (a process per connection over stdio)."""
+    if transport == "http":
+        url = request.getfixturevalue("everything_url")
+        return lambda **kwargs: MCPHttpServer(url, **kwargs)
+    command, *args = _everything_script()
+
+    def stdio(**kwargs: Any) -> MCPStdioServer:
+        return MCPStdioServer(command, [*args, "stdio", "--late-tool"], **kwargs)
+
+    return stdio
+
+
+# The mcp SDK's streamable HTTP client, on trio, leaves the async generators of the GET stream
+# that server-everything holds open (httpx2's and httpcore2's) to the garbage collector when
+# the connection closes: trio then warns. Known to happen on main with a bare connect and list
+# (no agentloop code is between them); the SDK's to fix, so tolerated here for those tests only.
+_SDK_TRIO_GC = pytest.mark.filterwarnings(
+    "ignore:Exception ignored in.*async_generator:pytest.PytestUnraisableExceptionWarning"
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name == "test_mcp_everything.py" and "trio-http" in item.name:
+            item.add_marker(_SDK_TRIO_GC)

@@ -32,7 +32,7 @@ def _listed(name: str, schema: dict[str, Any] | None = None, **kw: Any) -> MCPTo
 
 
 def _build(listed: list[MCPTool], calls: list[Any] | None = None, **kw: Any) -> dict[str, Any]:
-    async def fake_call(name: str, arguments: dict[str, Any]) -> Any:
+    async def fake_call(name: str, arguments: dict[str, Any], context: Any) -> Any:
         if calls is not None:
             calls.append((name, arguments))
         return f"called {name}"
@@ -235,7 +235,7 @@ async def test_an_is_error_text_is_truncated_like_an_output() -> None:
 
     from agentloop import ToolLimits
 
-    async def failing_call(name: str, arguments: dict[str, Any]) -> Any:
+    async def failing_call(name: str, arguments: dict[str, Any], context: Any) -> Any:
         return output(
             "s", name, CallToolResult(content=[TextContent(text="x" * 5000)], is_error=True)
         )
