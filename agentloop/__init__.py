@@ -130,6 +130,9 @@ from ._middleware import ToolMiddleware as ToolMiddleware
 from ._prompt import Plain as Plain
 from ._prompt import Ruleset as Ruleset
 from ._retry import RetryPolicy as RetryPolicy
+from ._sealed import NonceStore as NonceStore
+from ._sealed import ResumeSealer as ResumeSealer
+from ._sealed import UsedNonces as UsedNonces
 from ._session_run import Memory as Memory
 from ._steps import Action as Action
 from ._steps import ActionResult as ActionResult
@@ -221,6 +224,7 @@ __all__ = [
     "ModelSettings",
     "ModelStreamError",
     "ModelTimeout",
+    "NonceStore",
     "NothingToResume",
     "OutputGuardrail",
     "OutputInvalid",
@@ -232,6 +236,7 @@ __all__ = [
     "ProviderEvent",
     "ReplyTooLarge",
     "ReplyTruncated",
+    "ResumeSealer",
     "RetryPolicy",
     "Ruleset",
     "RunCancelled",
@@ -271,6 +276,7 @@ __all__ = [
     "Usage",
     "UsageLimitExceeded",
     "UsageLimits",
+    "UsedNonces",
     "UserError",
     "activity",
     "event_from_json",

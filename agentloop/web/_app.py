@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import os
 import secrets
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
@@ -30,6 +32,7 @@ from starlette.routing import Route
 
 from agentloop import (
     Agent,
+    AgentLoopWarning,
     Approve,
     Decision,
     Deny,
@@ -65,18 +68,45 @@ _SECURITY = {
 LOCAL_OWNER = "local"
 
 
-def bearer_token(env: str = "AGENTLOOP_TOKEN") -> Auth:
+class Owner(str):
+    """An owner id, with the ids the same credentials were stored under before (``formerly``):
+    the hub lets them reach those sessions too."""
+
+    formerly: tuple[str, ...] = ()
+
+
+def bearer_token(env: str = "AGENTLOOP_TOKEN", *, secret_env: str = "AGENTLOOP_SECRET") -> Auth:
     """An ``Auth`` that admits requests bearing the token in environment variable ``env``
     (``Authorization: Bearer …``); all of them share one owner. Raises ``UserError`` at once
     if the variable is unset or empty.
 
+    The owner id stored with sessions is an HMAC of the token keyed with the server's secret
+    (``secret_env``), so that a leaked store gives no way to test guesses of the token.
+    Sessions stored under the former id (an unkeyed hash) stay readable. Without the secret the
+    former id is kept, with a warning.
+
     Args:
         env: The environment variable holding the token.
+        secret_env: The environment variable holding the server's secret.
     """
     token = os.environ.get(env, "")
     if not token:
         raise UserError(f"bearer_token: environment variable {env} is not set")
-    owner = "bearer:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+    legacy = "bearer:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+    secret = os.environ.get(secret_env, "")
+    owner: str
+    if secret:
+        keyed = hmac.new(secret.encode(), b"agentloop owner\0" + token.encode(), "sha256")
+        owner = Owner("bearer:k1:" + keyed.hexdigest()[:32])
+        owner.formerly = (legacy,)
+    else:
+        warnings.warn(
+            f"bearer_token: {secret_env} is not set, so session owner ids are an unkeyed hash "
+            f"of the token; set {secret_env} to a random secret to key them",
+            AgentLoopWarning,
+            stacklevel=2,
+        )
+        owner = legacy
     expected = f"Bearer {token}".encode()
 
     async def check(request: Request) -> str | None:

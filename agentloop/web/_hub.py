@@ -281,7 +281,7 @@ class RunHub:
 
     async def _owned(self, owner: str, session: str) -> Any:
         found = await self.store.get(session) if _plausible(session) else None
-        if found is None or found.user != owner:
+        if found is None or (found.user != owner and found.user not in _formerly(owner)):
             raise SessionNotFound(f"no session {session!r}")  # another's is as good as none
         return found
 
@@ -415,6 +415,12 @@ class RunHub:
         self._streams[owner] -= 1
         if not self._streams[owner]:
             del self._streams[owner]  # one entry per caller with streams open, no more
+
+
+def _formerly(owner: str) -> tuple[str, ...]:
+    """The ids the owner's credentials were stored under before (see ``bearer_token``)."""
+    formerly: tuple[str, ...] = getattr(owner, "formerly", ())
+    return formerly
 
 
 def _plausible(session: str) -> bool:
