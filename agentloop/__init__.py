@@ -17,7 +17,8 @@ and those below, and no modules import each other in a cycle.
    ``_events``, ``_final``, ``_cost``, ``_retry``,
    ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``),
    ``_usage_limits``, ``_guardrails`` and ``_handoff`` (the controls an agent is configured
-   with), ``_inputs`` (a run's input of text, images and files).
+   with), ``_inputs`` (a run's input of text, images and files), ``_sealed`` (a resume state
+   signed and single-use, for a client to hold).
 5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
 6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_window`` (the
    context window), ``_threads``,
