@@ -18,7 +18,8 @@ and those below, and no modules import each other in a cycle.
    ``_events``, ``_final``, ``_cost``, ``_retry``,
    ``_middleware``, ``_instrument`` (whether a run is traced; the spans are in ``_tracing``),
    ``_usage_limits``, ``_guardrails`` and ``_handoff`` (the controls an agent is configured
-   with), ``_inputs`` (a run's input of text, images and files).
+   with), ``_inputs`` (a run's input of text, images and files), ``_sealed`` (a resume state
+   signed and single-use, for a client to hold).
 5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
 6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_window`` (the
    context window), ``_threads``,
@@ -133,6 +134,9 @@ from ._middleware import ToolMiddleware as ToolMiddleware
 from ._prompt import Plain as Plain
 from ._prompt import Ruleset as Ruleset
 from ._retry import RetryPolicy as RetryPolicy
+from ._sealed import NonceStore as NonceStore
+from ._sealed import ResumeSealer as ResumeSealer
+from ._sealed import UsedNonces as UsedNonces
 from ._session_run import Memory as Memory
 from ._steps import Action as Action
 from ._steps import ActionResult as ActionResult
@@ -226,6 +230,7 @@ __all__ = [
     "ModelSettings",
     "ModelStreamError",
     "ModelTimeout",
+    "NonceStore",
     "NothingToResume",
     "OutputGuardrail",
     "OutputInvalid",
@@ -237,6 +242,7 @@ __all__ = [
     "ProviderEvent",
     "ReplyTooLarge",
     "ReplyTruncated",
+    "ResumeSealer",
     "RetryPolicy",
     "Ruleset",
     "RunCancelled",
@@ -276,6 +282,7 @@ __all__ = [
     "Usage",
     "UsageLimitExceeded",
     "UsageLimits",
+    "UsedNonces",
     "UserError",
     "activity",
     "event_from_json",

@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentloop._usage_limits",
         "agentloop._guardrails",
         "agentloop._handoff",
+        "agentloop._sealed",
     ),
     ("agentloop.tools",),  # tool definitions
     # the engine

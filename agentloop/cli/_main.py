@@ -158,6 +158,37 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ORIGIN",
         help="an origin allowed to call the API from a browser (repeatable; default none)",
     )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="another origin whose pages may start runs and decide calls, like "
+        "https://app.example (repeatable; default: the server's own only)",
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name the server answers to besides loopback ones, like agent.example or "
+        "*.example.com (repeatable; any other is refused: DNS rebinding)",
+    )
+    serve.add_argument(
+        "--head-timeout",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="close a connection that has not sent its request head by then (default 10)",
+    )
+    serve.add_argument(
+        "--max-pending-connections",
+        type=_positive_int,
+        default=128,
+        metavar="N",
+        help="connections without a request head yet; one more closes the oldest (default "
+        "128, at most a quarter of the open-file limit)",
+    )
     return parser
 
 
@@ -236,6 +267,13 @@ def _non_negative(text: str) -> float:
     value = float(text)
     if not value >= 0:  # NaN too
         raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):  # NaN too
+        raise argparse.ArgumentTypeError("must be more than 0")
     return value
 
 
@@ -358,6 +396,8 @@ def _serve(args: argparse.Namespace) -> int:
     limits = web.WebLimits(
         max_runs_per_owner=args.max_runs_per_caller,
         max_streams_per_owner=args.max_streams_per_caller,
+        head_timeout=args.head_timeout,
+        max_pending_connections=args.max_pending_connections,
     )
     options: dict[str, Any] = {
         "host": args.host,
@@ -365,6 +405,8 @@ def _serve(args: argparse.Namespace) -> int:
         "auth": auth,
         "limits": limits,
         "cors_origins": args.cors_origin,
+        "allow_origins": args.allow_origin,
+        "allow_hosts": args.allow_host,
     }
 
     async def main() -> None:

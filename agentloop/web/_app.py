@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
+import hmac
 import os
 import secrets
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
@@ -32,6 +33,7 @@ from starlette.routing import Route
 
 from agentloop import (
     Agent,
+    AgentLoopWarning,
     Approve,
     Decision,
     Deny,
@@ -39,12 +41,15 @@ from agentloop import (
     ExternalResult,
     NothingToResume,
     SessionBusy,
+    SessionConflict,
     SessionNotFound,
     UserError,
 )
 from agentloop.sessions import SessionStore
 
+from ._body import read_json
 from ._chat import approval_responses
+from ._gate import RequestGate
 from ._hub import LogTrimmed, RunHub, RunLog, TooMany, WebLimits
 from ._protocols import PROTOCOLS
 from ._sse import last_event_id, sse_response
@@ -65,18 +70,45 @@ _SECURITY = {
 LOCAL_OWNER = "local"
 
 
-def bearer_token(env: str = "AGENTLOOP_TOKEN") -> Auth:
+class Owner(str):
+    """An owner id, with the ids the same credentials were stored under before (``formerly``):
+    the hub lets them reach those sessions too."""
+
+    formerly: tuple[str, ...] = ()
+
+
+def bearer_token(env: str = "AGENTLOOP_TOKEN", *, secret_env: str = "AGENTLOOP_SECRET") -> Auth:
     """An ``Auth`` that admits requests bearing the token in environment variable ``env``
     (``Authorization: Bearer …``); all of them share one owner. Raises ``UserError`` at once
     if the variable is unset or empty.
 
+    The owner id stored with sessions is an HMAC of the token keyed with the server's secret
+    (``secret_env``), so that a leaked store gives no way to test guesses of the token.
+    Sessions stored under the former id (an unkeyed hash) stay readable. Without the secret the
+    former id is kept, with a warning.
+
     Args:
         env: The environment variable holding the token.
+        secret_env: The environment variable holding the server's secret.
     """
     token = os.environ.get(env, "")
     if not token:
         raise UserError(f"bearer_token: environment variable {env} is not set")
-    owner = "bearer:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+    legacy = "bearer:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+    secret = os.environ.get(secret_env, "")
+    owner: str
+    if secret:
+        keyed = hmac.new(secret.encode(), b"agentloop owner\0" + token.encode(), "sha256")
+        owner = Owner("bearer:k1:" + keyed.hexdigest()[:32])
+        owner.formerly = (legacy,)
+    else:
+        warnings.warn(
+            f"bearer_token: {secret_env} is not set, so session owner ids are an unkeyed hash "
+            f"of the token; set {secret_env} to a random secret to key them",
+            AgentLoopWarning,
+            stacklevel=2,
+        )
+        owner = legacy
     expected = f"Bearer {token}".encode()
 
     async def check(request: Request) -> str | None:
@@ -97,6 +129,8 @@ def create_app(
     auth: Auth | None = None,
     limits: WebLimits | None = None,
     cors_origins: Sequence[str] = (),
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
     page: bool = True,
 ) -> Starlette:
     """The HTTP API serving ``agent`` (and its page at ``/``), as a Starlette app to mount or
@@ -104,14 +138,20 @@ def create_app(
     that disconnects reconnects to the same run.
 
     Without ``auth`` every request is one owner's: fit for 127.0.0.1 only (``serve`` refuses
-    another address without it). CORS is off unless ``cors_origins`` names the origins.
+    another address without it). CORS is off unless ``cors_origins`` names the origins. Before
+    routing, with a token or without, a ``Host`` other than a loopback name or ``allow_hosts``
+    is 400; a POST or DELETE from another origin than the server's own, ``allow_origins`` and
+    ``cors_origins`` is 403; a body not declared ``application/json`` is 415.
 
     Args:
         agent: The agent that serves every run.
         store: Where sessions live (default: the agent's store, else in memory).
         auth: Who a request is from (``bearer_token()``, or your own); ``None`` → 401.
         limits: Bounds on bodies, inputs, runs and streams per caller, and event logs.
-        cors_origins: Origins allowed to call the API from a browser.
+        cors_origins: Origins allowed to call the API from a browser (and to read its answers).
+        allow_origins: Other origins whose pages may act (``https://app.example``; ``*``: any).
+        allow_hosts: Names the server answers to besides loopback ones (``agent.example``,
+            ``*.example.com``; ``*``: any, which gives up the DNS rebinding check).
         page: Serve the built-in page at ``/``.
     """
     hub = RunHub(agent, store=store, limits=limits)
@@ -125,21 +165,7 @@ def create_app(
         return found
 
     async def body(request: Request) -> dict[str, Any]:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > body_limit:
-            raise HTTPException(413, f"request bodies are limited to {body_limit} bytes")
-        data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > body_limit:
-                raise HTTPException(413, f"request bodies are limited to {body_limit} bytes")
-        try:
-            parsed = json.loads(data or b"{}")
-        except ValueError:
-            raise HTTPException(400, "the body must be JSON") from None
-        if not isinstance(parsed, dict):
-            raise HTTPException(400, "the body must be a JSON object")
-        return parsed
+        return await read_json(request, max_bytes=body_limit, max_depth=hub.limits.max_json_depth)
 
     def started(log: RunLog) -> JSONResponse:
         return JSONResponse(
@@ -253,7 +279,13 @@ def create_app(
             Route("/app.js", script, methods=["GET"]),
             Route("/app.css", style, methods=["GET"]),
         ]
-    middleware = []
+    middleware = [
+        Middleware(
+            RequestGate,
+            allow_hosts=list(allow_hosts),
+            allow_origins=[*allow_origins, *cors_origins],
+        )
+    ]
     if cors_origins:
         middleware.append(
             Middleware(
@@ -402,6 +434,8 @@ def _errors() -> Any:
         raise HTTPException(409, str(exc) or "the session is busy") from None
     except SessionNotFound as exc:
         raise HTTPException(404, str(exc)) from None
+    except SessionConflict as exc:  # racing opens of one new thread
+        raise HTTPException(409, str(exc) or "the session changed; try again") from None
     except NothingToResume as exc:
         raise HTTPException(409, str(exc) or "nothing to resume") from None
     except TooMany as exc:

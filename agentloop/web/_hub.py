@@ -46,6 +46,11 @@ class WebLimits:
         max_events_per_run: Events a run's log keeps; older ones are dropped, and a client
             resuming from before them gets 410.
         finished_runs_kept: Ended runs whose logs stay readable (oldest forgotten first).
+        max_json_depth: The deepest nesting of a JSON body; deeper is 400.
+        head_timeout: Seconds a connection may take to send a request head (also between
+            requests on a kept-alive one); then it is closed (``serve`` only).
+        max_pending_connections: Connections that have not sent a request head yet; one more
+            closes the longest waiting (``serve`` only; at most a quarter of the open-file limit).
     """
 
     max_body_bytes: int = 64 * 1024
@@ -54,6 +59,35 @@ class WebLimits:
     max_streams_per_owner: int = 32
     max_events_per_run: int = 20_000
     finished_runs_kept: int = 1_000
+    max_json_depth: int = 64
+    head_timeout: float = 10.0
+    max_pending_connections: int = 128
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_body_bytes",
+            "max_input_chars",
+            "max_runs_per_owner",
+            "max_streams_per_owner",
+            "max_events_per_run",
+            "finished_runs_kept",
+            "max_json_depth",
+            "max_pending_connections",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"WebLimits.{name} must be a positive integer, not {value!r}")
+        if not _positive_seconds(self.head_timeout):
+            raise UserError(
+                "WebLimits.head_timeout must be a positive number of seconds, "
+                f"not {self.head_timeout!r}"
+            )
+
+
+def _positive_seconds(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0 < value < float("inf")
 
 
 class TooMany(AgentLoopError):
@@ -247,7 +281,7 @@ class RunHub:
 
     async def _owned(self, owner: str, session: str) -> Any:
         found = await self.store.get(session) if _plausible(session) else None
-        if found is None or found.user != owner:
+        if found is None or (found.user != owner and found.user not in _formerly(owner)):
             raise SessionNotFound(f"no session {session!r}")  # another's is as good as none
         return found
 
@@ -394,6 +428,12 @@ class RunHub:
         self._streams[owner] -= 1
         if not self._streams[owner]:
             del self._streams[owner]  # one entry per caller with streams open, no more
+
+
+def _formerly(owner: str) -> tuple[str, ...]:
+    """The ids the owner's credentials were stored under before (see ``bearer_token``)."""
+    formerly: tuple[str, ...] = getattr(owner, "formerly", ())
+    return formerly
 
 
 def _plausible(session: str) -> bool:

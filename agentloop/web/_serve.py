@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import ipaddress
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -12,17 +11,10 @@ from agentloop import Agent, UserError
 from agentloop.sessions import SessionStore
 
 from ._app import Auth, create_app
+from ._gate import is_loopback
 from ._hub import WebLimits
 
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is an address only this machine can reach."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+_ANY_ADDRESS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
 
 def check_bind(host: str, auth: Auth | None) -> None:
@@ -77,10 +69,15 @@ async def serve(
     store: SessionStore | None = None,
     limits: WebLimits | None = None,
     cors_origins: Sequence[str] = (),
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
     log_level: str = "info",
 ) -> None:
     """Serve ``agent`` (``create_app``) with uvicorn until cancelled. Any address but a
     loopback one needs ``auth``: without it this raises ``UserError`` and serves nothing.
+    The server answers to loopback names, ``allow_hosts`` and the address it listens on (when
+    it is one address, not all). A request head must arrive within ``limits.head_timeout``
+    seconds, and at most ``limits.max_pending_connections`` connections wait for theirs.
     Runs on asyncio (uvicorn's loop).
 
     Args:
@@ -91,13 +88,34 @@ async def serve(
         store: Where sessions live.
         limits: The server's bounds.
         cors_origins: Origins allowed to call the API from a browser.
+        allow_origins: Other origins whose pages may act (``create_app``).
+        allow_hosts: Names the server answers to besides loopback ones (``create_app``).
         log_level: uvicorn's log level.
     """
     import uvicorn
 
+    from ._conn import bounded_config
+
     check_bind(host, auth)
-    app = create_app(agent, store=store, auth=auth, limits=limits, cors_origins=cors_origins)
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=5
+    limits = limits or WebLimits()
+    hosts = [*allow_hosts] if host in _ANY_ADDRESS else [*allow_hosts, host]
+    app = create_app(
+        agent,
+        store=store,
+        auth=auth,
+        limits=limits,
+        cors_origins=cors_origins,
+        allow_origins=allow_origins,
+        allow_hosts=hosts,
+    )
+    config = bounded_config(
+        app,
+        head_timeout=limits.head_timeout,
+        max_pending=limits.max_pending_connections,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
     )
     await uvicorn.Server(config).serve()

@@ -139,7 +139,11 @@ async def test_bodies_inputs_runs_and_streams_are_bounded(agent: Agent[Any, Any]
         serving(create_app(agent, limits=limits)) as base,
         httpx2.AsyncClient(base_url=base, timeout=30) as client,
     ):
-        big = await client.post("/api/runs", content=b'{"input": "' + b"x" * 3000 + b'"}')
+        big = await client.post(
+            "/api/runs",
+            content=b'{"input": "' + b"x" * 3000 + b'"}',
+            headers={"content-type": "application/json"},
+        )
         assert big.status_code == 413
         long = await client.post("/api/runs", json={"input": "y" * 101})
         assert long.status_code == 413

@@ -30,7 +30,9 @@ async def test_the_app_runs_on_either_backend() -> None:
         async with (
             agent.model,  # type: ignore[union-attr]
             app.router.lifespan_context(app),
-            httpx2.AsyncClient(transport=transport, base_url="http://app", timeout=30) as client,
+            httpx2.AsyncClient(
+                transport=transport, base_url="http://127.0.0.1", timeout=30
+            ) as client,
         ):
             run = (await client.post("/api/runs", json={"input": "Paris or Oslo?"})).json()
             busy = await client.post("/api/runs", json={"input": "x", "session": run["session"]})
