@@ -198,7 +198,7 @@ def pg_dsn() -> Iterator[str]:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        _pg_unavailable("psycopg is not installed (pip install 'agentloop[postgres]')")
+        _pg_unavailable("psycopg is not installed (pip install 'agentloop-runtime[postgres]')")
     given = os.environ.get("AGENTLOOP_PG_DSN")
     if given:
         yield given

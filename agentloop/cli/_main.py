@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serves AGENT (module:attribute, like app:agent) with uvicorn: POST "
         "/api/runs starts a run, GET /api/runs/RUN/events streams it (resumable with "
         "Last-Event-ID), and / is a page that shows it. Listens on 127.0.0.1 unless given a "
-        "token: any other address without --token-env is refused. Needs agentloop[web].",
+        "token: any other address without --token-env is refused. Needs agentloop-runtime[web].",
     )
     serve.add_argument("agent", help="the agent, as module:attribute")
     serve.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
@@ -349,7 +349,7 @@ def _serve(args: argparse.Namespace) -> int:
         from agentloop import web
     except ImportError as exc:
         raise UserError(
-            f"agentloop serve needs the web extra: pip install 'agentloop[web]' ({exc})"
+            f"agentloop serve needs the web extra: pip install 'agentloop-runtime[web]' ({exc})"
         ) from None
     auth = web.bearer_token(args.token_env) if args.token_env else None
     web.check_bind(args.host, auth)  # before anything is imported or opened

@@ -308,7 +308,9 @@ class SDKModel(Model):
         if not asyncio:
             raise UserError(f"transport={wanted!r} needs asyncio; use 'auto' or 'httpx' on trio")
         if not _aiohttp_installed():
-            raise UserError(f"transport={wanted!r} needs aiohttp: pip install 'agentloop[fast]'")
+            raise UserError(
+                f"transport={wanted!r} needs aiohttp: pip install 'agentloop-runtime[fast]'"
+            )
         return wanted
 
     def _http_options(self, pool: int | None) -> dict[str, Any]:
