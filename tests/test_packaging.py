@@ -118,3 +118,18 @@ def test_the_distribution_is_not_the_import_name() -> None:
     name, and imported as ``agentloop``."""
     assert canonicalize_name(_project()["name"]) == "agentloop-runtime"
     assert (ROOT / "agentloop" / "__init__.py").exists()
+
+
+def test_ci_runs_the_suite_on_the_newest_releases() -> None:
+    """Beside the pinned and the lowest versions, a CI stage installs with no constraints file
+    (the newest releases pyproject.toml allows) and runs the suite there."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    stage = (
+        ci.split("newest_versions() (", 1)[1].split("\n)\n", 1)[0]
+        if "newest_versions() (" in ci
+        else ""
+    )
+    installs = [line for line in stage.splitlines() if "pip install" in line]
+    assert installs and all(" -c " not in line and "--upgrade" in line for line in installs)
+    assert "python -m pytest" in stage
+    assert 'stage "newest versions" newest_versions' in ci
