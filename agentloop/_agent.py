@@ -127,8 +127,9 @@ class Agent(Generic[DepsT, OutputT]):
             trip ends the run with ``guardrail_tripped``.
         output_validators: ``async (run_context, output) -> output`` checks of the answer, in
             order; ``ModelRetry(reason)`` asks the model again with the reason.
-        output_retries: How often the output validators may ask again in one run; one more
-            ends the run with ``output_invalid``.
+        output_retries: How often an answer may be asked for again in one run, when it does
+            not validate into ``output_type`` or an output validator rejects it (1: two
+            answers in all); one more ends the run with ``output_invalid``.
         handoffs: Agents this one may hand the conversation over to (``Agent``, ``Handoff``,
             or the name of an agent the run reaches through handoffs); the model sees each as
             a ``transfer_to_<agent>`` tool. The run goes on under the other agent, and a
