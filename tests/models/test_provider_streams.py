@@ -161,6 +161,22 @@ async def test_compatible_server_needs_no_key(
     assert server.requests[-1].headers["authorization"] == "Bearer agentloop-no-key"
 
 
+async def test_openai_base_url_alone_needs_no_key(
+    monkeypatch: pytest.MonkeyPatch, server: ProviderServer
+) -> None:
+    """``OPENAI_BASE_URL`` names a server of one's own as ``base_url=`` does (the quick start's
+    way to Ollama or vLLM): no key needed, on every transport."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+    for transport in ("auto", "httpx"):
+        server.enqueue(ScriptedResponse.sse(load(FIRST["openai-chat"]).body))
+        async with OpenAIChatModel("local", transport=transport) as model:
+            async with model.stream(REQUEST) as stream:
+                assert [d async for d in stream]
+        assert server.requests[-1].json["model"] == "local"
+        assert server.requests[-1].headers["authorization"] == "Bearer agentloop-no-key"
+
+
 async def test_aiohttp_transport_refuses_trio(anyio_backend: object) -> None:
     """transport='aiohttp' is asyncio-only: on trio it is a clear UserError."""
     model = OpenAIChatModel(
