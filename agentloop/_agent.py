@@ -40,7 +40,7 @@ from ._usage_limits import UsageLimits
 from ._waiting import decode_state
 from ._window import ContextWindow
 from .models._base import Model
-from .models._registry import resolve_model, split_model_string
+from .models._registry import check_model_string, resolve_model
 from .models._types import Message, ModelSettings, OutputSchema, ToolMode
 from .tools._context import ToolContext
 from .tools._limits import ToolLimits
@@ -78,9 +78,9 @@ class Agent(Generic[DepsT, OutputT]):
     is a list of the actions' results: annotate such an agent as ``Agent[Any, list[Any]]``.
 
     Args:
-        model: A ``Model``, or a ``"provider:model"`` string (its form checked when the agent
-            is made, its provider looked up on first use, ``resolved_model()``); an agent
-            closes a model it made (``aclose``).
+        model: A ``Model``, or a ``"provider:model"`` string (its form and its registered
+            provider checked when the agent is made, the model made on first use,
+            ``resolved_model()``); an agent closes a model it made (``aclose``).
         name: Names the agent's runs and their branch (1-64 of ``[A-Za-z0-9_-]``).
         instructions: The system instructions: a sandboxed jinja2 template, rendered with
             ``variables`` and each run's own; ``Plain(text)`` is text, never rendered.
@@ -177,9 +177,9 @@ class Agent(Generic[DepsT, OutputT]):
                 f"model must be a Model or a 'provider:model' string, not {self.model!r}"
             )
         if isinstance(self.model, str):
-            # The form now; the provider when the model is first used, as one registered
-            # after the agent was made (``register_provider``) is as good.
-            split_model_string(self.model)
+            # The form and the provider now (a typo fails here); the model itself, with its
+            # client, when first used.
+            check_model_string(self.model)
         if not _AGENT_NAME.match(self.name):
             raise UserError(
                 f"agent name {self.name!r} must be 1-64 characters of [A-Za-z0-9_-] "

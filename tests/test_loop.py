@@ -270,15 +270,23 @@ def test_an_output_type_pydantic_cannot_use_fails_when_the_agent_is_made() -> No
 
 
 def test_a_model_string_of_the_wrong_form_fails_when_the_agent_is_made() -> None:
-    """'gpt-4o' is not 'provider:model': the agent is not made. A provider registered after the
-    agent was made is still found when its model is first used."""
+    """'gpt-4o' is not 'provider:model': the agent is not made."""
     for spec in ("gpt-4o", "openai:", ":gpt-4o"):
         with pytest.raises(UserError, match="not of the form 'provider:model'"):
             Agent(spec)
-    agent = Agent("later:m")
+
+
+def test_an_unknown_provider_fails_when_the_agent_is_made() -> None:
+    """A typo in the provider (``"opnai:gpt-4o"``) is a ``UserError`` where the agent is made,
+    naming the provider meant, not a traceback at the first run. A provider registered before
+    the agent is made is found."""
+    with pytest.raises(UserError, match=r"unknown model provider 'opnai'.*did you mean 'openai'"):
+        Agent("opnai:gpt-4o")
+    with pytest.raises(UserError, match="unknown model provider 'later'"):
+        Agent("later:m")
     register_provider("later", lambda name: ScriptedModel([], name=name))
     try:
-        assert agent.resolved_model().name == "m"
+        assert Agent("later:m").resolved_model().name == "m"
     finally:
         del _registry._PROVIDERS["later"]
 
