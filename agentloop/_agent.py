@@ -80,7 +80,8 @@ class Agent(Generic[DepsT, OutputT]):
     Args:
         model: A ``Model``, or a ``"provider:model"`` string (its form and its registered
             provider checked when the agent is made, the model made on first use,
-            ``resolved_model()``); an agent closes a model it made (``aclose``).
+            ``resolved_model()``); ``aclose`` (and ``async with agent``) closes it, either
+            way.
         name: Names the agent's runs and their branch (1-64 of ``[A-Za-z0-9_-]``).
         instructions: The system instructions: a sandboxed jinja2 template, rendered with
             ``variables`` and each run's own; ``Plain(text)`` is text, never rendered.
@@ -300,14 +301,17 @@ class Agent(Generic[DepsT, OutputT]):
         return derived.model
 
     async def aclose(self) -> None:
-        """Close the model this agent made from a ``"provider:model"`` string (its HTTP
-        client), and those of the agents it runs as tools (``as_tool``): their models were
-        made by this agent's runs. A model passed in as an object belongs to the caller, who
-        closes it. The agent stays usable: the next run makes a fresh model."""
+        """Close the agent's model (its HTTP clients), whether made from a
+        ``"provider:model"`` string or passed in as an object, and those of the agents it runs
+        as tools (``as_tool``). The agent stays usable: the next run makes a fresh model from
+        a string, and a model object opens new clients when used again (a model shared by
+        several agents is closed by the first to close: close it once its runs are done)."""
         derived = self._derived
         model, derived.model = derived.model, None
+        if model is None and not isinstance(self.model, str):
+            model = self.model  # given, never used: closing it is harmless
         try:
-            if isinstance(self.model, str) and model is not None:
+            if model is not None:
                 await model.aclose()
         finally:
             for child in derived.subagents:
