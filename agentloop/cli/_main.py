@@ -292,8 +292,8 @@ def _command(args: argparse.Namespace) -> Callable[[], Awaitable[int]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; returns the exit status. Ctrl-C cancels a chat turn, else it ends
-    the command (130). Run as the program (no ``argv``), outside the command Ctrl-C exits at
+    """Run the command; returns the exit status. Ctrl-C cancels a chat turn, leaves the chat
+    quietly at its prompt, else it ends the command (130). Run as the program (no ``argv``), outside the command Ctrl-C exits at
     once, and so does an interrupted command (no interpreter shutdown for a second Ctrl-C to
     land in)."""
     _forgiving_stdio()
@@ -319,6 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _failed(exc, program)
     if status is None:  # Ctrl-C ended it
         return _failed(KeyboardInterrupt(), program)
+    if program is not None:
+        program.left_quietly()  # Ctrl-C at the chat prompt: exits now, with status
     return status
 
 
