@@ -69,7 +69,7 @@ async def test_a_newer_sdk_warns_once_what_it_turned_off(
     assert len(messages) == 1, messages
     assert f"anthropic {anthropic_newer}" in messages[0]
     assert "direct aiohttp transport" in messages[0] and "aiohttp-sdk" in messages[0]
-    assert transport.turned_off() == {"anthropic": anthropic_newer}
+    assert transport.turned_off()["anthropic"] == anthropic_newer
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
