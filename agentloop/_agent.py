@@ -40,7 +40,7 @@ from ._usage_limits import UsageLimits
 from ._waiting import decode_state
 from ._window import ContextWindow
 from .models._base import Model
-from .models._registry import resolve_model, split_model_string
+from .models._registry import check_model_string, resolve_model
 from .models._types import Message, ModelSettings, OutputSchema, ToolMode
 from .tools._context import ToolContext
 from .tools._limits import ToolLimits
@@ -78,9 +78,10 @@ class Agent(Generic[DepsT, OutputT]):
     is a list of the actions' results: annotate such an agent as ``Agent[Any, list[Any]]``.
 
     Args:
-        model: A ``Model``, or a ``"provider:model"`` string (its form checked when the agent
-            is made, its provider looked up on first use, ``resolved_model()``); an agent
-            closes a model it made (``aclose``).
+        model: A ``Model``, or a ``"provider:model"`` string (its form and its registered
+            provider checked when the agent is made, the model made on first use,
+            ``resolved_model()``); ``aclose`` (and ``async with agent``) closes it, either
+            way.
         name: Names the agent's runs and their branch (1-64 of ``[A-Za-z0-9_-]``).
         instructions: The system instructions: a sandboxed jinja2 template, rendered with
             ``variables`` and each run's own; ``Plain(text)`` is text, never rendered.
@@ -127,8 +128,9 @@ class Agent(Generic[DepsT, OutputT]):
             trip ends the run with ``guardrail_tripped``.
         output_validators: ``async (run_context, output) -> output`` checks of the answer, in
             order; ``ModelRetry(reason)`` asks the model again with the reason.
-        output_retries: How often the output validators may ask again in one run; one more
-            ends the run with ``output_invalid``.
+        output_retries: How often an answer may be asked for again in one run, when it does
+            not validate into ``output_type`` or an output validator rejects it (1: two
+            answers in all); one more ends the run with ``output_invalid``.
         handoffs: Agents this one may hand the conversation over to (``Agent``, ``Handoff``,
             or the name of an agent the run reaches through handoffs); the model sees each as
             a ``transfer_to_<agent>`` tool. The run goes on under the other agent, and a
@@ -176,9 +178,9 @@ class Agent(Generic[DepsT, OutputT]):
                 f"model must be a Model or a 'provider:model' string, not {self.model!r}"
             )
         if isinstance(self.model, str):
-            # The form now; the provider when the model is first used, as one registered
-            # after the agent was made (``register_provider``) is as good.
-            split_model_string(self.model)
+            # The form and the provider now (a typo fails here); the model itself, with its
+            # client, when first used.
+            check_model_string(self.model)
         if not _AGENT_NAME.match(self.name):
             raise UserError(
                 f"agent name {self.name!r} must be 1-64 characters of [A-Za-z0-9_-] "
@@ -299,14 +301,17 @@ class Agent(Generic[DepsT, OutputT]):
         return derived.model
 
     async def aclose(self) -> None:
-        """Close the model this agent made from a ``"provider:model"`` string (its HTTP
-        client), and those of the agents it runs as tools (``as_tool``): their models were
-        made by this agent's runs. A model passed in as an object belongs to the caller, who
-        closes it. The agent stays usable: the next run makes a fresh model."""
+        """Close the agent's model (its HTTP clients), whether made from a
+        ``"provider:model"`` string or passed in as an object, and those of the agents it runs
+        as tools (``as_tool``). The agent stays usable: the next run makes a fresh model from
+        a string, and a model object opens new clients when used again (a model shared by
+        several agents is closed by the first to close: close it once its runs are done)."""
         derived = self._derived
         model, derived.model = derived.model, None
+        if model is None and not isinstance(self.model, str):
+            model = self.model  # given, never used: closing it is harmless
         try:
-            if isinstance(self.model, str) and model is not None:
+            if model is not None:
                 await model.aclose()
         finally:
             for child in derived.subagents:

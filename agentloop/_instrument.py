@@ -34,7 +34,7 @@ class Instrumentation:
                 from opentelemetry import trace
             except ImportError:
                 raise UserError(
-                    "tracing needs OpenTelemetry: pip install 'agentloop[otel]'"
+                    "tracing needs OpenTelemetry: pip install 'agentloop-runtime[otel]'"
                 ) from None
             from ._version import __version__
 

@@ -832,6 +832,18 @@ async def _settle(
 
         if not isinstance(exc, ValidationError):
             raise
+        # The same budget as the validators' ModelRetry: a model that cannot produce the type
+        # is asked again output_retries times, not until max_steps.
+        run.output_retries += 1
+        if run.output_retries > plan.output_retries:
+            problems = _output_problems(exc)
+            error = OutputInvalid(
+                f"the answer did not match the output type after output_retries="
+                f"{plan.output_retries} retries: {problems}",
+                details={"reason": problems},
+            )
+            done = step(thought=thought, answer=text)
+            return done, _result(run, step=done, text=text, error=error)
         return step(thought=thought, answer=text, feedback=_output_feedback(exc)), None
     if controls.has_answer_checks(plan):
         output, rejection, error = await controls.check_answer(run, output)
@@ -886,11 +898,15 @@ async def _results_of(pendings: list[PendingAction]) -> list[ActionResult]:
     return results
 
 
-def _output_feedback(exc: ValidationError) -> str:
-    problems = "; ".join(
+def _output_problems(exc: ValidationError) -> str:
+    return "; ".join(
         f"{'.'.join(str(p) for p in e['loc']) or '(answer)'}: {e['msg']}"
         for e in exc.errors(include_url=False)[:10]
     )
+
+
+def _output_feedback(exc: ValidationError) -> str:
+    problems = _output_problems(exc)
     return (
         f"Your answer did not match the required output schema: {problems}. "
         "Reply again with only the corrected answer."

@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import _loopback
+
 HERE = Path(__file__).parent
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
@@ -62,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         took = time.perf_counter() - start
         failed += code != 0
         text = _strip_heading(out.getvalue().strip())
+        if ran := _loopback.paths_ran():
+            text += f"\n\n{ran}"
+        _loopback.PATHS.clear()
         title = (module.__doc__ or name).strip().splitlines()[0].rstrip(".")
         section = (
             f"### {title}\n\nCommand: `python -m benchmarks.bench_{name}{flag}` "

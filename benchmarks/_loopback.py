@@ -382,6 +382,7 @@ async def driver(url: str, cap: int, config: str) -> AsyncIterator[Runner]:
 
     async with model:
         yield concurrently(session)
+        _ran(model)
 
 
 def make_agent(model: Any, **options: Any) -> Any:
@@ -422,6 +423,27 @@ async def agent(url: str, cap: int, config: str) -> AsyncIterator[Runner]:
 
     async with model:
         yield concurrently(stream_session if config.endswith("-stream") else run_session)
+        _ran(model)
+
+
+# The transport a worker's driver actually sent on (``Model.transport``), for its result; and, in
+# the parent, each configuration's, for the report (``paths_ran``): a direct path turned off (a
+# dependency newer than ``_transport.CHECKED``) shows there, not only as slower figures.
+_RAN: list[str] = []
+PATHS: dict[str, str] = {}
+
+
+def _ran(model: Any) -> None:
+    if model.transport is not None:
+        _RAN[:] = [model.transport]
+
+
+def paths_ran() -> str:
+    """One line naming the transport each agentloop configuration measured so far ran on."""
+    if not PATHS:
+        return ""
+    ran = ", ".join(f"`{config}` {transport}" for config, transport in sorted(PATHS.items()))
+    return f"Transports that ran: {ran}."
 
 
 def setup(config: str, url: str, cap: int) -> contextlib.AbstractAsyncContextManager[Runner]:
@@ -550,6 +572,8 @@ def _scale_worker(
             result["gc_passes"], result["gc_seconds"] = meter.passes, meter.seconds
             result["gc_collected"] = meter.collected
         result.update(counted)
+        if _RAN:
+            result["transport"] = _RAN[0]
         return result
 
     return anyio.run(main, backend="trio" if config.endswith("-trio") else "asyncio")
@@ -585,6 +609,8 @@ def measure(
     if allocations:
         cmd.append("--allocations")
     result: dict[str, Any] = _run_worker(cmd, f"{config} at S={sessions}")
+    if "transport" in result:
+        PATHS[config] = result["transport"]
     return result
 
 

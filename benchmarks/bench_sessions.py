@@ -109,7 +109,9 @@ def postgres_dsn(stack: ExitStack, given: str | None) -> str | None:
         from psycopg import sql
         from psycopg.conninfo import make_conninfo
     except ImportError:
-        print("PostgreSQL skipped: psycopg is not installed (pip install 'agentloop[postgres]')")
+        print(
+            "PostgreSQL skipped: psycopg is not installed (pip install 'agentloop-runtime[postgres]')"
+        )
         return None
     if given is None:
         from tests.support.postgres import PostgresUnavailable, start_cluster

@@ -57,7 +57,7 @@ async def main() -> None:
     try:
         from agentloop.temporal import TemporalAgent, TemporalUnavailable, connect, worker
     except ImportError:
-        print("This example needs the temporal extra: pip install 'agentloop[temporal]'")
+        print("This example needs the temporal extra: pip install 'agentloop-runtime[temporal]'")
         return
     address = os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233")
     try:

@@ -139,10 +139,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     _share_bytecode_cache(config)
     _temporary_files_in_memory(config)
-    from agentloop.models._transport import internals_checked
+    from agentloop.models._transport import HTTPX, internals_checked
 
-    if not internals_checked():
-        # Versions outside _transport.CHECKED (the floors, in the lowest-versions CI stage) read
+    if not internals_checked(*HTTPX):
+        # httpx2 versions outside _transport.CHECKED (the floors, in the lowest-versions CI stage) read
         # replies through httpx2's aiter_raw(), whose nested generators (httpx2's and httpcore2's;
         # older httpx2 releases close fewer of them) are left to trio's finalizer when a reply is
         # closed early, and trio warns. That upstream leak is what the direct read avoids on
@@ -198,7 +198,7 @@ def pg_dsn() -> Iterator[str]:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        _pg_unavailable("psycopg is not installed (pip install 'agentloop[postgres]')")
+        _pg_unavailable("psycopg is not installed (pip install 'agentloop-runtime[postgres]')")
     given = os.environ.get("AGENTLOOP_PG_DSN")
     if given:
         yield given

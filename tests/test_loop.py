@@ -21,8 +21,15 @@ from agentloop import (
     UserError,
     tool,
 )
-from agentloop.models import TextPart, ToolCallPart, ToolResultPart, _registry, register_provider
-from agentloop.testing import Reply, ScriptedModel, ScriptError, call
+from agentloop.models import (
+    ModelRequest,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    _registry,
+    register_provider,
+)
+from agentloop.testing import FunctionModel, Reply, ScriptedModel, ScriptError, call
 
 
 @tool
@@ -263,15 +270,23 @@ def test_an_output_type_pydantic_cannot_use_fails_when_the_agent_is_made() -> No
 
 
 def test_a_model_string_of_the_wrong_form_fails_when_the_agent_is_made() -> None:
-    """'gpt-4o' is not 'provider:model': the agent is not made. A provider registered after the
-    agent was made is still found when its model is first used."""
+    """'gpt-4o' is not 'provider:model': the agent is not made."""
     for spec in ("gpt-4o", "openai:", ":gpt-4o"):
         with pytest.raises(UserError, match="not of the form 'provider:model'"):
             Agent(spec)
-    agent = Agent("later:m")
+
+
+def test_an_unknown_provider_fails_when_the_agent_is_made() -> None:
+    """A typo in the provider (``"opnai:gpt-4o"``) is a ``UserError`` where the agent is made,
+    naming the provider meant, not a traceback at the first run. A provider registered before
+    the agent is made is found."""
+    with pytest.raises(UserError, match=r"unknown model provider 'opnai'.*did you mean 'openai'"):
+        Agent("opnai:gpt-4o")
+    with pytest.raises(UserError, match="unknown model provider 'later'"):
+        Agent("later:m")
     register_provider("later", lambda name: ScriptedModel([], name=name))
     try:
-        assert agent.resolved_model().name == "m"
+        assert Agent("later:m").resolved_model().name == "m"
     finally:
         del _registry._PROVIDERS["later"]
 
@@ -311,6 +326,30 @@ async def test_structured_output_that_never_validates_is_an_output_error() -> No
     agent = Agent(model, output_type=Weather, max_steps=2)
     with pytest.raises(OutputInvalid):
         await agent.run("weather?", raise_on_error=True)
+
+
+async def test_an_unsatisfiable_output_type_gives_up_after_output_retries() -> None:
+    """An answer that never matches ``output_type`` is asked for again ``output_retries`` times
+    (default 1), not until ``max_steps``: then ``output_invalid``, with the last validation
+    error."""
+    replies: list[int] = []
+
+    def never_json(request: ModelRequest) -> str:
+        replies.append(len(replies))
+        return f"sunny, reply {len(replies)}"
+
+    result = await Agent(FunctionModel(never_json), output_type=Weather).run("weather?")
+    assert result.error is not None and result.error.kind == "output_invalid"
+    assert len(replies) == 2  # the answer, and one retry
+    assert "output_retries=1" in result.error.message
+    assert "(answer)" in result.error.message or "Invalid JSON" in result.error.message
+    assert result.text == "sunny, reply 2" and result.output is None
+
+    replies.clear()
+    agent = Agent(FunctionModel(never_json), output_type=Weather, output_retries=3, max_steps=20)
+    result = await agent.run("weather?")
+    assert result.error is not None and result.error.kind == "output_invalid"
+    assert len(replies) == 4
 
 
 async def test_an_answer_that_never_validates_is_not_the_output() -> None:

@@ -3,7 +3,8 @@
 Each turn is a run of the same session, so the model sees the earlier turns as memory, and the
 conversation can be picked up later with ``--session``. ``/goal OBJECTIVE`` gives the session a
 goal the model must close before it may answer; ``/goal`` shows it; ``/exit`` (or end of input)
-leaves. Ctrl-C cancels the turn in flight and comes back to the prompt; at the prompt it leaves.
+leaves. Ctrl-C cancels the turn in flight and comes back to the prompt; at the prompt it leaves
+quietly, as end of input does.
 A tool that needs approval is asked about in the terminal: ``y`` runs it, ``n [reason]`` denies
 it, ``e`` reads new arguments (JSON) to run it with.
 """
@@ -64,8 +65,9 @@ async def chat_command(options: ChatOptions) -> int:
         say(f"  {HELP}")
         failures = 0
         while True:
-            line = await read_line("you› " if interactive else "")
-            if line is None:
+            with interrupts.prompt() as asking:  # Ctrl-C here leaves, as end of input does
+                line = await read_line("you› " if interactive else "")
+            if asking.cancel_called or line is None:
                 if interactive:
                     say("")  # off the prompt line
                 break

@@ -1,4 +1,5 @@
-"""Ctrl-C for the command: it cancels the chat turn in flight, else it ends the command.
+"""Ctrl-C for the command: it cancels the chat turn in flight, leaves the chat quietly at its
+prompt (``prompt()``), else it ends the command.
 
 SIGINT is received by the event loop for the whole command (``anyio.open_signal_receiver``), so
 it never lands as a ``KeyboardInterrupt`` in the middle of a cleanup: the press cancels a scope,
@@ -32,7 +33,9 @@ class Interrupts:
     def __init__(self) -> None:
         self.command = anyio.CancelScope()  # what Ctrl-C cancels to end the command
         self.ended = False
+        self.leaving = False  # Ctrl-C at a prompt: the command is leaving, as asked
         self._turn: anyio.CancelScope | None = None
+        self._prompt: anyio.CancelScope | None = None
 
     @classmethod
     def current(cls) -> Interrupts:
@@ -50,11 +53,29 @@ class Interrupts:
             finally:
                 self._turn = None
 
+    @contextmanager
+    def prompt(self) -> Generator[anyio.CancelScope, None, None]:
+        """A scope for waiting at a prompt, which Ctrl-C cancels (``cancel_called``): the
+        command then leaves as at end of input, quietly; presses while it leaves change
+        nothing, and once it has ended exit at once, as quietly (``ProgramEnd.quiet``)."""
+        with anyio.CancelScope() as scope:
+            self._prompt = scope
+            try:
+                yield scope
+            finally:
+                self._prompt = None
+
     def press(self) -> None:
-        """Ctrl-C: cancel the turn in flight, else end the command."""
+        """Ctrl-C: cancel the turn in flight, or leave at the prompt, else end the command."""
         turn = self._turn
         if turn is not None and not turn.cancel_called:
             turn.cancel()
+            return
+        prompt = self._prompt
+        if prompt is not None or self.leaving:
+            self.leaving = True
+            if prompt is not None:
+                prompt.cancel()
             return
         self.ended = True
         self.command.cancel()
@@ -79,6 +100,8 @@ async def run_interruptibly(
                 tg.cancel_scope.cancel()
     finally:
         if program is not None:
+            if interrupts.leaving and status is not None:
+                program.quiet(status)
             program.exit_on_ctrl_c()  # asyncio's receiver left the default handler behind
         _CURRENT.reset(token)
     return None if interrupts.ended else status
@@ -97,12 +120,27 @@ class ProgramEnd:
     traceback. Installed before the loop starts, it also keeps asyncio and trio from
     installing their own ``KeyboardInterrupt`` handlers."""
 
+    def __init__(self) -> None:
+        self._quiet: int | None = None
+
+    def quiet(self, status: int) -> None:
+        """The command left as asked (Ctrl-C at a chat prompt): a later press exits at once
+        with its ``status``, saying nothing."""
+        self._quiet = status
+
+    def left_quietly(self) -> None:
+        """After a quiet leave, exit now with its status (the interpreter's shutdown restores
+        the default SIGINT handler, where one more press would kill the process)."""
+        if self._quiet is not None:
+            self._exit()
+
     def exit_on_ctrl_c(self) -> None:
         signal.signal(signal.SIGINT, self._on_ctrl_c)
 
     def _on_ctrl_c(self, signum: int, frame: object) -> None:
         _block_ctrl_c()
-        say_interrupted(_write_fd)  # the code it interrupted may be writing to the streams
+        if self._quiet is None:
+            say_interrupted(_write_fd)  # the code it interrupted may be writing to the streams
         self._exit()
 
     def interrupted(self) -> NoReturn:
@@ -114,7 +152,7 @@ class ProgramEnd:
 
     def _exit(self) -> NoReturn:
         _flush()
-        os._exit(INTERRUPTED)
+        os._exit(INTERRUPTED if self._quiet is None else self._quiet)
 
 
 def say_interrupted(write: Callable[[TextIO, str], None] | None = None) -> None:

@@ -122,12 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="serve an agent over HTTP: its API (SSE, AG-UI, Vercel) and a page",
-        description="Serves AGENT (module:attribute, like app:agent) with uvicorn: POST "
+        description="Serves AGENT (module:attribute, like app:agent), or without it the agent "
+        "`run` would build from -m/--tools and the other agent options, with uvicorn: POST "
         "/api/runs starts a run, GET /api/runs/RUN/events streams it (resumable with "
-        "Last-Event-ID), and / is a page that shows it. Listens on 127.0.0.1 unless given a "
-        "token: any other address without --token-env is refused. Needs agentloop[web].",
+        "Last-Event-ID), and / is a page that shows it. With AGENT, -m replaces its model and "
+        "--tools adds tools. Listens on 127.0.0.1 unless given a token: any other address "
+        "without --token-env is refused. Needs agentloop-runtime[web].",
     )
-    serve.add_argument("agent", help="the agent, as module:attribute")
+    serve.add_argument(
+        "agent", nargs="?", help="the agent, as module:attribute (default: built from -m)"
+    )
+    _agent_options(serve)
     serve.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
     serve.add_argument("--port", type=_port, default=8000, help="the port (default 8000)")
     serve.add_argument(
@@ -306,17 +311,7 @@ def _command(args: argparse.Namespace) -> Callable[[], Awaitable[int]]:
         from ._demo import run_demo
 
         return functools.partial(run_demo, args.speed, style=style)
-    from ._run import AgentOptions
-
-    agent = AgentOptions(
-        model=args.model,
-        base_url=args.base_url,
-        tools=tuple(args.tools),
-        mode=args.mode,
-        max_steps=args.max_steps,
-        instructions=args.instructions,
-        retries=args.retries,
-    )
+    agent = _agent_of(args)
     if args.command == "run":
         from ._run import RunOptions, run_command
 
@@ -336,8 +331,8 @@ def _command(args: argparse.Namespace) -> Callable[[], Awaitable[int]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; returns the exit status. Ctrl-C cancels a chat turn, else it ends
-    the command (130). Run as the program (no ``argv``), outside the command Ctrl-C exits at
+    """Run the command; returns the exit status. Ctrl-C cancels a chat turn, leaves the chat
+    quietly at its prompt, else it ends the command (130). Run as the program (no ``argv``), outside the command Ctrl-C exits at
     once, and so does an interrupted command (no interpreter shutdown for a second Ctrl-C to
     land in)."""
     _forgiving_stdio()
@@ -363,6 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _failed(exc, program)
     if status is None:  # Ctrl-C ended it
         return _failed(KeyboardInterrupt(), program)
+    if program is not None:
+        program.left_quietly()  # Ctrl-C at the chat prompt: exits now, with status
     return status
 
 
@@ -388,11 +385,11 @@ def _serve(args: argparse.Namespace) -> int:
         from agentloop import web
     except ImportError as exc:
         raise UserError(
-            f"agentloop serve needs the web extra: pip install 'agentloop[web]' ({exc})"
+            f"agentloop serve needs the web extra: pip install 'agentloop-runtime[web]' ({exc})"
         ) from None
     auth = web.bearer_token(args.token_env) if args.token_env else None
     web.check_bind(args.host, auth)  # before anything is imported or opened
-    agent = web.load_agent(args.agent)
+    agent = _served_agent(args, web.load_agent)
     limits = web.WebLimits(
         max_runs_per_owner=args.max_runs_per_caller,
         max_streams_per_owner=args.max_streams_per_caller,
@@ -422,6 +419,47 @@ def _serve(args: argparse.Namespace) -> int:
 
     anyio.run(main)
     return 0
+
+
+def _agent_of(args: argparse.Namespace) -> Any:
+    from ._run import AgentOptions
+
+    return AgentOptions(
+        model=args.model,
+        base_url=args.base_url,
+        tools=tuple(args.tools),
+        mode=args.mode,
+        max_steps=args.max_steps,
+        instructions=args.instructions,
+        retries=args.retries,
+    )
+
+
+# The agent options that only describe an agent ``serve`` builds (AGENT has its own).
+_BUILD_ONLY = {"mode": "auto", "max_steps": 20, "instructions": None, "retries": 3}
+
+
+def _served_agent(args: argparse.Namespace, load_agent: Callable[[str], Any]) -> Any:
+    """The agent ``serve`` serves: AGENT, its model replaced by ``-m`` and ``--tools`` added;
+    else the one ``run`` builds from the same options."""
+    from ._run import build_agent
+    from ._setup import load_tools, make_model
+
+    if args.agent is None:
+        return build_agent(_agent_of(args))
+    given = [f"--{k.replace('_', '-')}" for k, v in _BUILD_ONLY.items() if getattr(args, k) != v]
+    if given:
+        raise UserError(
+            f"{', '.join(given)} describe the agent serve builds from -m; AGENT "
+            f"({args.agent}) has its own settings"
+        )
+    agent = load_agent(args.agent)
+    changes: dict[str, Any] = {}
+    if args.model or args.base_url:
+        changes["model"] = make_model(args.model, base_url=args.base_url)
+    if args.tools:
+        changes["tools"] = [*agent.tools, *load_tools(args.tools)]
+    return agent.replace(**changes) if changes else agent
 
 
 def _failed(exc: BaseException, program: ProgramEnd | None = None) -> int:

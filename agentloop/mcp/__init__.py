@@ -4,7 +4,7 @@ Either is a ``Toolset``: give it to an agent as one of its tools. Its resources 
 are read with ``list_resources`` / ``read_resource`` and ``list_prompts`` / ``get_prompt``;
 its sampling requests and elicitations are answered by ``sampling=`` and ``elicitation=``. Enter it yourself
 (``async with server:``) to share one connection between runs, or let each run connect it for
-its own duration. Needs the ``mcp`` extra (``pip install 'agentloop[mcp]'``): importing this
+its own duration. Needs the ``mcp`` extra (``pip install 'agentloop-runtime[mcp]'``): importing this
 module does not import the SDK, making a server does.
 """
 

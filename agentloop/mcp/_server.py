@@ -56,7 +56,7 @@ logger = logging.getLogger("agentloop.mcp")
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_TOOL_TIMEOUT = 300.0
 _MAX_PAGES = 100
-_INSTALL = "pip install 'agentloop[mcp]'"
+_INSTALL = "pip install 'agentloop-runtime[mcp]'"
 _SCRATCH_KEY = "connection"
 _T = TypeVar("_T")
 

@@ -272,7 +272,9 @@ class SDKModel(Model):
                         )
                 else:
                     options = self._http_options(self._max_connections)
-                    client = self._make_client(self._aiohttp_client(options))
+                    http_client = self._aiohttp_client(options)
+                    bound_error_bodies(http_client)
+                    client = self._make_client(http_client)
             self._client = client
             if kind == "aiohttp":
                 sender = DirectSender.from_client(
@@ -283,7 +285,7 @@ class SDKModel(Model):
                     max_connections=self._max_connections,
                 )
             else:
-                sender = SDKSender(client, self._endpoint, kind, bound_errors=True, shards=shards)
+                sender = SDKSender(client, self._endpoint, kind, shards=shards)
         self._sender, self._token = sender, token
         return sender
 
@@ -308,7 +310,9 @@ class SDKModel(Model):
         if not asyncio:
             raise UserError(f"transport={wanted!r} needs asyncio; use 'auto' or 'httpx' on trio")
         if not _aiohttp_installed():
-            raise UserError(f"transport={wanted!r} needs aiohttp: pip install 'agentloop[fast]'")
+            raise UserError(
+                f"transport={wanted!r} needs aiohttp: pip install 'agentloop-runtime[fast]'"
+            )
         return wanted
 
     def _http_options(self, pool: int | None) -> dict[str, Any]:
@@ -329,9 +333,8 @@ class SDKModel(Model):
 
         http_client = self._httpx_client(self._http_options(pool))
         read_ahead_on_writes(http_client)
-        client = self._make_client(http_client)
-        bound_error_bodies(client)
-        return client
+        bound_error_bodies(http_client)
+        return self._make_client(http_client)
 
     def _spare(self, client: Any) -> Any:
         """``client``, closed with the driver's own."""

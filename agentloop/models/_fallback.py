@@ -6,6 +6,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+import anyio
+
 from .._errors import (
     ModelConnectionError,
     ModelError,
@@ -104,7 +106,11 @@ class FallbackModel(Model):
             return
 
     async def aclose(self) -> None:
-        """Nothing of its own: the models belong to whoever made them."""
+        """Close each model (an agent closing its model closes them all; each reopens its
+        clients when used again)."""
+        for model in self.models:
+            with anyio.CancelScope(shield=True):
+                await model.aclose()
 
     def __repr__(self) -> str:
         return f"FallbackModel({', '.join(repr(m) for m in self.models)})"

@@ -30,8 +30,9 @@ wait all the same and the server closed on it abruptly before reading it (a rese
 lingering close nginx does).
 
 It patches private attributes of httpx2 (the client's transports and their pools) and httpcore2
-(the pool's backend), so only on the versions ``_transport.CHECKED`` lists; elsewhere, and for
-a client passed in by the user (whose transport is the user's), the gap stays.
+(the pool's backend), so only on the versions of those two that ``_transport.CHECKED`` lists
+(whatever the provider SDK's version); elsewhere, and for a client passed in by the user (whose
+transport is the user's), the gap stays.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def read_ahead_on_writes(client: Any) -> int:
     """Wrap the network backend of each of an httpx2 client's connection pools (the default
     transport's and any proxy's) in ``ReadAheadBackend``; how many were wrapped (none on an
     unchecked version). For clients the driver made, not for one passed in."""
-    if not _transport.internals_checked():
+    if not _transport.internals_checked(*_transport.HTTPX):
         return 0
     transports: list[Any] = [getattr(client, "_transport", None)]  # internal
     mounts: dict[Any, Any] = getattr(client, "_mounts", None) or {}  # internal: proxies

@@ -73,11 +73,26 @@ def resolve_model(spec: str | Model) -> Model:
     if isinstance(spec, Model):
         return spec
     provider, name = split_model_string(spec)
+    return _factory(provider, spec)(name)
+
+
+def check_model_string(spec: str) -> None:
+    """``UserError`` unless ``spec`` is ``"provider:model"`` with a registered provider (where
+    an agent is made: a typo fails there, not at the first run)."""
+    provider, _ = split_model_string(spec)
+    _factory(provider, spec)
+
+
+def _factory(provider: str, spec: str) -> ModelFactory:
     factory = _PROVIDERS.get(provider)
     if factory is None:
+        import difflib
+
+        close = difflib.get_close_matches(provider, list(_PROVIDERS), n=1)
+        meant = f"; did you mean {close[0]!r}?" if close else ""
         raise UserError(
-            f"unknown model provider {provider!r} in {spec!r}; known: {', '.join(_PROVIDERS)} "
-            "(agentloop.models.register_provider adds one; importing agentloop.testing adds "
-            "'test')"
+            f"unknown model provider {provider!r} in {spec!r}{meant} Known: "
+            f"{', '.join(_PROVIDERS)} (agentloop.models.register_provider adds one; importing "
+            "agentloop.testing adds 'test')"
         )
-    return factory(name)
+    return factory

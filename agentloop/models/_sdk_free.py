@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._transport import CHECKED, release
+from ._transport import version_checked
 
 __all__ = ["DirectRequest", "anthropic_direct_request", "openai_direct_request", "openai_version"]
 
@@ -45,8 +45,7 @@ def openai_direct_request(key: str, base_url: str | None) -> DirectRequest | Non
     """What ``openai.AsyncOpenAI(api_key=key, base_url=base_url)`` would send, or ``None`` when
     only the SDK client can say."""
     package_version = openai_version()
-    low, high = CHECKED["openai"]
-    if package_version is None or not low <= release(package_version) < high:
+    if package_version is None or not version_checked("openai", package_version):
         return None
     if os.environ.get("OPENAI_CUSTOM_HEADERS") is not None:
         return None
@@ -78,8 +77,7 @@ def anthropic_direct_request(api_key: str | None, base_url: str | None) -> Direc
     """What ``anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url)`` would send, or
     ``None`` when only the SDK client can say (no static key: tokens, profiles, federation)."""
     package_version = _sdk_constant("anthropic", "_version.py", "__version__")
-    low, high = CHECKED["anthropic"]
-    if package_version is None or not low <= release(package_version) < high:
+    if package_version is None or not version_checked("anthropic", package_version):
         return None
     api_version = _sdk_constant("anthropic", "_constants.py", "ANTHROPIC_API_VERSION")
     if api_version is None or os.environ.get("ANTHROPIC_CUSTOM_HEADERS") is not None:

@@ -18,13 +18,15 @@ Reading: the SDK path reads the transport's byte stream directly rather than thr
 ``aiter_raw()``, whose four nested async generators leave the innermost one to the garbage
 collector when a stream is closed early (trio reports that as a ResourceWarning).
 
-The direct sender, the direct read and the bounded error body read private attributes of httpx2
-and of the SDK clients. They run only on the versions those were checked on (``CHECKED``);
-with any other version the SDK's own path runs: CI's lowest-versions stage runs the suite on the
-dependency floors, which are outside ``CHECKED``. ``tests/models/test_transport_internals.py``
-fails when CI's pinned versions leave ``CHECKED`` or an attribute read here changes. The read
-ahead of the httpx2 clients the driver makes on asyncio (``_read_ahead``) patches private
-attributes of httpx2 and httpcore2 under the same check.
+Private attributes are read only on the versions they were checked on (``CHECKED``), each
+path gated on the distributions it reads: the direct read of a reply, the bounded error body
+and the read ahead of the httpx2 clients the driver makes (``_read_ahead``) on httpx2 and
+httpcore2 (``HTTPX``); the direct aiohttp transport on the provider's SDK (its credential
+attributes, and the headers ``_sdk_free`` reproduces). Elsewhere the SDK's own path runs. A
+version newer than the checked range turns its paths off with one ``UncheckedVersionWarning``
+per distribution that says what was turned off; an older one (the floors, which CI's
+lowest-versions stage runs the suite on) only logs it. ``tests/models/test_transport_internals.py``
+fails when CI's pinned versions leave ``CHECKED`` or an attribute read here changes.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import functools
 import json
 import logging
 import re
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 
@@ -43,15 +46,19 @@ from ._errors_map import error_from_status, secrets_of
 
 __all__ = [
     "CHECKED",
+    "HTTPX",
     "DirectSender",
     "RawResponse",
     "SDKSender",
     "Sender",
+    "UncheckedVersionWarning",
     "connect_and_read",
     "direct_eligible",
     "header_secrets",
     "internals_checked",
     "release",
+    "turned_off",
+    "version_checked",
 ]
 
 logger = logging.getLogger("agentloop")
@@ -66,25 +73,77 @@ CHECKED: Final = {
 }
 
 
+HTTPX: Final = ("httpx2", "httpcore2")
+"""The distributions whose internals the httpx2 paths read (no provider SDK among them)."""
+
+# What each distribution's private attributes serve, for the warning that turns them off.
+_SERVES: Final = {
+    "httpx2": "the read ahead that keeps a proxy's 413 sent before the request body was read, "
+    "the bounded read of error bodies and the direct read of replies (the httpx2 clients "
+    "agentloop makes)",
+    "openai": "the direct aiohttp transport: transport='aiohttp' sends through the SDK's own "
+    "aiohttp client ('aiohttp-sdk'), some 400 µs more per request",
+}
+_SERVES_BY: Final = {"httpcore2": "httpx2", "anthropic": "openai"}
+
+
+class UncheckedVersionWarning(RuntimeWarning):
+    """A dependency newer than the versions agentloop's fast paths were checked on: those paths
+    are off (the SDK's portable path runs), told once per distribution."""
+
+
+_told: set[str] = set()
+# The distributions found outside their checked range, with the version found (newer or older).
+_off: dict[str, str] = {}
+
+
+def turned_off() -> dict[str, str]:
+    """The distributions whose fast paths were turned off so far, by the version found."""
+    return dict(_off)
+
+
 def release(version: str) -> tuple[int, ...]:
     """``"2.16.2"`` -> ``(2, 16, 2)``; a pre-release counts as its release (``"3.0rc1"`` -> (3, 0))."""
     return tuple(int(m.group()) for m in (re.match(r"\d+", p) for p in version.split(".")) if m)
 
 
+def version_checked(dist: str, found: str | None) -> bool:
+    """Whether version ``found`` of ``dist`` is in its ``CHECKED`` range; a newer one is told
+    once (``UncheckedVersionWarning``), an older one logged."""
+    if found is None:
+        return False
+    low, high = CHECKED[dist]
+    if low <= release(found) < high:
+        return True
+    _off[dist] = found
+    if release(found) < low:
+        logger.debug("%s %s is older than the direct paths were checked on: SDK path", dist, found)
+    elif dist not in _told:
+        _told.add(dist)
+        below = ".".join(map(str, high))
+        serves = _SERVES[_SERVES_BY.get(dist, dist)]
+        warnings.warn(
+            f"{dist} {found} is newer than the releases this agentloop was checked on "
+            f"(from {'.'.join(map(str, low))}, below {below}): turned off {serves}. The rest "
+            f"works as before; {dist}<{below} or a newer agentloop keeps them.",
+            UncheckedVersionWarning,
+            stacklevel=2,
+        )
+    return False
+
+
 @functools.cache
-def internals_checked() -> bool:
-    """Whether every installed distribution in ``CHECKED`` is a version checked there."""
+def internals_checked(*dists: str) -> bool:
+    """Whether each of ``dists`` (every distribution in ``CHECKED`` when none is named) is
+    installed at a version checked there (see ``version_checked``)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    for dist, (low, high) in CHECKED.items():
+    for dist in dists or tuple(CHECKED):
         try:
-            found = version(dist)
+            found: str | None = version(dist)
         except PackageNotFoundError:
-            return False
-        if not low <= release(found) < high:
-            logger.debug(
-                "%s %s is not a version checked for the direct paths: SDK path", dist, found
-            )
+            found = None
+        if not version_checked(dist, found):
             return False
     return True
 
@@ -181,7 +240,7 @@ def _raw_httpx_chunks(response: Any) -> Chunks:
 def _transport_chunks(response: Any) -> Chunks | None:
     """The httpx2 response's transport stream (aiohttp's or httpcore's), read without
     ``aiter_raw()``'s layers; ``None`` on an unchecked version or when it is not found."""
-    if not internals_checked():
+    if not internals_checked(*HTTPX):
         return None
     inner = getattr(getattr(response, "stream", None), "_stream", None)  # internal
     aiohttp_response = getattr(inner, "_aiohttp_response", None)  # internal
@@ -307,9 +366,7 @@ def shard_sizes(max_connections: int | None) -> list[int | None]:
 class SDKSender:
     """Posts through the SDK client (``client.post``), retries off, redirects not followed.
 
-    ``bound_errors``: install an httpx response hook on the SDK's HTTP client that reads an
-    error response's body only up to ``ERROR_BODY_BYTES`` (the SDK would read it whole); done
-    for clients the driver made, not for one passed in. ``shards``: more clients to spread
+    ``shards``: more clients to spread
     requests over (``ClientShards``), for a large pool the driver made.
     """
 
@@ -321,7 +378,6 @@ class SDKSender:
         path: str,
         kind: str,
         *,
-        bound_errors: bool = False,
         shards: ClientShards | None = None,
     ) -> None:
         import httpx2
@@ -332,8 +388,6 @@ class SDKSender:
         self._shards = shards
         self.base_url = str(client.base_url)
         self.kind = kind
-        if bound_errors:
-            bound_error_bodies(client)
 
     async def post(self, body: bytes) -> RawResponse:
         shards = self._shards
@@ -363,15 +417,15 @@ class SDKSender:
         pass  # the driver closes the SDK client
 
 
-def bound_error_bodies(client: Any) -> None:
-    """Install ``_bound_error_body`` as a response hook on an SDK client's HTTP client."""
-    if not internals_checked():
+def bound_error_bodies(http_client: Any) -> None:
+    """Install ``_bound_error_body`` as a response hook on an httpx2 client the driver made
+    (before an SDK client is made on it: its public ``event_hooks``, no SDK internals)."""
+    if not internals_checked(*HTTPX):
         return
-    http: Any = getattr(client, "_client", None)  # internal
-    hooks = getattr(http, "event_hooks", None)
+    hooks = getattr(http_client, "event_hooks", None)
     if isinstance(hooks, dict) and _bound_error_body not in hooks.get("response", []):
         hooks["response"] = [*hooks.get("response", []), _bound_error_body]
-        http.event_hooks = hooks
+        http_client.event_hooks = hooks
 
 
 def _client_secrets(client: Any) -> tuple[str, ...]:
@@ -419,7 +473,8 @@ def direct_eligible(client: Any) -> bool:
     """Whether the client's credentials are the same on every request (a static key), so the
     headers it computes once can be reused (only on checked versions: a private attribute
     the SDK renames would hide a dynamic credential)."""
-    if not internals_checked():
+    sdk = type(client).__module__.partition(".")[0]
+    if sdk not in CHECKED or not internals_checked(sdk):
         return False
     if getattr(client, "custom_auth", None) is not None:
         return False

@@ -3,15 +3,17 @@
 
 The SDK is imported on first use, except on the direct aiohttp path (asyncio with aiohttp, a
 static key), which computes the URL and headers the SDK would (``_sdk_free``) and never imports
-it: 0.3-0.5 s and about 20 MiB less before a process's first request. The key comes from ``api_key=`` or ``OPENAI_API_KEY``, the base
-URL from ``base_url=``, ``OPENAI_BASE_URL`` or the SDK's default. With an explicit ``base_url``
-(vLLM, Ollama, llama.cpp and other OpenAI-compatible servers) a missing key is allowed: those
-servers usually want none. Chat Completions sends ``max_completion_tokens`` to OpenAI and
-``max_tokens`` to a server given by ``base_url`` (``legacy_max_tokens`` overrides that).
+it: 0.3-0.5 s and about 20 MiB less before a process's first request. The key comes from
+``api_key=`` or ``OPENAI_API_KEY``, the base URL from ``base_url=``, ``OPENAI_BASE_URL`` or the
+SDK's default. With a base URL of one's own, by either (vLLM, Ollama, llama.cpp and other
+OpenAI-compatible servers), a missing key is allowed: those servers usually want none. Chat
+Completions sends ``max_completion_tokens`` to OpenAI and ``max_tokens`` to such a server
+(``legacy_max_tokens`` overrides that).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 from agentloop._errors import UserError
@@ -26,6 +28,7 @@ from ._types import ModelProfile, ModelRequest, ModelSettings
 __all__ = ["OpenAIChatModel", "OpenAIResponsesModel"]
 
 KEY_ENV = "OPENAI_API_KEY"
+BASE_URL_ENV = "OPENAI_BASE_URL"
 _PLACEHOLDER_KEY = "agentloop-no-key"
 
 
@@ -35,10 +38,11 @@ class _OpenAIModel(SDKModel):
     def _key(self) -> str:
         key = self._resolved_key(KEY_ENV)
         if key is None:
-            if self._base_url is None:
+            if self._base_url is None and not os.environ.get(BASE_URL_ENV):
                 raise UserError(
                     f"no OpenAI API key: set the {KEY_ENV} environment variable "
-                    "or pass api_key=... to the model"
+                    f"or pass api_key=... to the model (a server of your own, given by "
+                    f"base_url=... or {BASE_URL_ENV}, needs none)"
                 )
             key = _PLACEHOLDER_KEY
         return key
@@ -100,7 +104,8 @@ class OpenAIChatModel(_OpenAIModel):
             max_connections=max_connections,
             timeout=timeout,
         )
-        legacy = base_url is not None if legacy_max_tokens is None else legacy_max_tokens
+        own_server = base_url is not None or bool(os.environ.get(BASE_URL_ENV))
+        legacy = own_server if legacy_max_tokens is None else legacy_max_tokens
         self._max_tokens_key = "max_tokens" if legacy else "max_completion_tokens"
 
     @property

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-INSTALL_HINT = "pip install 'agentloop[postgres]'"
+INSTALL_HINT = "pip install 'agentloop-runtime[postgres]'"
 
 # pg_advisory_xact_lock key serialising schema creation and migration across processes.
 _MIGRATION_LOCK = 0x6167_6C6F_6F70_0001

@@ -16,7 +16,7 @@ try:
     importlib.import_module("temporalio")
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError(
-        "agentloop.temporal needs temporalio: pip install 'agentloop[temporal]'"
+        "agentloop.temporal needs temporalio: pip install 'agentloop-runtime[temporal]'"
     ) from exc
 
 from ._durable import DurableRun as DurableRun

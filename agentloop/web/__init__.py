@@ -6,7 +6,7 @@ agentloop's own event JSON, the AG-UI protocol or the Vercel AI SDK's UI message
 ``agentloop serve module:agent`` run it under uvicorn. ``RunHub`` and ``sse_response`` are the
 parts, for an app of your own (Starlette or FastAPI). Closed by default: 127.0.0.1 unless an
 ``auth`` is given, sessions owned by their creator, bounded bodies, inputs, runs and streams.
-Needs the ``web`` extra (``pip install 'agentloop[web]'``).
+Needs the ``web`` extra (``pip install 'agentloop-runtime[web]'``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -424,3 +425,36 @@ def test_a_run_that_waits_on_an_approval_says_so_and_fails(
     assert "⏸ awaits approval: transfer(amount=5) · id 't1'" in captured.out
     assert "■ waiting on decisions for 't1'" in captured.out
     assert "the run waits on decisions for 't1'" in captured.err
+
+
+def test_serve_takes_the_agent_options_of_run(
+    server: ProviderServer, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``agentloop serve -m MODEL --tools TOOLS`` serves the agent ``run`` would build (no
+    module of one's own needed); with AGENT, ``-m`` replaces its model and ``--tools`` adds
+    tools."""
+    from agentloop import web
+
+    served: list[Any] = []
+
+    async def serve(agent: Any, **options: Any) -> None:
+        served.append(await agent.run("What is 2 + 3?"))
+
+    monkeypatch.setattr(web, "serve", serve)
+    add = f"{workdir / 'mytools.py'}:add"
+    server.enqueue(tool_call_stream("add", {"a": 2, "b": 3}), text_stream("2 + 3 = 5."))
+    assert main(["serve", *openai_args(server), "--tools", add]) == 0
+    assert served[-1].output == "2 + 3 = 5."
+    assert served[-1].steps[0].actions[0].output == 5
+
+    mine = workdir / "served_by_cli.py"
+    monkeypatch.syspath_prepend(str(workdir))
+    mine.write_text(
+        "import agentloop.testing\nfrom agentloop import Agent\n\n"
+        "agent = Agent('test:echo', name='mine')  # -m replaces its model\n"
+    )
+    server.enqueue(tool_call_stream("add", {"a": 2, "b": 3}), text_stream("five"))
+    args = ["serve", "served_by_cli:agent", *openai_args(server), "--tools", add]
+    assert main(args) == 0
+    assert served[-1].output == "five" and served[-1].agent == "mine"
+    assert "add" in [t["function"]["name"] for t in server.requests[-2].json["tools"]]

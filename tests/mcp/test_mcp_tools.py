@@ -214,7 +214,7 @@ def test_a_servers_default_name_carries_no_credentials() -> None:
 def test_without_the_sdk_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     """A missing mcp package is a UserError naming the extra, when a server is made."""
     monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` now fails as if absent
-    with pytest.raises(UserError, match=r"pip install 'agentloop\[mcp\]'"):
+    with pytest.raises(UserError, match=r"pip install 'agentloop-runtime\[mcp\]'"):
         MCPStdioServer("server")
 
 

@@ -29,7 +29,7 @@ from agentloop.models import (
     ToolResultPart,
     ToolSpec,
 )
-from agentloop.models._transport import internals_checked
+from agentloop.models._transport import internals_checked, turned_off
 from agentloop.models._types import ModelResponse, Part, split_wire_tool_name
 from agentloop.models.anthropic import AnthropicModel
 from agentloop.models.openai import OpenAIChatModel, OpenAIResponsesModel
@@ -46,9 +46,18 @@ direct_paths_only = pytest.mark.skipif(
 )
 
 
-def transport_used(wanted: str) -> str:
-    """The transport a driver asked for ``wanted`` ends up on, with a static key."""
-    return "aiohttp-sdk" if wanted == "aiohttp" and not internals_checked() else wanted
+def check_transport(model: Any, wanted: str) -> None:
+    """The transport the driver sent on (``model.transport``, read after a request) is the one
+    asked for; for ``"aiohttp"`` the SDK's own aiohttp client only where the driver turned the
+    direct path off for that SDK's version (and said so: ``_transport.turned_off``), whatever
+    the installed versions are."""
+    used = model.transport
+    if wanted != "aiohttp" or used == "aiohttp":
+        assert used == wanted
+        return
+    assert used == "aiohttp-sdk", used
+    sdk = model.provider.partition("-")[0]  # "openai-responses" runs on the openai SDK
+    assert sdk in turned_off(), (model.provider, turned_off())
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import pytest
 
 from agentloop.models import Message, ModelRequest
 from agentloop.models._transport import (
+    HTTPX,
     SHARD_CONNECTIONS,
     ClientShards,
     _bound_error_body,
@@ -82,7 +83,7 @@ async def test_a_large_pool_is_split_and_a_lone_caller_reuses_one_connection() -
                 clients = model._sender._shards.clients
                 assert [_pool_connections(c) for c in clients] == [50, 50, 50]
                 hooked = [_bound_error_body in c._client.event_hooks["response"] for c in clients]
-                assert hooked == [internals_checked()] * 3  # as the first (on checked SDKs)
+                assert hooked == [internals_checked(*HTTPX)] * 3  # as the first (on checked httpx2)
                 assert server.stats.max_open_connections == 150
             # Left unread, those connections were closed; one caller's requests take one.
             connections = server.stats.connections

@@ -126,3 +126,40 @@ async def test_the_drivers_clients_load_the_trust_store_once(
             ) as model:
                 assert (await Agent(model, tools=[weather, clock]).run("go")).error is None
     assert len(loads) <= 1
+
+
+_GIVEN_MODEL = """
+import asyncio, sys
+from agentloop import Agent
+from agentloop.models.openai import OpenAIChatModel
+
+async def main():
+    model = OpenAIChatModel("m", base_url=sys.argv[1], api_key="k")
+    async with Agent(model) as agent:
+        print((await agent.run("hi")).text)
+    assert model.transport is None, model.transport  # closed: no client left open
+
+asyncio.run(main())
+"""
+
+
+def test_a_model_given_to_an_agent_is_closed_by_async_with(tmp_path: Any) -> None:
+    """A model object passed to ``Agent`` is closed when ``async with agent`` ends, as a model
+    the agent made from a string is: no "Unclosed client session" at exit (it reopens if used
+    again)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "given.py"
+    script.write_text(_GIVEN_MODEL)
+    with ProviderServer(EmulatedProvider(script=["fine"])) as server:
+        done = subprocess.run(
+            [sys.executable, "-W", "error::ResourceWarning", str(script), server.url + "/v1"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "fine"
+    assert done.stderr == ""

@@ -34,12 +34,12 @@ from ._provider_expectations import EXPECTED, Expect, matches
 from ._provider_helpers import (
     Recording,
     build,
+    check_transport,
     fixture_keys,
     load,
     make_model,
     normalize,
     request_from_recorded,
-    transport_used,
 )
 
 KEYS = fixture_keys()
@@ -168,7 +168,7 @@ async def test_fixture_replays(key: str, transport: str, server: ProviderServer)
             async with model.stream(request) as stream:
                 deltas.extend([d async for d in stream])
             _check_response(expect, build(deltas, model.provider), deltas)
-        assert model.transport == transport_used(transport)
+        check_transport(model, transport)
     sent = server.requests[-1]
     assert sent.method == "POST"
     assert (

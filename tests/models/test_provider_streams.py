@@ -30,7 +30,7 @@ from agentloop.models.anthropic import AnthropicModel
 from agentloop.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from agentloop.testing import Chunk, ProviderServer, ScriptedResponse
 
-from ._provider_helpers import direct_paths_only, load, make_model, transport_used
+from ._provider_helpers import check_transport, direct_paths_only, load, make_model
 
 REQUEST = ModelRequest(messages=(Message.user("hi"),))
 
@@ -161,6 +161,22 @@ async def test_compatible_server_needs_no_key(
     assert server.requests[-1].headers["authorization"] == "Bearer agentloop-no-key"
 
 
+async def test_openai_base_url_alone_needs_no_key(
+    monkeypatch: pytest.MonkeyPatch, server: ProviderServer
+) -> None:
+    """``OPENAI_BASE_URL`` names a server of one's own as ``base_url=`` does (the quick start's
+    way to Ollama or vLLM): no key needed, on every transport."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+    for transport in ("auto", "httpx"):
+        server.enqueue(ScriptedResponse.sse(load(FIRST["openai-chat"]).body))
+        async with OpenAIChatModel("local", transport=transport) as model:
+            async with model.stream(REQUEST) as stream:
+                assert [d async for d in stream]
+        assert server.requests[-1].json["model"] == "local"
+        assert server.requests[-1].headers["authorization"] == "Bearer agentloop-no-key"
+
+
 async def test_aiohttp_transport_refuses_trio(anyio_backend: object) -> None:
     """transport='aiohttp' is asyncio-only: on trio it is a clear UserError."""
     model = OpenAIChatModel(
@@ -183,9 +199,7 @@ async def test_auto_transport_picks_aiohttp_on_asyncio_only(
     async with make_model("anthropic", server.url) as model:
         async with model.stream(REQUEST) as stream:
             [d async for d in stream]
-        assert model.transport == (
-            "httpx" if anyio_backend == "trio" else transport_used("aiohttp")
-        )
+        check_transport(model, "httpx" if anyio_backend == "trio" else "aiohttp")
 
 
 async def test_a_client_passed_in_is_used_and_not_closed(server: ProviderServer) -> None:
@@ -342,9 +356,13 @@ def test_direct_path_needs_static_credentials(monkeypatch: pytest.MonkeyPatch) -
     from agentloop.models import _transport
     from agentloop.models._transport import direct_eligible
 
-    monkeypatch.setattr(_transport, "internals_checked", lambda: True)
+    monkeypatch.setattr(_transport, "internals_checked", lambda *dists: True)
 
-    static = SimpleNamespace(custom_auth=None, auth_headers={"Authorization": "Bearer k"})
+    class Client(SimpleNamespace):
+        """Stands for an SDK client (its module names the SDK whose version is checked)."""
+
+    Client.__module__ = "openai._client"
+    static = Client(custom_auth=None, auth_headers={"Authorization": "Bearer k"})
     assert direct_eligible(static)
     cases: list[dict[str, object]] = [
         {"custom_auth": object()},
@@ -354,7 +372,7 @@ def test_direct_path_needs_static_credentials(monkeypatch: pytest.MonkeyPatch) -
         {"auth_headers": {}},
     ]
     for dynamic in cases:
-        client = SimpleNamespace(**{**vars(static), **dynamic})
+        client = Client(**{**vars(static), **dynamic})
         assert not direct_eligible(client), dynamic
 
 

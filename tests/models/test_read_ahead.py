@@ -81,7 +81,7 @@ def test_a_proxys_pool_reads_ahead_too() -> None:
 
 def test_unchecked_versions_are_left_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a version outside ``CHECKED`` the private attributes are not touched."""
-    monkeypatch.setattr(transport, "internals_checked", lambda: False)
+    monkeypatch.setattr(transport, "internals_checked", lambda *dists: False)
     client = httpx2.AsyncClient()
     assert read_ahead_on_writes(client) == 0
     assert not isinstance(_backend_of(client), ReadAheadBackend)

@@ -2,10 +2,12 @@
 
 The direct sender, the direct read of a response's transport stream and the bounded error body
 use private attributes of httpx2 and of the SDK clients, and only on the versions in
-``_transport.CHECKED``; elsewhere the SDK's own path runs. These tests fail loudly when a
-dependency upgrade leaves those versions or changes an attribute, instead of the speed (or the
-credential check) quietly going away. The lowest-versions CI stage installs the floors, which
-are outside ``CHECKED``: there the SDK path is what runs and is tested, and these tests skip.
+``_transport.CHECKED``; elsewhere the SDK's own path runs (a newer version says so once,
+``tests/models/test_newer_releases.py``). These tests fail loudly when a pin in
+``.ci/constraints.txt`` leaves those versions or an attribute changes, instead of the speed (or
+the credential check) quietly going away. The lowest-versions and newest-releases CI stages
+install versions outside ``CHECKED``: there the path those allow is what runs and is tested,
+and these tests skip.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 from agentloop.models import Message, ModelRequest
 from agentloop.models import _transport as transport
 from agentloop.testing import ProviderServer, ScriptedResponse
-from tests.support.floors import running_the_floors
+from tests.support.floors import running_the_pins
 
 from ._provider_helpers import direct_paths_only, load, make_model
 
@@ -26,11 +28,13 @@ REQUEST = ModelRequest(messages=(Message.user("hi"),))
 REPLY = "anthropic/stream_text_ping"
 
 
-def test_the_installed_versions_are_the_checked_ones() -> None:
-    """An upgrade past ``CHECKED`` fails here: check the attributes the tests below read on the
-    new version, then widen the range (else the SDK path runs, slower)."""
-    if running_the_floors(transport.CHECKED):
-        pytest.skip("the lowest supported versions (.ci/constraints-lowest.txt): the SDK path")
+def test_the_pinned_versions_are_the_checked_ones() -> None:
+    """A pin moved past ``CHECKED`` (``.ci/constraints.txt``) fails here: check the attributes
+    the tests below read on the new version, then widen the range (else the SDK path runs,
+    slower). Other versions (the floors, the newest releases) run whichever path their
+    versions allow, and the tests assert the one that ran (``check_transport``)."""
+    if not running_the_pins(transport.CHECKED):
+        pytest.skip("not the versions .ci/constraints.txt pins: the path they allow runs")
     found = {dist: version(dist) for dist in transport.CHECKED}
     assert transport.internals_checked(), (
         f"installed {found}, internals checked on {transport.CHECKED}"
@@ -83,9 +87,10 @@ async def test_unchecked_versions_take_the_sdk_path(
 ) -> None:
     """On a version not in ``CHECKED`` nothing internal is read: ``transport="aiohttp"`` sends
     through the SDK's aiohttp client, whose body is read through ``aiter_raw()``."""
-    monkeypatch.setattr(transport, "internals_checked", lambda: False)
+    monkeypatch.setattr(transport, "internals_checked", lambda *dists: False)
     # An unchecked anthropic also stops the direct path that needs no SDK client (_sdk_free).
     monkeypatch.setitem(transport.CHECKED, "anthropic", ((0,), (0,)))
+    monkeypatch.setattr(transport, "_told", {"anthropic"})  # told once already
     server.enqueue(ScriptedResponse.sse(load(REPLY).body))
     async with make_model("anthropic", server.url, transport="aiohttp") as model:
         async with model.stream(REQUEST) as stream:

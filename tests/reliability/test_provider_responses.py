@@ -34,7 +34,7 @@ from agentloop.models import Model
 from agentloop.models import _types as mt
 from agentloop.models._driver import CONNECT_TIMEOUT, STREAM_IDLE_TIMEOUT
 from agentloop.models._errors_map import parse_retry_after
-from agentloop.models._transport import internals_checked
+from agentloop.models._transport import HTTPX, internals_checked
 from agentloop.models.openai import OpenAIChatModel
 from agentloop.testing import (
     Chunk,
@@ -234,7 +234,7 @@ async def test_a_413_before_the_body_was_read_is_a_bad_request(size: int) -> Non
             attempts = server.requests - before
             if not isinstance(outcome, ModelBadRequest) or outcome.status != 413 or attempts != 1:
                 wrong[transport] = (repr(outcome), attempts)
-    if set(wrong) == {"httpx"} and not internals_checked():
+    if set(wrong) == {"httpx"} and not internals_checked(*HTTPX):
         pytest.xfail("outside _transport.CHECKED (the floors) httpx2 is not read ahead on")
     assert not wrong
 

@@ -33,7 +33,7 @@ import sniffio
 
 from agentloop import Agent, ModelError, RetryPolicy
 from agentloop.models import _bounds
-from agentloop.models._transport import internals_checked
+from agentloop.models._transport import HTTPX, internals_checked
 from agentloop.testing import (
     Chunk,
     EmulatedProvider,
@@ -313,9 +313,9 @@ async def test_a_huge_json_document_is_not_read_whole(field: str) -> None:
 
 
 @pytest.mark.xfail(
-    not internals_checked(),
+    not internals_checked(*HTTPX),
     reason="outside _transport.CHECKED (the floors) the SDK reads an error body whole: the "
-    "bounded read uses httpx2 and SDK internals (known gap)",
+    "bounded read uses httpx2 internals (known gap)",
     strict=True,
 )
 async def test_a_huge_error_body_is_read_only_in_part() -> None:

@@ -66,7 +66,7 @@ def test_import_does_not_import_psycopg() -> None:
 def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without psycopg, PostgresStore raises a UserError saying what to install."""
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    with pytest.raises(UserError, match=r"pip install 'agentloop\[postgres\]'"):
+    with pytest.raises(UserError, match=r"pip install 'agentloop-runtime\[postgres\]'"):
         PostgresStore("postgresql:///x")
 
 

@@ -14,11 +14,20 @@ from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
-__all__ = ["LOWEST", "PYPROJECT", "floors", "lowest_pins", "running_the_floors"]
+__all__ = [
+    "LOWEST",
+    "PINNED",
+    "PYPROJECT",
+    "floors",
+    "lowest_pins",
+    "running_the_floors",
+    "running_the_pins",
+]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
 LOWEST = ROOT / ".ci" / "constraints-lowest.txt"
+PINNED = ROOT / ".ci" / "constraints.txt"
 
 
 def requirements() -> list[Requirement]:
@@ -40,13 +49,13 @@ def floors() -> dict[NormalizedName, Version]:
     return found
 
 
-def lowest_pins() -> dict[NormalizedName, Version]:
-    """The ``name==version`` pins of ``.ci/constraints-lowest.txt`` (empty where the file is not
-    shipped, as in an sdist)."""
-    if not LOWEST.exists():
+def lowest_pins(path: Path = LOWEST) -> dict[NormalizedName, Version]:
+    """The ``name==version`` pins of ``.ci/constraints-lowest.txt`` (or of ``path``; empty
+    where the file is not shipped, as in an sdist)."""
+    if not path.exists():
         return {}
     pins: dict[NormalizedName, Version] = {}
-    for line in LOWEST.read_text().splitlines():
+    for line in path.read_text().splitlines():
         line = line.partition("#")[0].strip()
         if line:
             name, _, pinned = line.partition("==")
@@ -57,7 +66,17 @@ def lowest_pins() -> dict[NormalizedName, Version]:
 def running_the_floors(dists: Iterable[str]) -> bool:
     """Whether every distribution named in ``dists`` is installed at its lowest pin (the
     lowest-versions CI stage, or a developer's venv made like it)."""
-    pins = lowest_pins()
+    return _installed_as(lowest_pins(), dists)
+
+
+def running_the_pins(dists: Iterable[str]) -> bool:
+    """Whether every distribution named in ``dists`` is installed at its pin in
+    ``.ci/constraints.txt`` (CI's main stages and the README's commands; not the
+    newest-releases stage)."""
+    return _installed_as(lowest_pins(PINNED), dists)
+
+
+def _installed_as(pins: dict[NormalizedName, Version], dists: Iterable[str]) -> bool:
     for dist in dists:
         try:
             installed = Version(version(dist))
