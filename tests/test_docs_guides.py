@@ -97,12 +97,37 @@ def test_every_skip_says_why_and_continues_something(page: Path) -> None:
             )
 
 
-def test_every_guide_is_in_the_nav_and_on_the_home_page() -> None:
-    nav = (ROOT / "docs" / "mkdocs.yml").read_text()
+def _nav_guides() -> list[tuple[str, str]]:
+    """The mkdocs nav's guides, in order: (title, file name)."""
+    nav = (ROOT / "docs" / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
+    section = nav.split("  - Guides:\n", 1)[1].split("\n  - ", 1)[0]
+    entries = re.findall(r'^ {6}- "?(.+?)"?: guides/([\w-]+\.md)$', section, re.MULTILINE)
+    return [(title, name) for title, name in entries]
+
+
+def _listed(text: str, prefix: str) -> list[tuple[str, str]]:
+    """The guides a markdown list or table links to, in order: (title, file name)."""
+    return re.findall(rf"\[([^\]]+)\]\({re.escape(prefix)}([\w-]+\.md)\)", text)
+
+
+def test_the_nav_lists_every_guide_once() -> None:
+    names = [name for _, name in _nav_guides()]
+    assert sorted(names) == [page.name for page in PAGES]
+
+
+def test_the_home_page_lists_the_guides_of_the_nav() -> None:
+    """The docs index's list of guides is the nav's: the same pages, titles and order."""
     home = (ROOT / "docs" / "pages" / "index.md").read_text()
-    for page in PAGES:
-        assert f"guides/{page.name}" in nav, f"{page.name} is not in the mkdocs nav"
-        assert f"(guides/{page.name})" in home, f"{page.name} is not linked from index.md"
+    section = home.split("\n## Guides\n", 1)[1].split("\n## ", 1)[0]
+    assert _listed(section, "guides/") == _nav_guides()
+
+
+def test_the_readme_maps_the_guides_of_the_nav() -> None:
+    """The README's map of features links every guide, with the nav's titles, in its order."""
+    readme = (ROOT / "README.md").read_text()
+    assert "\n## Features\n" in readme, "the README has no section 'Features'"
+    section = readme.split("\n## Features\n", 1)[1].split("\n## ", 1)[0]
+    assert _listed(section, "docs/pages/guides/") == _nav_guides()
 
 
 def test_the_block_reader() -> None:
