@@ -1,8 +1,9 @@
 """The guides' code runs: every python block of ``docs/pages/guides/*.md`` is executed, offline.
 
-Each block runs in a fresh namespace (``<!-- docs: continue -->`` before its fence: in the one
-of the block before it) with the page's directory of files a temporary one; a block with
-top-level ``await`` runs in an event loop of its own. ``<!-- docs: skip (why) -->`` marks code
+Each block runs as a script, as written (``python block.py``: top-level ``await`` is a
+``SyntaxError``, so async code runs under its own ``anyio.run``), in a fresh namespace
+(``<!-- docs: continue -->`` before its fence: in the one of the block before it) with the page's
+directory of files a temporary one. ``<!-- docs: skip (why) -->`` marks code
 that is not agentloop's (the migration guide's PydanticAI and OpenAI Agents SDK code), and
 every skip must say why. Remote models are blocked, so a block cannot reach a provider.
 """
@@ -16,11 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from tests.support.heap import freeze_what_lives
-from tests.support.markdown import CodeBlock, compile_block, python_blocks
+from tests.support.markdown import CodeBlock, compile_block, compile_script, python_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDES = ROOT / "docs" / "pages" / "guides"
@@ -51,15 +51,8 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 
 
 def run_block(block: CodeBlock, namespace: dict[str, Any], filename: str) -> None:
-    code = compile_block(block, filename)
-    if code.co_flags & inspect.CO_COROUTINE:
-
-        async def main() -> None:
-            await eval(code, namespace)
-
-        anyio.run(main)
-    else:
-        exec(code, namespace)
+    """Run a block as a script would: a block with top-level ``await`` does not compile."""
+    exec(compile_script(block, filename), namespace)
 
 
 def run_page(page: Path) -> int:
