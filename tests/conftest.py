@@ -180,9 +180,15 @@ def _freeze_what_each_module_leaves() -> Iterator[None]:
     freeze_what_lives()
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first (the order is otherwise kept): in a parallel run a long test that
-    starts near the end holds the whole suite up while the other workers sit idle."""
+    """A test that needs a Temporal dev server is slow (each xdist worker starts a server for its
+    session, and a durable run is several activities): ``-m "not slow"``, the fast loop, starts
+    none. Then the slow tests first (the order is otherwise kept): in a parallel run a long test
+    that starts near the end holds the whole suite up while the other workers sit idle."""
+    for item in items:
+        if item.get_closest_marker("temporal") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

@@ -1,8 +1,9 @@
 """The guides' code runs: every python block of ``docs/pages/guides/*.md`` is executed, offline.
 
-Each block runs in a fresh namespace (``<!-- docs: continue -->`` before its fence: in the one
-of the block before it) with the page's directory of files a temporary one; a block with
-top-level ``await`` runs in an event loop of its own. ``<!-- docs: skip (why) -->`` marks code
+Each block runs as a script, as written (``python block.py``: top-level ``await`` is a
+``SyntaxError``, so async code runs under its own ``anyio.run``), in a fresh namespace
+(``<!-- docs: continue -->`` before its fence: in the one of the block before it) with the page's
+directory of files a temporary one. ``<!-- docs: skip (why) -->`` marks code
 that is not agentloop's (the migration guide's PydanticAI and OpenAI Agents SDK code), and
 every skip must say why. Remote models are blocked, so a block cannot reach a provider.
 """
@@ -16,11 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from tests.support.heap import freeze_what_lives
-from tests.support.markdown import CodeBlock, compile_block, python_blocks
+from tests.support.markdown import CodeBlock, compile_block, compile_script, python_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDES = ROOT / "docs" / "pages" / "guides"
@@ -51,15 +51,8 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 
 
 def run_block(block: CodeBlock, namespace: dict[str, Any], filename: str) -> None:
-    code = compile_block(block, filename)
-    if code.co_flags & inspect.CO_COROUTINE:
-
-        async def main() -> None:
-            await eval(code, namespace)
-
-        anyio.run(main)
-    else:
-        exec(code, namespace)
+    """Run a block as a script would: a block with top-level ``await`` does not compile."""
+    exec(compile_script(block, filename), namespace)
 
 
 def run_page(page: Path) -> int:
@@ -97,12 +90,37 @@ def test_every_skip_says_why_and_continues_something(page: Path) -> None:
             )
 
 
-def test_every_guide_is_in_the_nav_and_on_the_home_page() -> None:
-    nav = (ROOT / "docs" / "mkdocs.yml").read_text()
+def _nav_guides() -> list[tuple[str, str]]:
+    """The mkdocs nav's guides, in order: (title, file name)."""
+    nav = (ROOT / "docs" / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
+    section = nav.split("  - Guides:\n", 1)[1].split("\n  - ", 1)[0]
+    entries = re.findall(r'^ {6}- "?(.+?)"?: guides/([\w-]+\.md)$', section, re.MULTILINE)
+    return [(title, name) for title, name in entries]
+
+
+def _listed(text: str, prefix: str) -> list[tuple[str, str]]:
+    """The guides a markdown list or table links to, in order: (title, file name)."""
+    return re.findall(rf"\[([^\]]+)\]\({re.escape(prefix)}([\w-]+\.md)\)", text)
+
+
+def test_the_nav_lists_every_guide_once() -> None:
+    names = [name for _, name in _nav_guides()]
+    assert sorted(names) == [page.name for page in PAGES]
+
+
+def test_the_home_page_lists_the_guides_of_the_nav() -> None:
+    """The docs index's list of guides is the nav's: the same pages, titles and order."""
     home = (ROOT / "docs" / "pages" / "index.md").read_text()
-    for page in PAGES:
-        assert f"guides/{page.name}" in nav, f"{page.name} is not in the mkdocs nav"
-        assert f"(guides/{page.name})" in home, f"{page.name} is not linked from index.md"
+    section = home.split("\n## Guides\n", 1)[1].split("\n## ", 1)[0]
+    assert _listed(section, "guides/") == _nav_guides()
+
+
+def test_the_readme_maps_the_guides_of_the_nav() -> None:
+    """The README's map of features links every guide, with the nav's titles, in its order."""
+    readme = (ROOT / "README.md").read_text()
+    assert "\n## Features\n" in readme, "the README has no section 'Features'"
+    section = readme.split("\n## Features\n", 1)[1].split("\n## ", 1)[0]
+    assert _listed(section, "docs/pages/guides/") == _nav_guides()
 
 
 def test_the_block_reader() -> None:

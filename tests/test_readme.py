@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import subprocess
@@ -35,12 +36,33 @@ def test_ci_runs_the_readme_commands_verbatim() -> None:
         assert f'"{command}"' in ci, command
 
 
-def test_readme_code_blocks_are_valid_python() -> None:
-    """Every python block in the README at least compiles (names and API are reviewed by hand)."""
+def _section(title: str) -> str:
+    readme = (ROOT / "README.md").read_text()
+    assert f"\n## {title}\n" in readme, f"the README has no section {title!r}"
+    return readme.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_is_read_in_five_minutes() -> None:
+    """At most 300 lines: what agentloop is, the quick start, one example, a map of the guides
+    and a short performance table. The detail lives in the guides (docs/pages/guides/)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines; at most 300"
+
+
+def test_the_readme_has_one_example_and_it_is_a_script() -> None:
+    """The one python block is the example (run below), and it runs as a script: no top-level
+    ``await``."""
     blocks = python_blocks((ROOT / "README.md").read_text())
-    assert len(blocks) >= 3
-    for block in blocks:
-        compile_block(block, "README.md")  # top-level await allowed
+    assert len(blocks) == 1, [block.line for block in blocks]
+    code = compile_block(blocks[0], "README.md")
+    assert not code.co_flags & inspect.CO_COROUTINE, "the example uses top-level await"
+
+
+def test_the_performance_table_is_five_rows_that_link_the_benchmarks() -> None:
+    section = _section("Performance")
+    rows = [line for line in section.splitlines() if line.startswith("|")][2:]  # header, rule
+    assert 1 <= len(rows) <= 5, rows
+    assert "(benchmarks/README.md)" in section
 
 
 EXAMPLE_ANSWER = "It is 21 °C in Paris."

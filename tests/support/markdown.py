@@ -63,3 +63,11 @@ def compile_block(block: CodeBlock, filename: str) -> CodeType:
     source = "\n" * block.line + block.source
     code: CodeType = compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     return code
+
+
+def compile_script(block: CodeBlock, filename: str) -> CodeType:
+    """The block compiled as a script runs it (``python file.py``): top-level ``await`` is the
+    ``SyntaxError`` a reader who copies the block would get. Line numbers are the markdown file's."""
+    source = "\n" * block.line + block.source
+    code: CodeType = compile(source, filename, "exec")
+    return code

@@ -1,0 +1,43 @@
+"""The fast loop (``pytest -m "not slow"``, CONTRIBUTING.md) leaves out what is heavy by nature:
+a real browser, worker processes killed mid-run, hundreds of sessions under load, and anything
+that needs a Temporal dev server (one per xdist worker, started for the session)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HEAVY = [
+    "tests/web/test_browser.py",  # Chromium
+    "tests/test_crash_resume.py",  # worker processes killed mid-run
+    "tests/test_temporal_crash.py",
+    "tests/reliability/test_load.py",  # hundreds of sessions
+    "tests/web/test_load.py",
+    "tests/test_temporal.py",  # a Temporal dev server
+    "tests/test_temporal_inputs.py",
+    "tests/test_temporal_subagents.py",
+    "tests/test_temporal_waiting.py",
+]
+
+
+def _fast_loop_collects(*paths: str) -> list[str]:
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n0", "-m", "not slow"]
+    done = subprocess.run(
+        [*command, "-p", "no:cacheprovider", *paths],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode in (0, 5), done.stdout + done.stderr  # 5: every test deselected
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_the_fast_loop_leaves_the_heavy_tests_out_and_keeps_the_rest() -> None:
+    collected = _fast_loop_collects(*HEAVY, "tests/test_loop.py")
+    assert collected, "the fast loop collected nothing"
+    assert {item.split("::")[0] for item in collected} == {"tests/test_loop.py"}
