@@ -57,6 +57,14 @@ def number(
     return amount
 
 
+def optional_finite(owner: str, field: str, value: object) -> None:
+    """``None`` or a finite int or float of any sign (its range is the provider's to check)."""
+    if value is not None and not (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ):
+        raise _fail(owner, field, "a finite number", value)
+
+
 def optional_number(owner: str, field: str, value: object, *, positive: bool = False) -> None:
     if value is not None:
         number(owner, field, value, positive=positive)

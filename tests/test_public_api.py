@@ -275,6 +275,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "agentloop.temporal": [
         "ActivityOptions",
+        "AgentChanged",
         "DurableRun",
         "DurableRunFailed",
         "TemporalAgent",

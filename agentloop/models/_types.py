@@ -372,7 +372,8 @@ class ModelSettings:
         owner = "ModelSettings"
         checks.optional_count(owner, "max_tokens", self.max_tokens, minimum=1)
         checks.optional_count(owner, "thinking_budget", self.thinking_budget)
-        checks.optional_number(owner, "temperature", self.temperature)
+        # Its range differs by provider (0-2, 0-1), whose 400 names it.
+        checks.optional_finite(owner, "temperature", self.temperature)
         checks.optional_number(owner, "top_p", self.top_p)
         if self.seed is not None:
             checks.count(owner, "seed", self.seed, minimum=-(2**63))

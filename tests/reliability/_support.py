@@ -28,6 +28,7 @@ from agentloop.sessions import (
 )
 from agentloop.sessions._base import Finish
 from agentloop.sessions._codec import EncodedRecord, StateDelta
+from tests.support.load import step_keys
 
 APIS = ("openai-chat", "openai-responses", "anthropic")
 
@@ -170,12 +171,16 @@ class HistoryView:
 
     def action_keys(self) -> set[str]:
         """Idempotency keys of every committed action (own and carried)."""
-        sid = self.session.id
         return {
-            f"{sid}:{run_id}:{step['index']}:{action['tag']}"
+            key
             for run_id, view in self.runs.items()
             for step in view.steps
-            for action in [*step.get("actions", []), *step.get("carried", [])]
+            for key in step_keys(
+                self.session.id,
+                run_id,
+                step["index"],
+                [*step.get("actions", []), *step.get("carried", [])],
+            )
         }
 
 

@@ -32,6 +32,7 @@ from agentloop import Agent, RetryPolicy, Tool, ToolContext, tool
 from agentloop.sessions import InMemoryStore, RunEndRecord, RunRecord, SessionStore, StepRecord
 from agentloop.testing import FunctionModel
 from agentloop.testing._scenarios import _ANSWER
+from agentloop.tools._context import call_identity
 
 __all__ = ["LOAD_RETRY", "CancelReport", "LoadReport", "run_cancel_load", "run_load"]
 
@@ -212,12 +213,24 @@ async def _check_session(
     if [s.index for s in steps] != list(range(len(steps))) or len(steps) != len(result.steps):
         return f"steps {[s.index for s in steps]} for {len(result.steps)} run steps"
     committed = {
-        f"{session_id}:{s.run_id}:{s.index}:{a['tag']}" for s in steps for a in _actions(s.step)
+        key for s in steps for key in step_keys(session_id, s.run_id, s.index, _actions(s.step))
     }
     ran = ledger.by_session.get(session_id, set())
     if not ran <= committed:
         return f"actions ran but are not in the history: {sorted(ran - committed)}"
     return None
+
+
+def step_keys(session_id: str, run_id: str, index: int, actions: list[dict[str, Any]]) -> list[str]:
+    """The idempotency keys of a stored step's actions, as ``ToolContext`` makes them: equal
+    calls of one reply told apart by their ordinal."""
+    seen: Counter[str] = Counter()
+    keys = []
+    for action in actions:
+        what = call_identity(action["name"], action.get("path"), action["input"])
+        keys.append(f"{session_id}:{run_id}:{index}:{what}:{seen[what]}")
+        seen[what] += 1
+    return keys
 
 
 def _actions(step: dict[str, Any]) -> list[dict[str, Any]]:
