@@ -587,9 +587,10 @@ class _Connection:
                 f"MCP server {server.name!r} could not {what}: {exc.message}"
             ) from None
 
-    async def pages(self, field: str, method: str) -> list[Any]:
-        """Every page of a listing (``resources/list``, ``prompts/list``…): ``field`` names
-        both the client's method (``list_<field>``) and the result's list."""
+    async def pages(self, field: str, method: str, *, what: str | None = None) -> list[Any]:
+        """Every page of a listing (``tools/list``, ``resources/list``…): ``field`` names
+        both the client's method (``list_<field>``) and the result's list; ``what`` says what
+        failed (default: ``answer <method>``)."""
 
         async def every_page(client: Client) -> list[Any]:
             listed: list[Any] = []
@@ -604,35 +605,10 @@ class _Connection:
                 f"MCP server {self.server.name!r} lists more than {_MAX_PAGES} pages ({method})"
             )
 
-        return await self.request(f"answer {method}", every_page)
+        return await self.request(what or f"answer {method}", every_page)
 
     async def _list(self) -> list[Any]:
-        from mcp import MCPError
-        from mcp.types import CONNECTION_CLOSED
-
-        server = self.server
-        client = self._live()
-        listed: list[Any] = []
-        cursor: str | None = None
-        try:
-            with anyio.fail_after(server.timeout):
-                for _ in range(_MAX_PAGES):
-                    page = await client.list_tools(cursor=cursor)
-                    listed.extend(page.tools)
-                    cursor = page.next_cursor
-                    if cursor is None:
-                        return listed
-        except TimeoutError:
-            raise MCPServerError(
-                f"MCP server {server.name!r} did not list its tools within {server.timeout:g}s"
-            ) from None
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
-                raise MCPServerError(self._lost(exc.message)) from None
-            raise MCPServerError(
-                f"MCP server {server.name!r} refused to list its tools: {exc.message}"
-            ) from None
-        raise MCPServerError(f"MCP server {server.name!r} lists more than {_MAX_PAGES} pages")
+        return await self.pages("tools", "tools/list", what="list its tools")
 
     def _build(self, listed: Sequence[Any]) -> tuple[Tool, ...]:
         server = self.server
