@@ -29,7 +29,13 @@ from agentloop.temporal import (  # noqa: E402
     worker,
 )
 from agentloop.temporal._durable import DELTAS_SIGNAL, WORKFLOW_NAME  # noqa: E402
-from tests.test_temporal_waiting import _until_waiting, ran, serving, transfer  # noqa: E402
+from tests.test_temporal_waiting import (  # noqa: E402
+    _queue,
+    _until_waiting,
+    ran,
+    serving,
+    transfer,
+)
 
 pytestmark = pytest.mark.temporal
 
@@ -42,10 +48,6 @@ def anyio_backend() -> str:
 @pytest.fixture(autouse=True)
 def _fresh_counts() -> None:
     ran.clear()
-
-
-def _queue() -> str:
-    return f"w-{uuid.uuid4().hex[:8]}"
 
 
 def _payer(name: str) -> TemporalAgent[Any]:

@@ -27,6 +27,17 @@ DRAFT = "Paris, probably."
 FINAL = "Go to Paris: 21°C and sunny."
 
 
+@tool(requires_approval=True)
+async def transfer(amount: int, to: str) -> str:
+    """Send money (the approval the protocol tests decide).
+
+    Args:
+        amount: how much
+        to: to whom
+    """
+    return f"sent {amount} to {to}"
+
+
 @tool
 async def get_weather(city: str) -> dict[str, Any]:
     """The weekend forecast for a city.

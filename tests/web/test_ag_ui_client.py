@@ -24,21 +24,10 @@ from agentloop.testing import (
 from agentloop.web import create_app
 from tests.support.node import node, run_script
 
-from ._demo import DRAFT, FINAL, THOUGHT, DemoProvider, demo_agent
+from ._demo import DRAFT, FINAL, THOUGHT, DemoProvider, demo_agent, transfer
 from ._serving import serving
 
 pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn's loop
-
-
-@tool(requires_approval=True)
-async def transfer(amount: int, to: str) -> str:
-    """Send money.
-
-    Args:
-        amount: how much
-        to: to whom
-    """
-    return f"sent {amount} to {to}"
 
 
 @tool

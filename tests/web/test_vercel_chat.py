@@ -13,28 +13,17 @@ from typing import Any
 
 import pytest
 
-from agentloop import Agent, tool
+from agentloop import Agent
 from agentloop.models.openai import OpenAIChatModel
 from agentloop.sessions import InMemoryStore
 from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, ProviderServer
 from agentloop.web import create_app
 from tests.support.node import node, run_script
 
-from ._demo import FINAL, THOUGHT, DemoProvider, demo_agent
+from ._demo import FINAL, THOUGHT, DemoProvider, demo_agent, transfer
 from ._serving import serving
 
 pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn's loop
-
-
-@tool(requires_approval=True)
-async def transfer(amount: int, to: str) -> str:
-    """Send money.
-
-    Args:
-        amount: how much
-        to: to whom
-    """
-    return f"sent {amount} to {to}"
 
 
 PAY: list[EmulatedTurn | str] = [
