@@ -76,24 +76,32 @@ def server_command(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[st
 
 
 @contextmanager
-def _http_server(command: list[str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """Start the test server on a free loopback port; its URL and process. Killed at the end."""
-    proc = subprocess.Popen(
-        [*command, "--http"],
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+def _port_server(
+    command: list[str], port_of: Callable[[str], int | None], what: str
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """Start a server that prints its free loopback port first (``port_of`` reads it from
+    that line); its MCP URL and process. Killed at the end."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
         line = _first_line(proc)
-        if not line.strip().isdigit():
-            pytest.fail(f"the MCP test server did not start (exit code {proc.poll()})")
-        yield f"http://127.0.0.1:{int(line)}/mcp", proc
+        port = port_of(line)
+        if port is None:
+            pytest.fail(f"{what} did not start (exit code {proc.poll()}): {line!r}")
+        yield f"http://127.0.0.1:{port}/mcp", proc
     finally:
         proc.kill()
         proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _http_server(command: list[str]) -> AbstractContextManager[tuple[str, subprocess.Popen[str]]]:
+    """The test server on a free loopback port; its URL and process."""
+    return _port_server(
+        [*command, "--http"],
+        lambda line: int(line) if line.strip().isdigit() else None,
+        "the MCP test server",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -140,22 +148,13 @@ def _everything_script() -> list[str]:
 @contextmanager
 def _everything_http(*flags: str) -> Iterator[str]:
     """server-everything over streamable HTTP on a free loopback port; its URL."""
-    proc = subprocess.Popen(
-        [*_everything_script(), "http", *flags],
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        line = _first_line(proc)
-        if not line.startswith("port "):
-            pytest.fail(f"server-everything did not start (exit code {proc.poll()}): {line!r}")
-        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
-    finally:
-        proc.kill()
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+
+    def port_of(line: str) -> int | None:
+        return int(line.split()[1]) if line.startswith("port ") else None
+
+    command = [*_everything_script(), "http", *flags]
+    with _port_server(command, port_of, "server-everything") as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="session")
