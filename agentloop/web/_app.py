@@ -18,7 +18,6 @@ import hashlib
 import hmac
 import os
 import secrets
-import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
@@ -33,7 +32,6 @@ from starlette.routing import Route
 
 from agentloop import (
     Agent,
-    AgentLoopWarning,
     Approve,
     Decision,
     Deny,
@@ -77,43 +75,42 @@ class Owner(str):
     formerly: tuple[str, ...] = ()
 
 
-def bearer_token(env: str = "AGENTLOOP_TOKEN", *, secret_env: str = "AGENTLOOP_SECRET") -> Auth:
+def bearer_token(env: str = "AGENTLOOP_TOKEN") -> Auth:
     """An ``Auth`` that admits requests bearing the token in environment variable ``env``
     (``Authorization: Bearer …``); all of them share one owner. Raises ``UserError`` at once
     if the variable is unset or empty.
 
     The owner id stored with sessions is an HMAC of the token keyed with the server's secret
-    (``secret_env``), so that a leaked store gives no way to test guesses of the token.
-    Sessions stored under the former id (an unkeyed hash) stay readable. Without the secret the
-    former id is kept, with a warning.
+    (``create_app(secret=)``, ``AGENTLOOP_SECRET``, else one kept in the session store), so
+    that a leaked store of sessions alone gives no way to test guesses of the token. Sessions
+    stored under the former id (an unkeyed hash) stay readable.
 
     Args:
         env: The environment variable holding the token.
-        secret_env: The environment variable holding the server's secret.
     """
     token = os.environ.get(env, "")
     if not token:
         raise UserError(f"bearer_token: environment variable {env} is not set")
     legacy = "bearer:" + hashlib.sha256(token.encode()).hexdigest()[:16]
-    secret = os.environ.get(secret_env, "")
-    owner: str
-    if secret:
-        keyed = hmac.new(secret.encode(), b"agentloop owner\0" + token.encode(), "sha256")
-        owner = Owner("bearer:k1:" + keyed.hexdigest()[:32])
-        owner.formerly = (legacy,)
-    else:
-        warnings.warn(
-            f"bearer_token: {secret_env} is not set, so session owner ids are an unkeyed hash "
-            f"of the token; set {secret_env} to a random secret to key them",
-            AgentLoopWarning,
-            stacklevel=2,
-        )
-        owner = legacy
     expected = f"Bearer {token}".encode()
+    keyed: dict[bytes, Owner] = {}  # by server secret: one per app serving this auth
+
+    def owner_for(secret: bytes) -> Owner:
+        found = keyed.get(secret)
+        if found is None:
+            mac = hmac.new(secret, b"agentloop owner\0" + token.encode(), "sha256")
+            found = keyed[secret] = Owner("bearer:k1:" + mac.hexdigest()[:32])
+            found.formerly = (legacy,)
+        return found
 
     async def check(request: Request) -> str | None:
         given = request.headers.get("authorization", "").encode()
-        return owner if secrets.compare_digest(given, expected) else None
+        if not secrets.compare_digest(given, expected):
+            return None
+        hub = getattr(request.app.state, "hub", None)
+        if not isinstance(hub, RunHub):
+            raise UserError("bearer_token serves the app of create_app (its hub holds the secret)")
+        return owner_for(hub.secret)
 
     return check
 
@@ -131,6 +128,7 @@ def create_app(
     cors_origins: Sequence[str] = (),
     allow_origins: Sequence[str] = (),
     allow_hosts: Sequence[str] = (),
+    secret: bytes | str | None = None,
     page: bool = True,
 ) -> Starlette:
     """The HTTP API serving ``agent`` (and its page at ``/``), as a Starlette app to mount or
@@ -152,9 +150,12 @@ def create_app(
         allow_origins: Other origins whose pages may act (``https://app.example``; ``*``: any).
         allow_hosts: Names the server answers to besides loopback ones (``agent.example``,
             ``*.example.com``; ``*``: any, which gives up the DNS rebinding check).
+        secret: The server's secret, which keys the owner ids stored with sessions (at least
+            16 bytes; default: ``AGENTLOOP_SECRET``, else one made once and kept in the store,
+            which every server on that store shares; give replicas on separate stores one).
         page: Serve the built-in page at ``/``.
     """
-    hub = RunHub(agent, store=store, limits=limits)
+    hub = RunHub(agent, store=store, limits=limits, secret=secret)
     who = auth or _local
     body_limit = hub.limits.max_body_bytes
 

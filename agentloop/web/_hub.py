@@ -31,6 +31,8 @@ from agentloop import (
 )
 from agentloop.sessions import InMemoryStore, SessionStore
 
+from ._secret import server_secret
+
 TERMINAL = (RunFinished, RunFailed, RunWaiting)
 
 
@@ -197,6 +199,8 @@ class RunHub:
         agent: The agent that serves every run.
         store: Where sessions live (default: the agent's store, else a new ``InMemoryStore``).
         limits: The server's bounds.
+        secret: The server's secret, which keys owner ids (default: ``AGENTLOOP_SECRET``, else
+            one made once and kept in ``store``, shared by every server on it).
     """
 
     def __init__(
@@ -205,10 +209,13 @@ class RunHub:
         *,
         store: SessionStore | None = None,
         limits: WebLimits | None = None,
+        secret: bytes | str | None = None,
     ) -> None:
         self.agent = agent
         self.store: SessionStore = store or agent.store or InMemoryStore()
         self.limits = limits or WebLimits()
+        self._given_secret = secret
+        self._secret: bytes | None = None
         self._logs: dict[str, RunLog] = {}
         self._ended: list[str] = []
         self._running: dict[str, int] = defaultdict(int)
@@ -216,7 +223,15 @@ class RunHub:
         self._busy: set[str] = set()
         self._tg: TaskGroup | None = None
 
+    @property
+    def secret(self) -> bytes:
+        """The server's secret (known once the hub is entered), to key owner ids with."""
+        if self._secret is None:
+            raise UserError("the hub's secret is known once it is entered (the app's lifespan)")
+        return self._secret
+
     async def __aenter__(self) -> Self:
+        self._secret = await server_secret(self.store, self._given_secret)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         return self

@@ -71,6 +71,7 @@ async def serve(
     cors_origins: Sequence[str] = (),
     allow_origins: Sequence[str] = (),
     allow_hosts: Sequence[str] = (),
+    secret: bytes | str | None = None,
     log_level: str = "info",
 ) -> None:
     """Serve ``agent`` (``create_app``) with uvicorn until cancelled. Any address but a
@@ -90,6 +91,7 @@ async def serve(
         cors_origins: Origins allowed to call the API from a browser.
         allow_origins: Other origins whose pages may act (``create_app``).
         allow_hosts: Names the server answers to besides loopback ones (``create_app``).
+        secret: The server's secret, which keys owner ids (``create_app``).
         log_level: uvicorn's log level.
     """
     import uvicorn
@@ -107,6 +109,7 @@ async def serve(
         cors_origins=cors_origins,
         allow_origins=allow_origins,
         allow_hosts=hosts,
+        secret=secret,
     )
     config = bounded_config(
         app,

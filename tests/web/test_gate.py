@@ -146,7 +146,6 @@ async def test_a_foreign_host_is_refused_before_routing(
     auth: dict[str, str] = {}
     if token:
         monkeypatch.setenv("AGENTLOOP_TEST_TOKEN", "s3cret")
-        monkeypatch.setenv("AGENTLOOP_SECRET", "a-server-secret")
         options["auth"] = bearer_token("AGENTLOOP_TEST_TOKEN")
         auth = {"authorization": "Bearer s3cret"}
     async with _served(provider, anyio_backend, **options) as (client, _, app):

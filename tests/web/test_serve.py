@@ -62,7 +62,6 @@ async def test_agentloop_serve_with_a_token_admits_only_requests_that_bear_it() 
             **os.environ,
             "AGENTLOOP_TEST_PROVIDER_URL": provider.url,
             "AGENTLOOP_TEST_TOKEN": "s3cret-token",
-            "AGENTLOOP_SECRET": "a-server-secret",
         }
         command = [sys.executable, "-m", "agentloop", "serve", "tests.web._served:agent"]
         command += ["--host", "0.0.0.0", "--port", str(port), "--token-env", "AGENTLOOP_TEST_TOKEN"]
