@@ -726,6 +726,8 @@ def end_record(
             "output_tokens": u.output_tokens,
             "unknown": u.unknown,
         }
+        if u.stream_errors:
+            usage["stream_errors"] = u.stream_errors
         last = result.steps[-1].usage if result.steps else None
         if last is not None and last.output_tokens:
             usage["answer_tokens"] = last.output_tokens

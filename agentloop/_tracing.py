@@ -272,6 +272,8 @@ def _usage_attributes(span: Span, usage: mt.Usage) -> None:
         span.set_attribute("gen_ai.usage.reasoning.output_tokens", usage.reasoning_tokens)
     if usage.unknown:
         span.set_attribute("agentloop.usage.unknown_requests", usage.unknown)
+    if usage.stream_errors:
+        span.set_attribute("agentloop.usage.stream_errors", usage.stream_errors)
 
 
 # -- content (opt-in) ---------------------------------------------------------------------------

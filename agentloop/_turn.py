@@ -3,6 +3,7 @@ the moment it is sealed; retry failed attempts below all middleware."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import TYPE_CHECKING
@@ -409,6 +410,8 @@ class _Attempt:
     ) -> None:
         usage = response.usage if response is not None else None
         counted = mt.UNKNOWN_USAGE if usage is None else _one_request(usage)
+        if error is not None:  # a failed stream whose reply was kept: counted, never silent
+            counted = dataclasses.replace(counted, stream_errors=1)
         model = self.model
         self.run.count_usage(f"{model.provider}:{model.name}", counted)
         if self.run.emitting:
@@ -451,5 +454,6 @@ def _one_request(usage: mt.Usage) -> mt.Usage:
             cache_write_tokens=usage.cache_write_tokens,
             reasoning_tokens=usage.reasoning_tokens,
             unknown=usage.unknown,
+            stream_errors=usage.stream_errors,
         )
     )

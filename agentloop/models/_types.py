@@ -474,6 +474,8 @@ class Usage:
         cache_write_tokens: Prompt tokens written to it.
         reasoning_tokens: Reply tokens spent on reasoning.
         unknown: Model calls whose usage was never reported.
+        stream_errors: Model calls whose stream failed after actions of the reply had started:
+            the reply so far was kept as the step (a retry could run them twice), not retried.
     """
 
     requests: int = 0
@@ -483,6 +485,7 @@ class Usage:
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
     unknown: int = 0
+    stream_errors: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -493,6 +496,7 @@ class Usage:
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             unknown=self.unknown + other.unknown,
+            stream_errors=self.stream_errors + other.stream_errors,
         )
 
     @property

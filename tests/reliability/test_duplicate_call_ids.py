@@ -145,3 +145,44 @@ async def test_a_stream_error_after_the_replys_actions_started_is_said_not_dropp
     assert "upstream hiccup 4711" in finished[0].error.message
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("upstream hiccup 4711" in w for w in warnings), warnings
+
+
+async def test_a_stream_error_after_the_replys_actions_started_is_counted_and_traced() -> None:
+    """Each such error is counted in the run's usage (``Usage.stream_errors``, by model too),
+    and with tracing on it is an event on the model call's span and a count on the run's."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from agentloop import Instrumentation
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    count = 0
+
+    @tool
+    async def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    def handler(request: RecordedRequest) -> ScriptedResponse:
+        nonlocal count
+        count += 1
+        return ScriptedResponse(headers=HEADERS, body=SEALED_THEN_ERROR if count == 1 else ANSWER)
+
+    async with ProviderServer(handler) as server:
+        model = OpenAIChatModel("m", base_url=server.url + "/v1", api_key="k")
+        async with model:
+            traced = Instrumentation(tracer_provider=provider)
+            result = await Agent(model, tools=[weather], instrument=traced).run("Paris?")
+            count = 0
+            clean = await Agent(model, tools=[weather]).run("Paris?")
+    assert result.usage.stream_errors == 1 and result.usage.requests == 2
+    assert result.usage_by_model["openai:m"].stream_errors == 1
+    assert clean.usage.stream_errors == 1  # counted with tracing off too
+    spans = exporter.get_finished_spans()
+    runs = [s for s in spans if (s.attributes or {}).get("agentloop.usage.stream_errors")]
+    assert [(s.attributes or {})["agentloop.usage.stream_errors"] for s in runs] == [1]
+    said = [e for s in spans for e in s.events if e.name == "agentloop.stream_failed_after_start"]
+    assert len(said) == 1 and "upstream hiccup 4711" in str((said[0].attributes or {})["message"])
