@@ -49,7 +49,7 @@ from ._plan import Plan, plan_run
 from ._prompt import build_prompt, replay_step
 from ._run import Launch, RunCore
 from ._session_run import SessionScope
-from ._steps import Action, ActionResult, RunErrorInfo, RunResult, Step
+from ._steps import Action, ActionResult, PendingCall, RunErrorInfo, RunResult, Step
 from ._tracing import tool_span, traced_model_call, traced_run
 from ._turn import call_model
 from ._waiting import (
@@ -487,6 +487,9 @@ async def _admit(
         return None
     key = f"{run.call_prefix}{pending.action.tag}"
     decision = run.decisions.pop(key, None)
+    if decision is not None and _asked_before(run, key):
+        run.answers[pending.action.tag] = decision  # the call runs again, and hears it
+        return "run"
     if decision is not None:
         await _apply(run, executor, pending, step, decision, "resume")
         return None
@@ -536,16 +539,8 @@ async def _apply(
     action = pending.action
     kind: Literal["approval", "external"] = "external" if decision.kind == "result" else "approval"
     call = pending_call(action, kind, prefix=run.call_prefix, branch=run.branch)
-    reason = decision.reason if isinstance(decision, Deny) else None
+    await _said(run, call, decision, by)
     arguments = dict(decision.arguments) if isinstance(decision, Edit) else None
-    await run.emit(
-        ev.ActionDecided,
-        call=call,
-        decision=decision.kind,
-        by=by,
-        reason=reason,
-        arguments=arguments,
-    )
     result: ActionResult | None = None
     if isinstance(decision, Deny):
         result = error_result(action, "denied", f"denied: {decision.reason}")
@@ -682,26 +677,62 @@ async def _action_progress(
 async def _ask_while_running(
     run: RunCore, action: Action, about: Any
 ) -> Approve | Deny | Edit | None:
-    """A running tool asks the run's live approver (``ToolContext.ask_approver``): announced
-    and decided as an approval, with ``about`` as the call's input. Nothing waits for
-    ``resume``: without an approver, or undecided, the tool hears ``None``."""
-    if run.approver is None:
-        return None
+    """A running tool asks a question (``ToolContext.ask_approver``), with ``about`` as the
+    call's input: the run's live approver decides it as an approval. With none, or left
+    undecided, the tool hears ``None`` and the question becomes a pending call of kind
+    ``elicitation`` that the run waits on (``_settle``); resumed with its decision, the call
+    runs again and hears that decision when it asks again."""
+    kind: Literal["approval", "elicitation"] = "approval" if run.approver else "elicitation"
     call = dataclasses.replace(
-        pending_call(action, "approval", prefix=run.call_prefix, branch=run.branch), input=about
+        pending_call(action, kind, prefix=run.call_prefix, branch=run.branch), input=about
     )
-    await run.emit(ev.ActionAwaiting, call=call)
-    decision, by = await ask(run.approver, call, run.context, run.approval_timeout)
-    if decision is not None:
-        await run.emit(
-            ev.ActionDecided,
-            call=call,
-            decision=decision.kind,
-            by=by,
-            reason=decision.reason if isinstance(decision, Deny) else None,
-            arguments=dict(decision.arguments) if isinstance(decision, Edit) else None,
-        )
+    answer = run.answers.pop(action.tag, None)
+    if answer is not None and not isinstance(answer, ExternalResult):
+        await _said(run, dataclasses.replace(call, kind="elicitation"), answer, "resume")
+        return answer
+    decision: Approve | Deny | Edit | None = None
+    if run.approver is not None:
+        await run.emit(ev.ActionAwaiting, call=call)
+        decision, by = await ask(run.approver, call, run.context, run.approval_timeout)
+        if decision is not None:
+            await _said(run, call, decision, by)
+    if decision is None and action.tag not in run.asked:  # the first question waits
+        run.asked[action.tag] = about
+        if kind == "elicitation":
+            await run.emit(ev.ActionAwaiting, call=call)
     return decision
+
+
+async def _said(run: RunCore, call: PendingCall, decision: Decision, by: DecidedBy) -> None:
+    await run.emit(
+        ev.ActionDecided,
+        call=call,
+        decision=decision.kind,
+        by=by,
+        reason=decision.reason if isinstance(decision, Deny) else None,
+        arguments=dict(decision.arguments) if isinstance(decision, Edit) else None,
+    )
+
+
+def _asked_before(run: RunCore, key: str) -> bool:
+    """Whether the waiting step's pending call ``key`` is a question its running call asked."""
+    waiting = run.waiting_step
+    pending = waiting.pending if waiting is not None else ()
+    return any(p.id == key and p.kind == "elicitation" for p in pending)
+
+
+def _questions(run: RunCore, results: list[ActionResult]) -> list[PendingCall]:
+    """The questions the step's calls asked with nobody to answer: each such call waits, its
+    result set aside (the call runs again on resume, and hears the decision)."""
+    asked, run.asked = run.asked, {}
+    return [
+        dataclasses.replace(
+            pending_call(_action(r), "elicitation", prefix=run.call_prefix, branch=run.branch),
+            input=asked[r.tag],
+        )
+        for r in results
+        if r.tag in asked
+    ]
 
 
 async def _settle(
@@ -771,11 +802,15 @@ async def _settle(
     waits = {id(p) for p, _ in undecided}
     results = await _results_of([p for p in pendings if id(p) not in waits])
     carried_results = tuple(await _results_of(carried))
-    if undecided or any(subrun_waits(r) for r in results):
+    questions = _questions(run, results)
+    if questions:
+        results = [r for r in results if r.tag not in {q.tag for q in questions}]
+    if undecided or questions or any(subrun_waits(r) for r in results):
         asked = [
             pending_call(p.action, kind, prefix=run.call_prefix, branch=run.branch)
             for p, kind in undecided
         ]
+        asked += questions
         calls = tuple(step_pending(results, asked))
         held = Step(
             index=step_index,

@@ -260,8 +260,10 @@ class RunCore:
         "_context",
         "_pending_discards",
         "agent",
+        "answers",
         "approval_timeout",
         "approver",
+        "asked",
         "attempts",
         "branch",
         "call_prefix",
@@ -334,6 +336,10 @@ class RunCore:
         if self.approver is None and parent is not None:  # a sub-run asks its parent's
             self.approver = parent.approver
             self.approval_timeout = parent.approval_timeout
+        # Questions a running call asked with no live approver (its action's tag → what it
+        # asked): the call waits on them. Resuming, the answers for the calls that run again.
+        self.asked: dict[str, Any] = {}
+        self.answers: dict[str, Decision] = {}
         # A waiting sub-run to resume, by the tag of the parent's action that runs it.
         self.subrun_resumes: dict[str, tuple[RunResult, dict[str, Decision]]] = {}
         self.plan: Plan  # set by the loop once the tools are known

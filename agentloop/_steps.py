@@ -132,7 +132,11 @@ class PendingCall:
         name: The tool's name.
         path: The toolkit activity, if any.
         input: The arguments the model gave.
-        kind: ``approval`` (approve, deny or edit it) or ``external`` (supply its result).
+        kind: ``approval`` (approve, deny or edit it), ``external`` (supply its result) or
+            ``elicitation``: the running call asked a question (``ToolContext.ask_approver``,
+            an MCP server's elicitation, its ``input``) with no live approver to answer;
+            ``Edit(values)`` answers it with those values, ``Approve()`` with none,
+            ``Deny(reason)`` declines, and the call runs again to hear the answer.
         branch: The branch of the run that made the call.
     """
 
@@ -141,7 +145,7 @@ class PendingCall:
     name: str
     path: str | None = None
     input: Any = None
-    kind: Literal["approval", "external"] = "approval"
+    kind: Literal["approval", "external", "elicitation"] = "approval"
     branch: str = ""
 
 

@@ -81,7 +81,11 @@ async def decision_needed(
 
 
 def pending_call(
-    action: Action, kind: Literal["approval", "external"], *, prefix: str, branch: str
+    action: Action,
+    kind: Literal["approval", "external", "elicitation"],
+    *,
+    prefix: str,
+    branch: str,
 ) -> PendingCall:
     return PendingCall(
         id=f"{prefix}{action.tag}",
@@ -132,6 +136,13 @@ def check_decisions(
                 f"{key!r} is a call that needs approval: Approve(), Deny(reason) or "
                 "Edit(arguments), not a result"
             )
+        if call.kind == "elicitation":
+            if isinstance(decision, ExternalResult):
+                raise DecisionError(
+                    f"{key!r} is a running call's question: Edit(values) answers it, Approve() "
+                    "accepts with none, Deny(reason) declines; not a result"
+                )
+            continue  # an edit's values answer the question: they are no tool arguments
         if isinstance(decision, Edit) and waiting is not None:
             tools = _toolbox_of(key.removeprefix(prefix), waiting, toolbox)
             if tools is None or isinstance(tools.find(call.name, call.path), str):

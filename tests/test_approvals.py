@@ -466,3 +466,43 @@ async def test_the_waiting_events_round_trip_through_json() -> None:
     (waiting,) = [e for e in events if isinstance(e, RunWaiting)]
     assert waiting.result.pending[0].id == "pay"
     assert not any(isinstance(e, RunFinished) for e in events)
+
+
+async def test_a_running_calls_question_without_an_approver_waits_and_runs_again() -> None:
+    """``ToolContext.ask_approver`` with no live approver (or one that leaves it undecided):
+    the tool hears ``None``, its result is set aside, and the run waits on a pending call of
+    kind ``elicitation`` carrying the question. Resumed, the call runs again (same tag, same
+    idempotency key) and hears the decision; the session keeps the question across the wait."""
+    from agentloop.sessions import InMemoryStore
+
+    heard: list[tuple[str, Any]] = []
+
+    @tool
+    async def book(ctx: ToolContext, room: str) -> str:
+        """Book a room."""
+        answer = await ctx.ask_approver({"question": f"which day for {room}?"})
+        heard.append((ctx.idempotency_key, answer))
+        if isinstance(answer, Edit):
+            return f"booked {room} on {answer.arguments['day']}"
+        return f"not booked: {answer!r}"
+
+    async def undecided(pending: PendingCall, ctx: RunContext) -> None:
+        return None
+
+    for approver in (None, undecided):
+        heard.clear()
+        model = ScriptedModel([Reply(calls=[call("book", {"room": "blue"})]), "done"])
+        agent = Agent(model, tools=[book], store=InMemoryStore(), approver=approver)
+        waiting = await agent.run("book it", session="s")
+        (pending,) = waiting.pending
+        assert waiting.status == "waiting" and waiting.steps == ()
+        assert pending.kind == "elicitation" and pending.input == {
+            "question": "which day for blue?"
+        }
+        with pytest.raises(UserError, match="running call's question"):
+            await agent.resume(session="s", decisions={pending.id: ExternalResult(output=1)})
+        done = await agent.resume(session="s", decisions={pending.id: Edit({"day": "Monday"})})
+        assert done.output == "done"
+        assert done.steps[0].actions[0].output == "booked blue on Monday"
+        (first_key, first), (second_key, second) = heard
+        assert first is None and second == Edit({"day": "Monday"}) and first_key == second_key

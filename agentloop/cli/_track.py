@@ -221,7 +221,11 @@ def answer_text(result: RunResult) -> str:
 def awaiting_text(event: ActionAwaiting) -> str:
     """``awaits approval: transfer(amount=5) · id 'call_1'``."""
     call = event.call
-    what = "awaits approval" if call.kind == "approval" else "awaits its result (external)"
+    what = {
+        "approval": "awaits approval",
+        "external": "awaits its result (external)",
+        "elicitation": "awaits an answer to its question",
+    }[call.kind]
     return f"{what}: {call_text(call.name, call.path, call.input)} · id {call.id!r}"
 
 

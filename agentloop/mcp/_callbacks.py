@@ -135,9 +135,11 @@ def sampling_callback(server: str, sampler: Sampler) -> Any:
 def approver_elicitor(server: str, calls: Callable[[], Sequence[ToolContext]]) -> Elicitor:
     """An elicitor that asks the approver of the run whose call the server is in
     (``MCPServer(elicitation="approver")``): ``Edit(arguments)`` accepts with those values,
-    ``Approve()`` accepts with none, ``Deny`` declines, and no decision (no approver, or an
-    undecided one) cancels. The server's request names no call, so it is the one call in
-    flight on the connection; with several (or none), it is declined, with a warning."""
+    ``Approve()`` accepts with none, ``Deny`` declines. With no decision (no approver, or an
+    undecided one) the server hears ``cancel`` and the run waits on the elicitation as a
+    pending call; resumed with the decision, the call runs again and its elicitation gets it.
+    The server's request names no call, so it is the one call in flight on the connection;
+    with several (or none), it is declined, with a warning."""
 
     async def ask(asked: MCPElicitation) -> MCPElicitationReply:
         from .. import Approve, Edit

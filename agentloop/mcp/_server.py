@@ -110,7 +110,8 @@ class MCPServer(ABC):
             without it the client does not offer sampling.
         elicitation: Answers the server's elicitations (``elicitation/create``), or
             ``"approver"``: they are asked of the approver of the run whose call the server
-            is in (``Agent(approver=...)``; see ``approver_elicitor``). Without it the client
+            is in (``Agent(approver=...)``), or, with none, become a decision the run waits
+            on (``PendingCall.kind == "elicitation"``; see ``approver_elicitor``). Without it the client
             does not offer elicitation.
     """
 

@@ -121,8 +121,10 @@ class ToolContext(Generic[DepsT]):
         """Ask the run's live approver (``Agent(approver=...)``) about this running call, with
         ``about`` as the pending call's ``input`` (what the person is asked: an MCP server's
         elicitation, say). ``ActionAwaiting`` and ``ActionDecided`` stream as for an approval.
-        ``None`` when the run has no approver, or it left the question undecided: a running
-        call cannot wait for ``resume``.
+        ``None`` when the run has no approver, or it left the question undecided: then the
+        call's result is set aside and the run waits on a pending call of kind
+        ``elicitation``; resumed with its decision, the call runs again (same tag and
+        idempotency key) and this returns that decision.
 
         Args:
             about: What the approver is asked (JSON-like).

@@ -603,7 +603,7 @@ class VercelEncoder:
                 call = event.call
                 ident = p.waiting(event)
                 out = [*self._input_complete(ident, call.name, call.input), *out]
-                if call.kind == "approval":
+                if call.kind != "external":  # an approval, or a running call's question
                     out.append(
                         {
                             "type": "tool-approval-request",

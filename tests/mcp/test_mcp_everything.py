@@ -223,8 +223,7 @@ async def test_without_callbacks_the_server_offers_no_sampling_or_elicitation_to
 async def test_an_elicitation_becomes_a_decision_of_the_runs_approver(everything: Any) -> None:
     """With ``elicitation="approver"`` and no callback, the server's elicitation is asked of
     the approver of the run whose call it is in, as an approval (``ActionAwaiting``, then
-    ``ActionDecided``): ``Edit`` accepts with its values, ``Deny`` declines. A run without an
-    approver cannot wait inside a running call: its elicitation is cancelled."""
+    ``ActionDecided``): ``Edit`` accepts with its values, ``Deny`` declines."""
     from agentloop import Deny, Edit, PendingCall, RunContext
 
     asked: list[PendingCall] = []
@@ -253,7 +252,6 @@ async def test_an_elicitation_becomes_a_decision_of_the_runs_approver(everything
                     if event.type in ("action_awaiting", "action_decided"):
                         events.append(event.type)
             result = run.result
-            alone = await Agent(script(), tools=[server]).run("go")
     assert result is not None
     accepted, declined = (s.actions[0] for s in result.steps[:2])
     assert "- Name: Grace Hopper" in accepted.output
@@ -264,6 +262,124 @@ async def test_an_elicitation_becomes_a_decision_of_the_runs_approver(everything
     assert first.input["elicitation"] == "Please provide inputs for the following fields:"
     assert first.input["schema"]["required"] == ["name"]
     assert events == ["action_awaiting", "action_decided"] * 2
-    assert all(
-        "User cancelled the elicitation dialog" in s.actions[0].output for s in alone.steps[:2]
+
+
+@pytest.mark.parametrize("held_by", ["session", "caller"])
+async def test_without_a_live_approver_an_elicitation_is_a_decision_the_run_waits_on(
+    everything: Any, held_by: str
+) -> None:
+    """A run with no approver (a session run served over the web, say): the server's
+    elicitation becomes a pending call of kind ``elicitation`` carrying the form, and the run
+    waits (the server hears ``cancel`` meanwhile, and that result is set aside). Resumed with
+    ``Edit(values)`` the call runs again and the server gets those values; a second elicitation
+    waits in turn, and ``Deny`` declines it. A decision of the wrong kind is refused."""
+    from agentloop import Deny, Edit, ExternalResult, UserError
+    from agentloop.sessions import InMemoryStore
+
+    model = ScriptedModel(
+        [
+            Reply(calls=[call("trigger-elicitation-request")]),
+            Reply(calls=[call("trigger-elicitation-request")]),
+            "done",
+        ]
     )
+    store = InMemoryStore() if held_by == "session" else None
+    session = "s-1" if store is not None else None
+    kinds: list[tuple[str, str, str | None]] = []
+    with anyio.fail_after(LIMIT):
+        async with everything(elicitation="approver") as server:
+            agent = Agent(model, tools=[server], store=store)
+
+            async def resume(decision: Any, waiting: Any) -> Any:
+                (call_id,) = (p.id for p in waiting.pending)
+                async with agent.stream_resume(
+                    session=session,
+                    resume_state=waiting.resume_state,
+                    decisions={call_id: decision},
+                ) as run:
+                    async for event in run:
+                        if event.type in ("action_awaiting", "action_decided"):
+                            kinds.append((event.type, event.call.kind, event.call.id))
+                return run.result
+
+            async with agent.stream("go", session=session) as run:
+                async for event in run:
+                    if event.type == "action_awaiting":
+                        kinds.append((event.type, event.call.kind, event.call.id))
+            first = run.result
+            assert first.status == "waiting"
+            (pending,) = first.pending
+            with pytest.raises(UserError, match="running call's question"):
+                await agent.resume(
+                    session=session,
+                    resume_state=first.resume_state,
+                    decisions={pending.id: ExternalResult(output="x")},
+                )
+            second = await resume(Edit({"name": "Grace Hopper", "check": True}), first)
+            assert second is not None and second.status == "waiting"
+            (again,) = second.pending
+            done = await resume(Deny("not today"), second)
+    assert pending.kind == "elicitation" and pending.id == "call_1"
+    assert pending.name == "trigger-elicitation-request"
+    assert pending.input["elicitation"] == "Please provide inputs for the following fields:"
+    assert pending.input["schema"]["required"] == ["name"]
+    assert first.steps == ()  # the cancelled answer is no result of the call
+    assert again.kind == "elicitation" and len(second.steps) == 1
+    assert done is not None and done.output == "done"
+    accepted, declined = (s.actions[0] for s in done.steps[:2])
+    assert "- Name: Grace Hopper" in accepted.output
+    assert "- Agreed to terms: true" in accepted.output
+    assert "User declined to provide the requested information" in declined.output
+    assert all("cancelled" not in s.actions[0].output for s in done.steps[:2])
+    assert kinds == [
+        ("action_awaiting", "elicitation", "call_1"),
+        ("action_decided", "elicitation", "call_1"),
+        ("action_awaiting", "elicitation", "call_1"),
+        ("action_decided", "elicitation", "call_1"),
+    ]
+
+
+async def test_an_elicitation_in_a_run_served_over_the_web_waits_for_the_resume(
+    everything: Any,
+) -> None:
+    """Over the web API (no approver: nobody is at the server), the server's elicitation is an
+    ``action_awaiting`` of kind ``elicitation`` with its form, the run waits, and the client's
+    ``POST /api/sessions/{id}/resume`` with an edit answers it: the tool gets the values."""
+    import json
+
+    import httpx2
+
+    from agentloop.sessions import InMemoryStore
+    from agentloop.web import create_app
+
+    def events(body: str) -> list[dict[str, Any]]:
+        lines = [line[6:] for line in body.splitlines() if line.startswith("data: ")]
+        return [json.loads(line) for line in lines]
+
+    model = ScriptedModel([Reply(calls=[call("trigger-elicitation-request")]), "done"])
+    with anyio.fail_after(LIMIT):
+        async with everything(elicitation="approver") as server:
+            app = create_app(Agent(model, tools=[server]), store=InMemoryStore())
+            async with (
+                app.router.lifespan_context(app),
+                httpx2.AsyncClient(
+                    transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1"
+                ) as client,
+            ):
+                run = (await client.post("/api/runs", json={"input": "go"})).json()
+                first = events((await client.get(run["events"])).text)
+                (asked,) = [e for e in first if e["type"] == "action_awaiting"]
+                values = {"name": "Ada Lovelace", "check": True}
+                decision = {"decision": "edit", "arguments": values}
+                resumed = await client.post(
+                    f"/api/sessions/{run['session']}/resume",
+                    json={"decisions": {asked["call"]["id"]: decision}},
+                )
+                assert resumed.status_code == 201, resumed.text
+                second = events((await client.get(resumed.json()["events"])).text)
+    assert asked["call"]["kind"] == "elicitation"
+    assert asked["call"]["input"]["schema"]["required"] == ["name"]
+    assert first[-1]["type"] == "run_waiting"
+    (finished,) = [e for e in second if e["type"] == "action_finished"]
+    assert "- Name: Ada Lovelace" in finished["result"]["output"]
+    assert second[-1]["type"] == "run_finished"
