@@ -5,9 +5,8 @@
 // reading an existing run's stream, GET path?protocol=ag-ui, through the agent's fetch hook). Prints, as JSON: per step
 // the events the client let through and its outcome or error, then the messages and state the
 // client rebuilt.
-import { HttpAgent } from "@ag-ui/client";
-
-const [url, threadId, planJson] = process.argv.slice(2);
+const [url, threadId, planJson, pkg = "@ag-ui/client"] = process.argv.slice(2);
+const { HttpAgent } = await import(pkg);
 const plan = JSON.parse(planJson);
 let reading = null;
 const read = (target, init) =>

@@ -1,7 +1,10 @@
 """AG-UI as its own client reads it: ``@ag-ui/client``'s ``HttpAgent`` (its verifier on, as
 always) drives ``POST /api/ag-ui`` over a loopback socket, through text, reasoning, tool calls
 and their results, a failing tool, a failed run, and an interrupt resumed by approve, deny and
-edit; one id per tool call throughout, and the messages it rebuilds are the session's."""
+edit; one id per tool call throughout, and the messages it rebuilds are the session's. Each on
+the newest client (``@ag-ui/client`` 1.0.0) and the lowest one supported (0.0.59, the npm alias
+``ag-ui-client-v0``: the first whose verifier accepts sub-agent events), which differ in what
+they accept: 0.0.59's ``RUN_FINISHED`` has no ``cancelled`` outcome."""
 
 from __future__ import annotations
 
@@ -29,6 +32,14 @@ from ._serving import serving
 
 pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn's loop
 
+NEWEST, LOWEST = "@ag-ui/client", "ag-ui-client-v0"  # 1.0.0, and 0.0.59 by an npm alias
+
+
+@pytest.fixture(params=[NEWEST, LOWEST])
+def client(request: pytest.FixtureRequest) -> str:
+    """The AG-UI client package the test drives."""
+    return str(request.param)
+
 
 @tool
 async def explode(why: str) -> str:
@@ -40,12 +51,15 @@ async def explode(why: str) -> str:
     raise RuntimeError(f"boom: {why}")
 
 
-async def _drive(agent: Agent[Any, Any], thread: str, plan: list[dict[str, Any]]) -> Any:
+async def _drive(
+    agent: Agent[Any, Any], thread: str, plan: list[dict[str, Any]], client: str
+) -> Any:
     """The client's findings for ``plan`` on ``thread``, and the session's history after it."""
     node()  # skip (or fail) before serving when the clients are missing
     app = create_app(agent)
     async with serving(app) as base:
-        found = await run_script("ag_ui_client.mjs", base + "/api/ag-ui", thread, json.dumps(plan))
+        url = base + "/api/ag-ui"
+        found = await run_script("ag_ui_client.mjs", url, thread, json.dumps(plan), client)
         history = await app.state.hub.history("local", thread)
     return found, history
 
@@ -124,9 +138,9 @@ async def demo() -> AsyncIterator[Agent[Any, Any]]:
 
 
 async def test_http_agent_reads_a_run_with_reasoning_tools_and_a_withdrawn_draft(
-    demo: Agent[Any, Any],
+    demo: Agent[Any, Any], client: str
 ) -> None:
-    found, history = await _drive(demo, "thread-demo", [{"say": "Paris or Oslo?"}])
+    found, history = await _drive(demo, "thread-demo", [{"say": "Paris or Oslo?"}], client)
     (step,) = found["steps"]
     events = _ok(step)
     assert step["result"] == FINAL
@@ -171,7 +185,7 @@ PAY: list[EmulatedTurn | str] = [
     ids=["approve", "deny", "cancel", "edit"],
 )
 async def test_an_interrupt_resumed_by_the_client_keeps_one_id_per_call(
-    answer: dict[str, Any], output: str | None
+    answer: dict[str, Any], output: str | None, client: str
 ) -> None:
     """A call that needs approval ends the run with an interrupt naming the call's id; the
     client's resume (approve, deny, cancel, edit) continues it under that same id, and the
@@ -180,7 +194,10 @@ async def test_an_interrupt_resumed_by_the_client_keeps_one_id_per_call(
         agent = _approval_agent(server.url)
         async with agent.model:  # type: ignore[union-attr]
             found, history = await _drive(
-                agent, "thread-pay", [{"say": "pay bob"}, {"resume": answer}, {"say": "thanks"}]
+                agent,
+                "thread-pay",
+                [{"say": "pay bob"}, {"resume": answer}, {"say": "thanks"}],
+                client,
             )
     waited, resumed, after = found["steps"]
     first, second = _ok(waited), _ok(resumed)
@@ -203,7 +220,7 @@ async def test_an_interrupt_resumed_by_the_client_keeps_one_id_per_call(
     assert _rebuilt(found) == _history(history)
 
 
-async def test_a_failing_tool_and_a_failed_run_reach_the_client() -> None:
+async def test_a_failing_tool_and_a_failed_run_reach_the_client(client: str) -> None:
     """A tool's error is its call's result; a run the provider refuses is a ``RUN_ERROR`` the
     client reports as the run's failure."""
     script: list[EmulatedTurn | str] = [
@@ -213,7 +230,7 @@ async def test_a_failing_tool_and_a_failed_run_reach_the_client() -> None:
     async with ProviderServer(EmulatedProvider(script=script)) as server:
         agent = _approval_agent(server.url)
         async with agent.model:  # type: ignore[union-attr]
-            found, history = await _drive(agent, "thread-boom", [{"say": "explode"}])
+            found, history = await _drive(agent, "thread-boom", [{"say": "explode"}], client)
 
     def refuse(request: RecordedRequest) -> ScriptedResponse:
         error = {"message": "no such model", "type": "invalid_request_error"}
@@ -222,7 +239,7 @@ async def test_a_failing_tool_and_a_failed_run_reach_the_client() -> None:
     async with ProviderServer(refuse) as server:
         agent = _approval_agent(server.url)
         async with agent.model:  # type: ignore[union-attr]
-            failed, _ = await _drive(agent, "thread-fail", [{"say": "hello"}])
+            failed, _ = await _drive(agent, "thread-fail", [{"say": "hello"}], client)
     (step,) = found["steps"]
     events = _ok(step)
     (result,) = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
@@ -235,9 +252,10 @@ async def test_a_failing_tool_and_a_failed_run_reach_the_client() -> None:
     assert last["type"] == "RUN_ERROR" and "no such model" in last["message"]
 
 
-async def test_a_run_stopped_mid_thought_ends_as_the_verifier_requires() -> None:
+async def test_a_run_stopped_mid_thought_ends_as_the_verifier_requires(client: str) -> None:
     """``DELETE`` mid-reply: the stream read from its start ends the open reasoning and step,
-    then ``RUN_FINISHED`` with a cancelled outcome, which the client's verifier accepts."""
+    then ``RUN_FINISHED`` with a cancelled outcome, which the client's verifier accepts; 0.0.59,
+    whose outcomes are ``success`` and ``interrupt`` only, refuses it (the guide says so)."""
     import anyio
     import httpx2
 
@@ -248,25 +266,28 @@ async def test_a_run_stopped_mid_thought_ends_as_the_verifier_requires() -> None
         agent = demo_agent(server.url, store=InMemoryStore())
         async with agent.model:  # type: ignore[union-attr]
             app = create_app(agent)
-            async with serving(app) as base, httpx2.AsyncClient(base_url=base) as client:
-                run = (await client.post("/api/runs", json={"input": "Paris or Oslo?"})).json()
+            async with serving(app) as base, httpx2.AsyncClient(base_url=base) as http:
+                run = (await http.post("/api/runs", json={"input": "Paris or Oslo?"})).json()
                 log = app.state.hub.log("local", run["run"])
                 with anyio.fail_after(10):
                     async for _, event in log.follow(0):  # until the thought streams
                         if isinstance(event, ThoughtDelta):
                             break
-                assert (await client.delete(f"/api/runs/{run['run']}")).status_code == 204
+                assert (await http.delete(f"/api/runs/{run['run']}")).status_code == 204
                 plan = [{"read": run["events"] + "?protocol=ag-ui"}]
-                found = await run_script(
-                    "ag_ui_client.mjs", base + "/api/ag-ui", run["session"], json.dumps(plan)
-                )
+                url, session = base + "/api/ag-ui", run["session"]
+                found = await run_script("ag_ui_client.mjs", url, session, json.dumps(plan), client)
     (step,) = found["steps"]
+    if client == LOWEST:  # its verifier knows no cancelled outcome
+        assert "Expected 'success' | 'interrupt'" in step["error"]
+        assert '"outcome"' in step["error"] and step["result"] is None
+        return
     types = [e["type"] for e in _ok(step)]
     assert types[-4:] == ["REASONING_MESSAGE_END", "REASONING_END", "STEP_FINISHED", "RUN_FINISHED"]
     assert step["events"][-1]["outcome"] == {"type": "cancelled"}
 
 
-async def test_a_sub_agents_run_is_a_subagent_the_verifier_accepts() -> None:
+async def test_a_sub_agents_run_is_a_subagent_the_verifier_accepts(client: str) -> None:
     """An agent used as a tool streams between ``SUBAGENT_STARTED`` and ``SUBAGENT_FINISHED``,
     its own step and messages marked with its ``subagentRunId``."""
     from agentloop.models.openai import OpenAIChatModel
@@ -288,7 +309,7 @@ async def test_a_sub_agents_run_is_a_subagent_the_verifier_accepts() -> None:
         helper: Agent[Any, Any] = Agent(model, name="helper")
         agent: Agent[Any, Any] = Agent(model, tools=[helper.as_tool()], store=InMemoryStore())
         async with model:
-            found, _ = await _drive(agent, "thread-sub", [{"say": "ask the helper"}])
+            found, _ = await _drive(agent, "thread-sub", [{"say": "ask the helper"}], client)
     (step,) = found["steps"]
     events = _ok(step)
     types = [e["type"] for e in events]
