@@ -1,0 +1,140 @@
+"""The web app on Temporal (``create_app``, ``serve``: ``agentloop serve --temporal``) and the
+worker that serves its runs (``run_worker``: ``agentloop worker``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from temporalio.client import Client
+
+from agentloop import Agent, UserError
+from agentloop.sessions import SessionStore
+from agentloop.temporal import TemporalAgent, connect, worker
+from agentloop.web import Auth, WebLimits
+from agentloop.web import create_app as create_web_app
+from agentloop.web import serve as serve_web
+
+from ._hub import TemporalHub, durable_agent
+
+
+def create_app(
+    agent: Agent[Any, Any] | TemporalAgent[Any],
+    *,
+    temporal: str | Client,
+    namespace: str = "default",
+    task_queue: str | None = None,
+    store: SessionStore | None = None,
+    limits: WebLimits | None = None,
+    **options: Any,
+) -> Starlette:
+    """``agentloop.web.create_app`` with its runs on Temporal (a ``TemporalHub``): run as many
+    replicas as you like behind a load balancer, and ``agentloop worker`` processes anywhere.
+
+    Args:
+        agent: The agent, or its ``TemporalAgent``.
+        temporal: The Temporal server's ``host:port``, or a connected client.
+        namespace: The Temporal namespace.
+        task_queue: The task queue the workers serve (default ``agentloop``).
+        store: The session store the workers share (default: the agent's ``store``).
+        limits: The server's bounds.
+        **options: ``create_app``'s others (``auth``, ``cors_origins``, ``allow_hosts``, …).
+    """
+    hub = TemporalHub(
+        agent,
+        temporal=temporal,
+        namespace=namespace,
+        task_queue=task_queue,
+        store=store,
+        limits=limits,
+    )
+    return create_web_app(hub.durable.agent, hub=hub, **options)
+
+
+async def serve(
+    agent: Agent[Any, Any] | TemporalAgent[Any],
+    *,
+    temporal: str | Client,
+    namespace: str = "default",
+    task_queue: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    auth: Auth | None = None,
+    store: SessionStore | None = None,
+    limits: WebLimits | None = None,
+    cors_origins: Sequence[str] = (),
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
+    log_level: str = "info",
+) -> None:
+    """``agentloop.web.serve`` with its runs on Temporal (``create_app``): one replica.
+
+    Args:
+        agent: The agent, or its ``TemporalAgent``.
+        temporal: The Temporal server's ``host:port``, or a connected client.
+        namespace: The Temporal namespace.
+        task_queue: The task queue the workers serve (default ``agentloop``).
+        host: The address to listen on.
+        port: The port (0 picks a free one).
+        auth: Who a request is from: give every replica the same (``bearer_token()`` with the
+            same ``AGENTLOOP_SECRET``), so that a caller owns its runs on each.
+        store: The session store the workers share (default: the agent's ``store``).
+        limits: The server's bounds.
+        cors_origins: Origins allowed to call the API from a browser.
+        allow_origins: Other origins whose pages may act.
+        allow_hosts: Names the server answers to besides loopback ones.
+        log_level: uvicorn's log level.
+    """
+    hub = TemporalHub(
+        agent,
+        temporal=temporal,
+        namespace=namespace,
+        task_queue=task_queue,
+        store=store,
+        limits=limits,
+    )
+    await serve_web(
+        hub.durable.agent,
+        host=host,
+        port=port,
+        auth=auth,
+        cors_origins=cors_origins,
+        allow_origins=allow_origins,
+        allow_hosts=allow_hosts,
+        log_level=log_level,
+        hub=hub,
+    )
+
+
+async def run_worker(
+    agent: Agent[Any, Any] | TemporalAgent[Any],
+    *,
+    temporal: str | Client,
+    namespace: str = "default",
+    task_queue: str | None = None,
+    store: SessionStore | None = None,
+    **options: Any,
+) -> None:
+    """Serve the agent's durable runs until cancelled (``agentloop worker``): run one on each
+    machine that should perform model and tool calls.
+
+    Args:
+        agent: The agent, or its ``TemporalAgent``.
+        temporal: The Temporal server's ``host:port``, or a connected client.
+        namespace: The Temporal namespace.
+        task_queue: The task queue (default ``agentloop``).
+        store: The session store the replicas share (default: the agent's ``store``).
+        **options: Passed to ``agentloop.temporal.worker``.
+    """
+    if store is not None:
+        if isinstance(agent, TemporalAgent):
+            raise UserError("store=: give the store to the Agent inside the TemporalAgent")
+        agent = agent.replace(store=store)
+    durable = durable_agent(agent, task_queue=task_queue)
+    client = (
+        temporal if isinstance(temporal, Client) else await connect(temporal, namespace=namespace)
+    )
+    async with worker(client, [durable], **options):
+        await anyio.sleep_forever()
