@@ -45,6 +45,17 @@ def _free_port() -> int:
 
 
 async def _client(session, base: str) -> tuple[float, bool]:
+    """One client's time to its first delta, and whether its stream reached the run's end (a
+    connection the server dropped is a stream that did not)."""
+    import aiohttp
+
+    try:
+        return await _stream(session, base)
+    except aiohttp.ClientError:
+        return float("nan"), False
+
+
+async def _stream(session, base: str) -> tuple[float, bool]:
     start = time.perf_counter()
     first: float | None = None
     async with session.post(f"{base}/api/runs", json={"input": "hello"}) as started:
@@ -148,6 +159,7 @@ def _measure(
     name = "in-process" if target is None else "durable"
     store = ["--store", f"sqlite:///{folder / name}.db"]
     limits = ["--max-runs-per-caller", str(clients), "--max-streams-per-caller", str(clients)]
+    limits += ["--max-pending-connections", str(clients)]  # all connect at once
     ports = [_free_port() for _ in range(1 if target is None else 2)]
     durable = [] if target is None else ["--temporal", target, "--task-queue", f"web-{ports[0]}"]
     commands = [["worker", AGENT, *durable, *store] for _ in range(0 if target is None else 2)]
