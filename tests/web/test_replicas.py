@@ -56,7 +56,8 @@ async def fleet(
     async with AsyncExitStack() as stack:
         for _ in range(2):  # two workers, each its own client, agent and store connection
             store = await stack.enter_async_context(SQLiteStore(db))
-            durable = TemporalAgent(make(store), task_queue=queue)
+            agent = await stack.enter_async_context(make(store))  # closes its model after
+            durable = TemporalAgent(agent, task_queue=queue)
             await stack.enter_async_context(
                 worker(
                     await connect(temporal), [durable], sticky_queue_schedule_to_start_timeout=1.0
@@ -65,7 +66,8 @@ async def fleet(
         bases = []
         for auth in auths:  # two replicas, sharing nothing but Temporal and the store's file
             store = await stack.enter_async_context(SQLiteStore(db))
-            app = create_app(make(store), temporal=temporal, task_queue=queue, auth=auth)
+            agent = await stack.enter_async_context(make(store))
+            app = create_app(agent, temporal=temporal, task_queue=queue, auth=auth)
             bases.append(await stack.enter_async_context(serving(app)))
         yield bases[0], bases[1]
 
@@ -137,7 +139,9 @@ async def test_last_event_id_on_the_other_replica_goes_on_exactly_after_it(
             run = await _start(client, a, "Paris or Oslo?")
             url = run["events"] + f"?protocol={protocol}"
             first = await _read(client, a + url, limit=7)  # mid-run: it streams for a while
-            last = next(f.id for f in reversed(first) if f.id is not None)
+            while first[-1].id is None:  # an event's messages end with the one bearing its id
+                first.pop()
+            last = first[-1].id
             rest = await _read(client, b + url, after=last)
             whole = await _read(client, a + url)  # the run has ended: all of it, from A
             assert [f.data for f in first] + [f.data for f in rest] == [f.data for f in whole]
