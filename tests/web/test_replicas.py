@@ -5,6 +5,7 @@ decided and read on the other, exactly; its owner holds on both, and nowhere els
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -20,6 +21,7 @@ from agentloop.models.openai import OpenAIChatModel
 from agentloop.sessions import SQLiteStore
 from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, ProviderServer
 from agentloop.web import Auth, bearer_token
+from tests.support.node import node, run_script
 from tests.support.temporal import import_temporal
 
 import_temporal()
@@ -233,3 +235,81 @@ async def test_owners_hold_on_every_replica_that_shares_the_secret(
         seen = await _read(client, b + events, headers=as_alice)
         assert seen[-1].json()["type"] == "run_finished"
         assert (await client.get(b + session, headers=as_alice)).status_code == 200
+
+
+def _tool_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in message["parts"] if p["type"].startswith("tool-")]
+
+
+async def test_ag_ui_http_agent_runs_on_one_replica_and_resumes_on_the_other(
+    temporal_target: str, tmp_path: Path
+) -> None:
+    """``@ag-ui/client``'s ``HttpAgent`` (its verifier on) asks A, which waits on an
+    interrupt; it resumes on B (the decision reaches the workflow from B, and B streams the
+    rest under the same call id), then asks A again in the same thread."""
+    node()
+    async with ProviderServer(EmulatedProvider(script=PAY)) as server:
+        async with fleet(temporal_target, lambda s: _payer(server.url, s), tmp_path / "s.db") as (
+            a,
+            b,
+        ):
+            plan = [
+                {"say": "pay bob", "url": a + "/api/ag-ui"},
+                {"resume": {"status": "resolved"}, "url": b + "/api/ag-ui"},
+                {"say": "thanks", "url": a + "/api/ag-ui"},
+            ]
+            found = await run_script(
+                "ag_ui_client.mjs", a + "/api/ag-ui", "thread-replicas", json.dumps(plan)
+            )
+    waited, resumed, after = found["steps"]
+    for step in found["steps"]:
+        assert step["error"] is None, step["error"]
+    (interrupt,) = waited["interrupts"]
+    assert waited["events"][-1]["outcome"]["type"] == "interrupt"
+    (result,) = [e for e in resumed["events"] if e["type"] == "TOOL_CALL_RESULT"]
+    assert result["toolCallId"] == interrupt["toolCallId"] and result["content"] == "sent 5 to bob"
+    assert not [e for e in resumed["events"] if e["type"] == "TOOL_CALL_START"]
+    assert after["events"][-1]["type"] == "RUN_FINISHED"
+    calls = [c for m in found["messages"] for c in m.get("toolCalls") or []]
+    assert [c["id"] for c in calls] == [interrupt["toolCallId"]]
+
+
+async def test_the_vercel_chat_approves_on_the_other_replica(
+    temporal_target: str, tmp_path: Path
+) -> None:
+    """The AI SDK's ``Chat`` sends the prompt to A, which waits on the approval; its
+    approval round trip goes to B, which continues the same run (the prompt ran once)."""
+    node()
+    async with ProviderServer(EmulatedProvider(script=PAY)) as server:
+        async with fleet(temporal_target, lambda s: _payer(server.url, s), tmp_path / "s.db") as (
+            a,
+            b,
+        ):
+            plan = [{"say": "pay bob", "base": a}, {"approve": True, "base": b}]
+            found = await run_script("vercel_chat.mjs", a, "ai", "chat-replicas", json.dumps(plan))
+    assert found["errors"] == [] and found["status"] == "ready"
+    first, second = found["requests"]
+    assert (first["base"], second["base"]) == (a, b)
+    _user, assistant = found["messages"]
+    (part,) = _tool_parts(assistant)
+    assert part["state"] == "output-available" and part["output"] == "sent 5 to bob"
+    assert [p["text"] for p in assistant["parts"] if p["type"] == "text"][-1] == "Done."
+
+
+async def test_the_vercel_chat_rejoins_on_the_other_replica(
+    temporal_target: str, demo_url: str, tmp_path: Path
+) -> None:
+    """A tab posts to A and drops its connection; a fresh chat's ``resumeStream`` on B
+    replays the run (it went on in its workflow) from its start to its end."""
+    node()
+    async with fleet(
+        temporal_target, lambda s: demo_agent(demo_url, store=s), tmp_path / "s.db"
+    ) as (a, b):
+        plan = [{"post_and_drop": "Paris or Oslo?", "base": a}, {"resume": True, "base": b}]
+        found = await run_script("vercel_chat.mjs", a, "ai", "chat-rejoin", json.dumps(plan))
+    assert found["errors"] == [] and found["status"] == "ready"
+    (rejoined,) = found["requests"]
+    assert (rejoined["base"], rejoined["status"]) == (b, 200)
+    _user, assistant = found["messages"]
+    texts = [p["text"] for p in assistant["parts"] if p["type"] == "text"]
+    assert texts[-1] == FINAL
