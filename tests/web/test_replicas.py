@@ -6,6 +6,9 @@ decided and read on the other, exactly; its owner holds on both, and nowhere els
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -15,6 +18,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from anyio.abc import Process
 
 from agentloop import Agent
 from agentloop.models.openai import OpenAIChatModel
@@ -22,7 +26,7 @@ from agentloop.sessions import SQLiteStore
 from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, ProviderServer
 from agentloop.web import Auth, bearer_token
 from tests.support.node import node, run_script
-from tests.support.temporal import import_temporal
+from tests.support.temporal import free_port, import_temporal
 
 import_temporal()
 from agentloop.durable_web import create_app  # noqa: E402
@@ -313,3 +317,62 @@ async def test_the_vercel_chat_rejoins_on_the_other_replica(
     _user, assistant = found["messages"]
     texts = [p["text"] for p in assistant["parts"] if p["type"] == "text"]
     assert texts[-1] == FINAL
+
+
+@pytest.mark.slow
+async def test_agentloop_serve_temporal_and_agentloop_worker_as_processes(
+    temporal_target: str, tmp_path: Path
+) -> None:
+    """``agentloop worker AGENT --temporal ADDRESS`` twice and ``agentloop serve AGENT
+    --temporal ADDRESS`` twice, as processes sharing a token, a secret and a SQLite store: a
+    run started on one replica streams on the other, read on from where a first read left."""
+    ports = [free_port(), free_port()]
+    queue = f"cli-{uuid.uuid4().hex[:8]}"
+    shared = ["--temporal", temporal_target, "--task-queue", queue]
+    shared += ["--store", f"sqlite:///{tmp_path / 's.db'}"]
+    agent = "tests.web._served:agent"
+    async with ProviderServer(DemoProvider(chunk_delay=0.02)) as provider:
+        env = {
+            **os.environ,
+            "AGENTLOOP_TEST_PROVIDER_URL": provider.url,
+            "AGENTLOOP_TEST_TOKEN": "s3cret-token",
+            "AGENTLOOP_SECRET": "the replicas' secret",
+        }
+        commands = [[*AGENTLOOP, "worker", agent, *shared] for _ in range(2)]
+        served = [*AGENTLOOP, "serve", agent, *shared, "--token-env", "AGENTLOOP_TEST_TOKEN"]
+        commands += [[*served, "--port", str(port)] for port in ports]
+        async with AsyncExitStack() as stack:
+            for command in commands:
+                process = await anyio.open_process(command, env=env, stderr=subprocess.DEVNULL)
+                stack.push_async_callback(_stop, process)
+            a, b = (f"http://127.0.0.1:{port}" for port in ports)
+            right = {"authorization": "Bearer s3cret-token"}
+            async with httpx2.AsyncClient(timeout=60, headers=right) as client:
+                await _until_up(client, a)
+                await _until_up(client, b)
+                run = await _start(client, a, "Paris or Oslo?")
+                first = await _read(client, a + run["events"], limit=5)
+                rest = await _read(client, b + run["events"], after=first[-1].id)
+    events = [f.json() for f in [*first, *rest]]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[-1]["type"] == "run_finished" and events[-1]["result"]["output"] == FINAL
+
+
+AGENTLOOP = [sys.executable, "-m", "agentloop"]
+
+
+async def _until_up(client: httpx2.AsyncClient, base: str) -> None:
+    with anyio.fail_after(60):  # the first start imports the SDKs, slowly on a busy machine
+        while True:
+            try:
+                await client.get(base + "/api/sessions/none")
+                return
+            except httpx2.ConnectError:
+                await anyio.sleep(0.05)
+
+
+async def _stop(process: Process) -> None:
+    process.terminate()
+    with anyio.move_on_after(10):
+        await process.wait()
+    await process.aclose()
