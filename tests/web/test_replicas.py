@@ -185,6 +185,29 @@ async def test_a_run_started_on_one_replica_is_decided_on_the_other(
     assert history["history"][0]["type"] == "run"
 
 
+async def test_a_run_started_on_one_replica_is_stopped_from_the_other(
+    temporal_target: str, demo_url: str, tmp_path: Path
+) -> None:
+    """``DELETE /api/runs/{run}`` on B cancels the workflow A started: A's stream ends without
+    an answer, and the session takes a new message on B (its run no longer holds it)."""
+    async with (
+        fleet(temporal_target, lambda s: demo_agent(demo_url, store=s), tmp_path / "s.db") as (
+            a,
+            b,
+        ),
+        httpx2.AsyncClient(timeout=60) as client,
+    ):
+        run = await _start(client, a, "Paris or Oslo?")
+        first = await _read(client, a + run["events"], limit=3)
+        stopped = await client.delete(f"{b}/api/runs/{run['run']}")
+        assert stopped.status_code == 204
+        rest = await _read(client, a + run["events"], after=first[-1].id)
+        again = await _start(client, b, "And Oslo?", session=run["session"])
+        answered = await _read(client, b + again["events"])
+    assert "run_finished" not in [f.json()["type"] for f in rest]
+    assert answered[-1].json()["type"] == "run_finished"
+
+
 async def test_owners_hold_on_every_replica_that_shares_the_secret(
     temporal_target: str, demo_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
