@@ -1,23 +1,22 @@
-"""The web app on Temporal (``create_app``, ``serve``: ``agentloop serve --temporal``) and the
-worker that serves its runs (``run_worker``: ``agentloop worker``)."""
+"""The web app on Temporal: ``create_app``, and ``serve`` (``agentloop serve --temporal``). Its
+runs are served by ``agentloop.temporal.worker`` (``agentloop worker``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
 from starlette.applications import Starlette
 from temporalio.client import Client
 
-from agentloop import Agent, UserError
+from agentloop import Agent
 from agentloop.sessions import SessionStore
-from agentloop.temporal import TemporalAgent, connect, worker
+from agentloop.temporal import TemporalAgent
 from agentloop.web import Auth, WebLimits
 from agentloop.web import create_app as create_web_app
 from agentloop.web import serve as serve_web
 
-from ._hub import TemporalHub, durable_agent
+from ._hub import TemporalHub
 
 
 def create_app(
@@ -106,35 +105,3 @@ async def serve(
         log_level=log_level,
         hub=hub,
     )
-
-
-async def run_worker(
-    agent: Agent[Any, Any] | TemporalAgent[Any],
-    *,
-    temporal: str | Client,
-    namespace: str = "default",
-    task_queue: str | None = None,
-    store: SessionStore | None = None,
-    **options: Any,
-) -> None:
-    """Serve the agent's durable runs until cancelled (``agentloop worker``): run one on each
-    machine that should perform model and tool calls.
-
-    Args:
-        agent: The agent, or its ``TemporalAgent``.
-        temporal: The Temporal server's ``host:port``, or a connected client.
-        namespace: The Temporal namespace.
-        task_queue: The task queue (default ``agentloop``).
-        store: The session store the replicas share (default: the agent's ``store``).
-        **options: Passed to ``agentloop.temporal.worker``.
-    """
-    if store is not None:
-        if isinstance(agent, TemporalAgent):
-            raise UserError("store=: give the store to the Agent inside the TemporalAgent")
-        agent = agent.replace(store=store)
-    durable = durable_agent(agent, task_queue=task_queue)
-    client = (
-        temporal if isinstance(temporal, Client) else await connect(temporal, namespace=namespace)
-    )
-    async with worker(client, [durable], **options):
-        await anyio.sleep_forever()
