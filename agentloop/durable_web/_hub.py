@@ -1,7 +1,8 @@
 """``TemporalHub``: the web app's runs as durable workflows, found again by any replica.
 
-A replica keeps nothing a caller needs. A run's id is its workflow's id; its owner and session
-are in the workflow's memo; its events are the workflow's (``DurableRun``: the history replayed
+A replica keeps nothing a caller needs. A run's id is its workflow's id (after a hash of its
+owner's id, by which Temporal counts the owner's runs going on); its owner and session are in
+the workflow's memo; its events are the workflow's (``DurableRun``: the history replayed
 on a worker), so a stream resumed with ``Last-Event-ID`` on any replica reads on exactly after
 that ``seq``. A session's run is the last one its store's history left unfinished (the store
 the replicas and the workers share). The owner is what the auth says: an HMAC of the token
@@ -10,6 +11,7 @@ keyed with the server's secret, the same on every replica that shares the secret
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 from collections import defaultdict
@@ -142,7 +144,9 @@ class TemporalHub:
             raise SessionBusy(
                 f"a run holds session {session!r} (or waits on decisions: resume it with them)"
             )
-        run_id = f"{self.durable.name}-web-{secrets.token_hex(16)}"
+        prefix = f"{self.durable.name}-web-{hashlib.sha256(owner.encode()).hexdigest()[:16]}-"
+        await self._within_bound(prefix)
+        run_id = prefix + secrets.token_hex(16)
         await self.durable.start(
             self.client,
             input,
@@ -252,6 +256,15 @@ class TemporalHub:
             del self._streams[owner]
 
     # -- Temporal ---------------------------------------------------------------------------
+
+    async def _within_bound(self, prefix: str) -> None:
+        """``TooMany`` when the owner's runs going on (their ids start with ``prefix``), on
+        any replica, reach ``max_runs_per_owner``: counted by Temporal's visibility, which
+        may lag a run's start by a moment, and counts a run that waits on decisions."""
+        query = f'WorkflowId STARTS_WITH "{prefix}" AND ExecutionStatus = "Running"'
+        going = await self.client.count_workflows(query)
+        if going.count >= self.limits.max_runs_per_owner:
+            raise TooMany(f"at most {self.limits.max_runs_per_owner} runs at once per caller")
 
     def _handle(self, run: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(run)

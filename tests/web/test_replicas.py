@@ -24,7 +24,7 @@ from agentloop import Agent
 from agentloop.models.openai import OpenAIChatModel
 from agentloop.sessions import SQLiteStore
 from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, ProviderServer
-from agentloop.web import Auth, bearer_token
+from agentloop.web import Auth, WebLimits, bearer_token
 from tests.support.node import node, run_script
 from tests.support.temporal import free_port, import_temporal
 
@@ -55,6 +55,7 @@ async def fleet(
     db: Path,
     *,
     auths: tuple[Auth | None, Auth | None] = (None, None),
+    limits: WebLimits | None = None,
 ) -> AsyncIterator[tuple[str, str]]:
     """Two workers and two replicas of the agent ``make(store)`` builds, each with its own
     store on ``db``: the replicas' base URLs."""
@@ -73,7 +74,7 @@ async def fleet(
         for auth in auths:  # two replicas, sharing nothing but Temporal and the store's file
             store = await stack.enter_async_context(SQLiteStore(db))
             agent = await stack.enter_async_context(make(store))
-            app = create_app(agent, temporal=temporal, task_queue=queue, auth=auth)
+            app = create_app(agent, temporal=temporal, task_queue=queue, auth=auth, limits=limits)
             bases.append(await stack.enter_async_context(serving(app)))
         yield bases[0], bases[1]
 
@@ -206,6 +207,46 @@ async def test_a_run_started_on_one_replica_is_stopped_from_the_other(
         answered = await _read(client, b + again["events"])
     assert "run_finished" not in [f.json()["type"] for f in rest]
     assert answered[-1].json()["type"] == "run_finished"
+
+
+async def test_the_runs_a_caller_has_going_are_bounded_across_replicas(
+    temporal_target: str, tmp_path: Path
+) -> None:
+    """With ``max_runs_per_owner=1``, a caller whose run waits on A is refused a second run
+    on B (429): Temporal counts the caller's runs going on, whichever replica started them.
+    Once decided and finished, B starts the next."""
+    async with ProviderServer(EmulatedProvider(script=PAY)) as server:
+        async with (
+            fleet(
+                temporal_target,
+                lambda s: _payer(server.url, s),
+                tmp_path / "s.db",
+                limits=WebLimits(max_runs_per_owner=1),
+            ) as (a, b),
+            httpx2.AsyncClient(timeout=60) as client,
+        ):
+            run = await _start(client, a, "pay bob")
+            waited = [f.json() for f in await _read(client, a + run["events"])]
+            temporal = await connect(temporal_target)
+            visible = f'WorkflowId = "{run["run"]}"'
+            with anyio.fail_after(30):  # Temporal's visibility may lag a start by a moment
+                while not (await temporal.count_workflows(visible)).count:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+            refused = await client.post(f"{b}/api/runs", json={"input": "and eve"})
+            assert refused.status_code == 429, refused.text
+            (pending,) = waited[-1]["result"]["pending"]
+            response = await client.post(
+                f"{b}/api/sessions/{run['session']}/resume",
+                json={"decisions": {pending["id"]: {"decision": "approve"}}},
+            )
+            await _read(client, b + response.json()["events"])
+            closed = visible + ' AND ExecutionStatus = "Completed"'
+            with anyio.fail_after(30):
+                while not (await temporal.count_workflows(closed)).count:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+            assert (
+                await client.post(f"{b}/api/runs", json={"input": "and eve"})
+            ).status_code == 201
 
 
 async def test_owners_hold_on_every_replica_that_shares_the_secret(
