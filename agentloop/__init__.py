@@ -30,11 +30,14 @@ and those below, and no modules import each other in a cycle.
    engine's seams),
    ``_tracing``, ``_turn``, ``_loop``, ``_agent``.
 7. This module, the public facade.
-8. Seam users: ``goals``, ``mcp``, ``testing``, ``cli``. They import public seams only: the
+8. Seam users: ``goals``, ``mcp``, ``testing``, ``web``. They import public seams only: the
    packages ``agentloop``, ``agentloop.models`` (with ``models.openai`` and
    ``models.anthropic``), ``agentloop.tools``, ``agentloop.sessions``, and each other's.
 9. ``temporal``: durable runs, a second driver of the engine. It runs the engine's loop inside a
    Temporal workflow, so it builds on the engine's private modules too.
+10. ``durable_web``: the web front on Temporal (``web``'s app with its runs as workflows).
+11. ``cli``: the command line, a seam user of every public package (``temporal`` and
+    ``durable_web`` too, for ``agentloop serve --temporal`` and ``agentloop worker``).
 
 The engine's seams: the engine reads an agent through ``RunnableAgent`` (``Agent`` implements
 it); middleware and tools see a run through ``RunContext`` (the engine's ``RunView`` implements

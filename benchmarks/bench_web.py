@@ -1,31 +1,40 @@
-"""1,000 concurrent SSE clients against ``agentloop serve``: time to first delta.
+"""1,000 concurrent SSE clients against ``agentloop serve``, in-process and on Temporal.
 
-``agentloop serve`` (uvicorn, one process) serves an agent whose model is the emulated provider,
-in a process of its own. Clients, all at once from one more process (aiohttp), each ``POST
-/api/runs`` and read ``GET /api/runs/{run}/events`` to the run's end. Reported: how many streams
-completed (all must), and the time from a client's POST to the first ``text_delta`` frame it
-reads, p50 and p99, and the wall time for them all (after one warm-up run, which imports the
-model SDK).
+The same load twice, in the same run. First ``agentloop serve`` (uvicorn, one process: runs live
+in it), the baseline; then ``agentloop serve --temporal`` twice (two replicas: runs are
+workflows) with two ``agentloop worker`` processes, on a Temporal dev server, the clients taking
+the replicas in turn. The agent's model is the emulated provider, in a process of its own.
+Clients, all at once from this process (aiohttp), each ``POST /api/runs`` and read ``GET
+/api/runs/{run}/events`` to the run's end. Reported: how many streams completed (all must), the
+time from a client's POST to the first ``text_delta`` frame it reads, p50 and p99, the wall time
+for them all (after one warm-up run per replica, which imports the model SDK), and the durable
+figures as ratios of the in-process ones. Both keep their sessions in a SQLite file (the
+durable replicas and workers share one).
 
-Run: ``python -m benchmarks.bench_web [--smoke] [--clients 1000]``
+Run: ``python -m benchmarks.bench_web [--smoke] [--clients 1000]`` (``--smoke``: 20 clients)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
 ROOT = Path(__file__).resolve().parent.parent
+AGENT = "benchmarks._web_agent:agent"
 
 
 def _free_port() -> int:
@@ -36,6 +45,17 @@ def _free_port() -> int:
 
 
 async def _client(session, base: str) -> tuple[float, bool]:
+    """One client's time to its first delta, and whether its stream reached the run's end (a
+    connection the server dropped is a stream that did not)."""
+    import aiohttp
+
+    try:
+        return await _stream(session, base)
+    except aiohttp.ClientError:
+        return float("nan"), False
+
+
+async def _stream(session, base: str) -> tuple[float, bool]:
     start = time.perf_counter()
     first: float | None = None
     async with session.post(f"{base}/api/runs", json={"input": "hello"}) as started:
@@ -55,23 +75,26 @@ async def _client(session, base: str) -> tuple[float, bool]:
     return (first if first is not None else float("nan")), finished
 
 
-async def _load(base: str, clients: int) -> tuple[list[float], int, float]:
+async def _load(bases: list[str], clients: int) -> tuple[list[float], int, float]:
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=300)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        for _ in range(100):  # the server is up when it answers
-            try:
-                async with session.get(base + "/app.js") as ready:
-                    if ready.status == 200:
-                        break
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.1)
-        await _client(session, base)  # warm-up: the first run imports the SDK and connects
+        for base in bases:
+            for _ in range(600):  # the server is up when it answers
+                try:
+                    async with session.get(base + "/app.js") as ready:
+                        if ready.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.1)
+            await _client(session, base)  # warm-up: the first run imports the SDK and connects
         start = time.perf_counter()
-        results = await asyncio.gather(*(_client(session, base) for _ in range(clients)))
+        results = await asyncio.gather(
+            *(_client(session, bases[i % len(bases)]) for i in range(clients))
+        )
         wall = time.perf_counter() - start
     firsts = [first for first, _ in results]
     done = sum(finished for _, finished in results)
@@ -83,43 +106,122 @@ def _percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
+@dataclass
+class Measured:
+    mode: str
+    clients: int
+    done: int
+    p50: float
+    p99: float
+    wall: float
+    errors: str
+
+
+def _spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``agentloop ARGS``, its standard error to ``log`` (a pipe nobody reads would fill, and
+    stop the process at its next log line)."""
+    with log.open("wb") as errors:
+        return subprocess.Popen(
+            [sys.executable, "-m", "agentloop", *args],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )
+
+
+def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _errors(logs: list[Path]) -> str:
+    """The distinct error lines the processes logged, with how often each came."""
+    seen: collections.Counter[str] = collections.Counter()
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            if re.match(r"^\w[\w.]*(Error|Exception|Conflict|Busy|Failed)\b", line):
+                seen[re.sub(r"[0-9a-f]{16,}", "…", line)[:300]] += 1
+    return "\n".join(f"{count} × {line}" for line, count in seen.most_common(20))
+
+
+def _measure(
+    mode: str, clients: int, env: dict[str, str], target: str | None, folder: Path
+) -> Measured:
+    """``clients`` at once against one in-process server, or (``target``: a Temporal server)
+    two replicas and two workers; their sessions in one SQLite file in ``folder``."""
+    name = "in-process" if target is None else "durable"
+    store = ["--store", f"sqlite:///{folder / name}.db"]
+    limits = ["--max-runs-per-caller", str(clients), "--max-streams-per-caller", str(clients)]
+    limits += ["--max-pending-connections", str(clients)]  # all connect at once
+    ports = [_free_port() for _ in range(1 if target is None else 2)]
+    durable = [] if target is None else ["--temporal", target, "--task-queue", f"web-{ports[0]}"]
+    commands = [["worker", AGENT, *durable, *store] for _ in range(0 if target is None else 2)]
+    commands += [["serve", AGENT, "--port", str(p), *limits, *store, *durable] for p in ports]
+    logs = [folder / f"{name}-{i}.err" for i in range(len(commands))]
+    processes = [_spawn(command, env, log) for command, log in zip(commands, logs, strict=True)]
+    try:
+        bases = [f"http://127.0.0.1:{port}" for port in ports]
+        firsts, done, wall = asyncio.run(_load(bases, clients))
+    finally:
+        _stop(processes)
+    measured = [f for f in firsts if f == f]  # NaN: no delta seen
+    p50 = statistics.median(measured) * 1000 if measured else float("nan")
+    p99 = _percentile(measured, 0.99) * 1000 if measured else float("nan")
+    return Measured(mode, clients, done, p50, p99, wall, _errors(logs))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_web")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--clients", type=int, default=None)
     args = parser.parse_args(argv)
-    clients = args.clients or (50 if args.smoke else 1000)
-    raise_fd_limit(4 * clients + 200)  # the children inherit it
-    provider = ProviderServerProcess(min_fds=2 * clients)
-    provider.start()
-    port = _free_port()
-    env = {**os.environ, "AGENTLOOP_BENCH_PROVIDER_URL": provider.url, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "agentloop", "serve", "benchmarks._web_agent:agent"]
-    command += ["--port", str(port), "--max-runs-per-caller", str(clients)]
-    command += ["--max-streams-per-caller", str(clients)]
-    server = subprocess.Popen(
-        command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        firsts, done, wall = asyncio.run(_load(f"http://127.0.0.1:{port}", clients))
-    finally:
-        server.terminate()
+    clients = args.clients or (20 if args.smoke else 1000)
+    raise_fd_limit(8 * clients + 400)  # the children inherit it
+    from tests.support.temporal import TemporalUnavailableHere, start_dev_server
+
+    rows: list[Measured] = []
+    note = ""
+    with (
+        ProviderServerProcess(min_fds=4 * clients) as provider,
+        tempfile.TemporaryDirectory() as folder,
+    ):
+        env = {**os.environ, "AGENTLOOP_BENCH_PROVIDER_URL": provider.url, "PYTHONPATH": str(ROOT)}
+        rows.append(_measure("in-process `serve`", clients, env, None, Path(folder)))
         try:
-            _, errors = server.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            _, errors = server.communicate()
-        provider.stop()
-    measured = [f for f in firsts if f == f]  # NaN: no delta seen
-    print("| clients | completed | first delta p50 | first delta p99 | wall |")
-    print("|---:|---:|---:|---:|---:|")
-    p50 = statistics.median(measured) * 1000 if measured else float("nan")
-    p99 = _percentile(measured, 0.99) * 1000 if measured else float("nan")
-    print(f"| {clients} | {done} | {p50:.0f} ms | {p99:.0f} ms | {wall:.1f} s |")
-    if done != clients:
-        print(f"\n{clients - done} streams did not complete; server stderr:\n{errors[-2000:]}")
-        return 1
-    return 0
+            server = start_dev_server()
+        except TemporalUnavailableHere as exc:
+            note = f"\nThe durable rows are missing: {exc}."
+        else:
+            try:
+                mode = "`serve --temporal`: 2 replicas, 2 workers"
+                rows.append(_measure(mode, clients, env, server.target, Path(folder)))
+            finally:
+                server.stop()
+    print("| mode | clients | completed | first delta p50 | first delta p99 | wall |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(
+            f"| {row.mode} | {row.clients} | {row.done} | {row.p50:.0f} ms | {row.p99:.0f} ms "
+            f"| {row.wall:.1f} s |"
+        )
+    if len(rows) == 2:
+        base, durable = rows
+        print(
+            f"\nDurable / in-process: first delta p50 {durable.p50 / base.p50:.2f}×, "
+            f"p99 {durable.p99 / base.p99:.2f}×, wall {durable.wall / base.wall:.2f}×."
+        )
+    print(note, end="")
+    failed = [row for row in rows if row.done != row.clients]
+    for row in failed:
+        print(f"\n{row.mode}: {row.clients - row.done} streams did not complete:\n{row.errors}")
+    return 1 if failed or note else 0
 
 
 if __name__ == "__main__":

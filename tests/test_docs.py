@@ -20,6 +20,7 @@ PUBLIC_PACKAGES = {
     "agentloop.web": "web.md",
     "agentloop.testing": "testing.md",
     "agentloop.temporal": "temporal.md",
+    "agentloop.durable_web": "durable_web.md",
 }
 
 

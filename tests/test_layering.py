@@ -68,9 +68,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentloop.mcp",
         "agentloop.testing",
         "agentloop.web",
-        "agentloop.cli",
     ),  # seam users
     ("agentloop.temporal",),  # a second driver of the engine: durable runs on Temporal
+    ("agentloop.durable_web",),  # the web front on Temporal
+    ("agentloop.cli",),  # a seam user of every public package, the durable ones too
     ("agentloop.__main__",),
 )
 
@@ -91,6 +92,8 @@ PUBLIC = frozenset(
         "agentloop.models.openai",
         "agentloop.tools",
         "agentloop.sessions",
+        "agentloop.temporal",
+        "agentloop.durable_web",
         *SEAM_USERS,
     }
 )

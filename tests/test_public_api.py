@@ -172,7 +172,9 @@ PUBLIC_API: dict[str, list[str]] = {
         "PROTOCOLS",
         "Auth",
         "Encoder",
+        "EventLog",
         "LogTrimmed",
+        "RunBackend",
         "RunHub",
         "RunLog",
         "TooMany",
@@ -285,6 +287,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "replayer",
         "worker",
     ],
+    "agentloop.durable_web": ["DurableLog", "TemporalHub", "create_app", "serve"],
     "agentloop.tools": [
         "Activity",
         "Tool",

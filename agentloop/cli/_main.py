@@ -1,4 +1,5 @@
-"""``agentloop``: the command line (``demo``, ``run``, ``chat``, ``emulate``, ``serve``).
+"""``agentloop``: the command line (``demo``, ``run``, ``chat``, ``emulate``, ``serve``,
+``worker``).
 
 Errors are one line on stderr, never a traceback (``AGENTLOOP_DEBUG=1`` shows it): exit status 2
 for a mistake in what was asked (a bad model string, tool path or store URL, a missing key), 1
@@ -194,7 +195,48 @@ def build_parser() -> argparse.ArgumentParser:
         help="connections without a request head yet; one more closes the oldest (default "
         "128, at most a quarter of the open-file limit)",
     )
+    serve.add_argument(
+        "--temporal",
+        metavar="ADDRESS",
+        help="run each run as a durable workflow on the Temporal server at host:port, served "
+        "by `agentloop worker` processes: any number of replicas then serve any run (needs "
+        "agentloop-runtime[temporal] and a session store the workers share: --store)",
+    )
+    _temporal_options(serve)
+
+    work = commands.add_parser(
+        "worker",
+        help="serve the durable runs of `agentloop serve --temporal` from this machine",
+        description="Performs the model and tool calls of AGENT's durable runs (module:attribute, "
+        "an Agent or a TemporalAgent) for the replicas of `agentloop serve AGENT --temporal`: run "
+        "as many as you like, on any machines. Runs until Ctrl-C. Needs "
+        "agentloop-runtime[temporal].",
+    )
+    work.add_argument("agent", help="the agent, as module:attribute (like app:agent)")
+    work.add_argument(
+        "--temporal",
+        metavar="ADDRESS",
+        default="127.0.0.1:7233",
+        help="the Temporal server's host:port (default 127.0.0.1:7233)",
+    )
+    _temporal_options(work)
+    work.add_argument(
+        "--store",
+        metavar="URL",
+        help="the session store the replicas share (default: the agent's own store)",
+    )
     return parser
+
+
+def _temporal_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--namespace", default="default", help="the Temporal namespace (default: default)"
+    )
+    parser.add_argument(
+        "--task-queue",
+        metavar="NAME",
+        help="the task queue of the agent's runs (default: agentloop, or the TemporalAgent's)",
+    )
 
 
 def _agent_options(parser: argparse.ArgumentParser) -> None:
@@ -347,6 +389,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         except (Exception, KeyboardInterrupt) as exc:
             return _failed(exc)
+    if args.command == "worker":
+        try:
+            return _worker(args)
+        except (Exception, KeyboardInterrupt, BaseExceptionGroup) as exc:
+            return _failed(exc)
     program: ProgramEnd | None = None
     if argv is None and threading.current_thread() is threading.main_thread():
         program = ProgramEnd()
@@ -406,18 +453,55 @@ def _serve(args: argparse.Namespace) -> int:
         "allow_hosts": args.allow_host,
     }
 
+    serve: Callable[..., Awaitable[None]] = web.serve
+    if args.temporal:
+        serve = _durable_serve(args)
+    elif args.namespace != "default" or args.task_queue:
+        raise UserError("--namespace and --task-queue are for --temporal")
+
     async def main() -> None:
         from ._setup import open_store
 
         store = open_store(args.store) if args.store else None
         async with agent:
             if store is None:
-                await web.serve(agent, **options)
+                await serve(agent, **options)
                 return
             async with store:
-                await web.serve(agent, store=store, **options)
+                await serve(agent, store=store, **options)
 
     anyio.run(main)
+    return 0
+
+
+def _durable_serve(args: argparse.Namespace) -> Callable[..., Awaitable[None]]:
+    """``serve`` with its runs on Temporal (``agentloop.durable_web.serve``)."""
+    try:
+        from agentloop import durable_web
+    except ImportError as exc:
+        raise UserError(
+            "agentloop serve --temporal needs the temporal extra: pip install "
+            f"'agentloop-runtime[web,temporal]' ({exc})"
+        ) from None
+    return functools.partial(
+        durable_web.serve,
+        temporal=args.temporal,
+        namespace=args.namespace,
+        task_queue=args.task_queue,
+    )
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from ._worker import WorkerOptions, worker_command
+
+    options = WorkerOptions(
+        agent=args.agent,
+        temporal=args.temporal,
+        namespace=args.namespace,
+        task_queue=args.task_queue,
+        store=args.store,
+    )
+    anyio.run(worker_command, options)
     return 0
 
 

@@ -78,7 +78,7 @@ def _defined_tools(path: str) -> list[Any]:
     instances, toolkit classes (made with no arguments, unless an instance is there already)
     and toolset objects. Tools imported from elsewhere and plain functions are not taken: name
     them with ``:attr``."""
-    module = _import(path, path)
+    module = _import(path, path, "--tools")
     here = module.__name__
     values = [v for k, v in vars(module).items() if not k.startswith("_")]
     made = {type(v) for v in values if isinstance(v, Toolkit)}
@@ -113,33 +113,34 @@ def _make_toolkit(cls: type[Toolkit], path: str) -> Toolkit:
         ) from None
 
 
-def load_object(path: str) -> Any:
+def load_object(path: str, *, option: str = "--tools") -> Any:
+    """What ``module:attr`` names (``option`` is what the messages call it)."""
     module_name, sep, attr = path.rpartition(":")
     if not sep or not module_name or not attr:
         raise UserError(
-            f"--tools {path!r}: expected module:attr (for example mytools:search), or a module "
+            f"{option} {path!r}: expected module:attr (for example mytools:search), or a module "
             "alone for every tool it defines"
         )
-    module = _import(module_name, path)
+    module = _import(module_name, path, option)
     value: Any = module
     for part in attr.split("."):
         try:
             value = getattr(value, part)
         except AttributeError:
             raise UserError(
-                f"--tools {path!r}: {module_name!r} has no attribute {attr!r}"
+                f"{option} {path!r}: {module_name!r} has no attribute {attr!r}"
             ) from None
     return value
 
 
-def _import(module_name: str, path: str) -> Any:
+def _import(module_name: str, path: str, option: str) -> Any:
     if module_name.endswith(".py"):
         file = Path(module_name)
         if not file.is_file():
-            raise UserError(f"--tools {path!r}: no such file {module_name!r}")
+            raise UserError(f"{option} {path!r}: no such file {module_name!r}")
         spec = importlib.util.spec_from_file_location(file.stem, file)
         if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
-            raise UserError(f"--tools {path!r}: cannot load {module_name!r}")
+            raise UserError(f"{option} {path!r}: cannot load {module_name!r}")
         module = importlib.util.module_from_spec(spec)
         sys.modules.setdefault(file.stem, module)
         loader = spec.loader
@@ -148,20 +149,20 @@ def _import(module_name: str, path: str) -> Any:
             loader.exec_module(module)
             return module
 
-        return _guarded(load, path)
+        return _guarded(load, path, option)
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: modules beside you are importable
-    return _guarded(lambda: importlib.import_module(module_name), path)
+    return _guarded(lambda: importlib.import_module(module_name), path, option)
 
 
-def _guarded(load: Any, path: str) -> Any:
+def _guarded(load: Any, path: str, option: str) -> Any:
     try:
         return load()
     except ModuleNotFoundError as exc:
-        raise UserError(f"--tools {path!r}: cannot import {exc.name!r} (no such module)") from None
+        raise UserError(f"{option} {path!r}: cannot import {exc.name!r} (no such module)") from None
     except Exception as exc:
         raise UserError(
-            f"--tools {path!r}: importing it raised {type(exc).__name__}: {exc}"
+            f"{option} {path!r}: importing it raised {type(exc).__name__}: {exc}"
         ) from None
 
 

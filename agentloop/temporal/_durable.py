@@ -199,6 +199,7 @@ class TemporalAgent(Generic[OutputT]):
         wait_for_session: float | None = None,
         state: Mapping[str, Any] | None = None,
         variables: Mapping[str, Any] | None = None,
+        memo: Mapping[str, Any] | None = None,
     ) -> DurableRun[OutputT]:
         """Start a durable run; its id is the workflow's id. Iterate the returned run for its
         events, or ``await run.result()``.
@@ -216,6 +217,8 @@ class TemporalAgent(Generic[OutputT]):
                 ``SessionBusy`` at once).
             state: The starting state of a run without a session.
             variables: Template variables for the instructions.
+            memo: Temporal's memo of the workflow: what anyone who can describe the run may
+                read without replaying it (the web front keeps the run's owner there).
         """
         text, parts = input_message_parts(input)
         if session is not None and state is not None:
@@ -241,6 +244,7 @@ class TemporalAgent(Generic[OutputT]):
             id=run_id,
             task_queue=self.task_queue,
             result_type=str,
+            memo=dict(memo) if memo else None,
             task_timeout=timedelta(seconds=self.workflow_task_timeout),
             execution_timeout=None
             if self.agent.deadline is None or self.may_wait()

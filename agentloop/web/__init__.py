@@ -4,7 +4,8 @@ agentloop's own event JSON, the AG-UI protocol or the Vercel AI SDK's UI message
 
 ``create_app(agent)`` is the whole HTTP API and page as a Starlette app; ``serve(agent)`` and
 ``agentloop serve module:agent`` run it under uvicorn. ``RunHub`` and ``sse_response`` are the
-parts, for an app of your own (Starlette or FastAPI). Closed by default: 127.0.0.1 unless an
+parts, for an app of your own (Starlette or FastAPI); ``RunBackend`` is what the app asks of a
+hub (``agentloop.durable_web`` has one whose runs are Temporal workflows). Closed by default: 127.0.0.1 unless an
 ``auth`` is given, sessions owned by their creator, bounded bodies, inputs, runs and streams.
 Needs the ``web`` extra (``pip install 'agentloop-runtime[web]'``).
 """
@@ -14,7 +15,9 @@ from __future__ import annotations
 from ._app import Auth as Auth
 from ._app import bearer_token as bearer_token
 from ._app import create_app as create_app
+from ._hub import EventLog as EventLog
 from ._hub import LogTrimmed as LogTrimmed
+from ._hub import RunBackend as RunBackend
 from ._hub import RunHub as RunHub
 from ._hub import RunLog as RunLog
 from ._hub import TooMany as TooMany
@@ -32,7 +35,9 @@ __all__ = [
     "PROTOCOLS",
     "Auth",
     "Encoder",
+    "EventLog",
     "LogTrimmed",
+    "RunBackend",
     "RunHub",
     "RunLog",
     "TooMany",

@@ -48,7 +48,7 @@ from agentloop.sessions import SessionStore
 from ._body import read_json
 from ._chat import approval_responses
 from ._gate import RequestGate
-from ._hub import LogTrimmed, RunHub, RunLog, TooMany, WebLimits
+from ._hub import EventLog, LogTrimmed, RunBackend, RunHub, TooMany, WebLimits
 from ._protocols import PROTOCOLS
 from ._sse import last_event_id, sse_response
 
@@ -107,8 +107,8 @@ def bearer_token(env: str = "AGENTLOOP_TOKEN") -> Auth:
         given = request.headers.get("authorization", "").encode()
         if not secrets.compare_digest(given, expected):
             return None
-        hub = getattr(request.app.state, "hub", None)
-        if not isinstance(hub, RunHub):
+        hub: RunBackend | None = getattr(request.app.state, "hub", None)
+        if hub is None:
             raise UserError("bearer_token serves the app of create_app (its hub holds the secret)")
         return owner_for(hub.secret)
 
@@ -130,6 +130,7 @@ def create_app(
     allow_hosts: Sequence[str] = (),
     secret: bytes | str | None = None,
     page: bool = True,
+    hub: RunBackend | None = None,
 ) -> Starlette:
     """The HTTP API serving ``agent`` (and its page at ``/``), as a Starlette app to mount or
     serve with any ASGI server. Runs go on in the app's lifespan, not in a request: a client
@@ -154,8 +155,14 @@ def create_app(
             16 bytes; default: ``AGENTLOOP_SECRET``, else one made once and kept in the store,
             which every server on that store shares; give replicas on separate stores one).
         page: Serve the built-in page at ``/``.
+        hub: Where runs run (default: a ``RunHub`` of ``agent`` in this process; a durable
+            one keeps runs on Temporal: ``agentloop.durable_web.create_app``). It has its own
+            store, limits and secret.
     """
-    hub = RunHub(agent, store=store, limits=limits, secret=secret)
+    if hub is None:
+        hub = RunHub(agent, store=store, limits=limits, secret=secret)
+    elif store is not None or limits is not None or secret is not None:
+        raise UserError("create_app: give store=, limits= and secret= to the hub, not beside it")
     who = auth or _local
     body_limit = hub.limits.max_body_bytes
 
@@ -168,10 +175,12 @@ def create_app(
     async def body(request: Request) -> dict[str, Any]:
         return await read_json(request, max_bytes=body_limit, max_depth=hub.limits.max_json_depth)
 
-    def started(log: RunLog) -> JSONResponse:
+    def started(log: EventLog) -> JSONResponse:
+        events = f"/api/runs/{log.id}/events"
+        if log.begins_after is not None:  # a durable run resumed: its stream goes on from there
+            events += f"?last_event_id={log.begins_after}"
         return JSONResponse(
-            {"run": log.id, "session": log.session, "events": f"/api/runs/{log.id}/events"},
-            status_code=201,
+            {"run": log.id, "session": log.session, "events": events}, status_code=201
         )
 
     async def start_run(request: Request) -> Response:
@@ -198,13 +207,14 @@ def create_app(
         if protocol not in PROTOCOLS:
             raise HTTPException(400, f"protocol must be one of {', '.join(PROTOCOLS)}")
         with _errors():
-            log = hub.log(caller, request.path_params["run"])
-            return _stream(hub, caller, log, last_event_id(request), protocol)
+            log = await hub.find(caller, request.path_params["run"])
+            after = last_event_id(request)
+            return _stream(hub, caller, log, log.begins_after if after is None else after, protocol)
 
     async def cancel(request: Request) -> Response:
         caller = await owner(request)
         with _errors():
-            hub.cancel(caller, request.path_params["run"])
+            await hub.stop(caller, request.path_params["run"])
         return Response(status_code=204)
 
     async def history(request: Request) -> Response:
@@ -224,7 +234,7 @@ def create_app(
             decisions = _decisions(_ag_ui_decisions(data["resume"]))
             with _errors():
                 log = await hub.resume(caller, thread, decisions=decisions)
-                return _stream(hub, caller, log, None, "ag-ui")
+                return _stream(hub, caller, log, log.begins_after, "ag-ui")
         text = _last_user_text(data.get("messages"))
         _check_input(text, hub.limits)
         with _errors():
@@ -240,7 +250,7 @@ def create_app(
                 raise HTTPException(400, "answering an approval needs the chat's id")
             with _errors():
                 log = await hub.resume(caller, data["id"], decisions=_decisions(decided))
-                return _stream(hub, caller, log, None, "vercel")
+                return _stream(hub, caller, log, log.begins_after, "vercel")
         text = _last_user_text(data.get("messages"))
         _check_input(text, hub.limits)
         with _errors():
@@ -249,11 +259,11 @@ def create_app(
 
     async def chat_stream(request: Request) -> Response:
         caller = await owner(request)
-        log = hub.active(caller, request.path_params["chat"])
-        if log is None:
-            return Response(status_code=204)  # nothing to rejoin, as the SDK expects
         with _errors():
-            return _stream(hub, caller, log, None, "vercel")  # replayed from its start
+            log = await hub.find_active(caller, request.path_params["chat"])
+            if log is None:
+                return Response(status_code=204)  # nothing to rejoin, as the SDK expects
+            return _stream(hub, caller, log, log.begins_after, "vercel")  # from its start
 
     async def index(request: Request) -> Response:
         return Response(_asset("index.html"), media_type="text/html", headers=_SECURITY)
@@ -320,7 +330,9 @@ async def _as_json(request: Request, exc: Exception) -> Response:
     )
 
 
-def _stream(hub: RunHub, owner: str, log: RunLog, after: int | None, protocol: str) -> Response:
+def _stream(
+    hub: RunBackend, owner: str, log: EventLog, after: int | None, protocol: str
+) -> Response:
     hub.open_stream(owner)
     try:
         response = sse_response(log, after=after, protocol=protocol)
@@ -340,7 +352,7 @@ def _stream(hub: RunHub, owner: str, log: RunLog, after: int | None, protocol: s
     return response
 
 
-async def _start_in(hub: RunHub, owner: str, text: str, thread: Any) -> RunLog:
+async def _start_in(hub: RunBackend, owner: str, text: str, thread: Any) -> EventLog:
     """A run in the caller's thread: continued if it is theirs, made theirs if it is new."""
     if thread is not None and not isinstance(thread, str):
         raise HTTPException(400, "the thread id must be a string")

@@ -1,6 +1,9 @@
 """Runs that outlive their HTTP connection: each runs in the hub's task group and appends its
 events to a bounded log, so a client that reconnects reads on from the ``seq`` it last saw and
 the prompt never runs twice: events have a log wherever they must outlive a connection.
+
+``RunBackend`` is what the web app asks of a hub: ``RunHub`` runs in this process; a hub whose
+runs are durable workflows (``agentloop.durable_web``) keeps nothing in the replica.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Self, final
+from typing import Any, Literal, Protocol, Self, final
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -29,7 +32,7 @@ from agentloop import (
     SessionNotFound,
     UserError,
 )
-from agentloop.sessions import InMemoryStore, SessionStore
+from agentloop.sessions import InMemoryStore, Session, SessionStore
 
 from ._secret import server_secret
 
@@ -100,6 +103,97 @@ class LogTrimmed(AgentLoopError):
     """The events after the client's ``Last-Event-ID`` are no longer kept (HTTP 410)."""
 
 
+class EventLog(Protocol):
+    """One invocation's events as a stream reads them (``sse_response``)."""
+
+    @property
+    def id(self) -> str:
+        """The invocation's id (what the HTTP API calls the run)."""
+        ...
+
+    @property
+    def session(self) -> str:
+        """The session it runs in."""
+        ...
+
+    @property
+    def begins_after(self) -> int | None:
+        """The seq a stream of it starts after (``None``: its first event is its own)."""
+        ...
+
+    def replay(self, after: int | None) -> AsyncIterator[tuple[Event, bool]]:
+        """The invocation's events, each with whether it comes after ``after`` (the ones before
+        rebuild an encoder's state), until it ends; ``LogTrimmed`` at once if those are gone.
+
+        Args:
+            after: The seq the reader last saw (``None``: none).
+        """
+        ...
+
+
+class RunBackend(Protocol):
+    """What the web app asks of a hub: start, resume and find runs, each held to its owner.
+    ``RunHub`` runs them in this process; any such hub serves ``create_app(hub=...)``."""
+
+    @property
+    def limits(self) -> WebLimits:
+        """The server's bounds."""
+        ...
+
+    @property
+    def store(self) -> SessionStore:
+        """Where sessions live."""
+        ...
+
+    @property
+    def secret(self) -> bytes:
+        """The server's secret, which keys owner ids (known once the hub is entered)."""
+        ...
+
+    async def start(self, owner: str, input: str, *, session: str | None = None) -> EventLog:
+        """Start a run (``RunHub.start``)."""
+        ...
+
+    async def resume(
+        self, owner: str, session: str, *, decisions: Mapping[str, Decision] | None = None
+    ) -> EventLog:
+        """Resume the session's waiting run (``RunHub.resume``)."""
+        ...
+
+    async def history(self, owner: str, session: str) -> list[dict[str, Any]]:
+        """The session's records (``RunHub.history``)."""
+        ...
+
+    async def find(self, owner: str, run: str) -> EventLog:
+        """The owner's run (``RunHub.log``); else ``SessionNotFound``."""
+        ...
+
+    async def find_active(self, owner: str, session: str) -> EventLog | None:
+        """The run going on in the owner's session (``RunHub.active``)."""
+        ...
+
+    async def stop(self, owner: str, run: str) -> None:
+        """Stop the owner's run (``RunHub.cancel``)."""
+        ...
+
+    def open_stream(self, owner: str) -> None:
+        """Count a stream the owner opens; ``TooMany`` at the bound."""
+        ...
+
+    def close_stream(self, owner: str) -> None:
+        """Count a stream the owner closed."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None: ...
+
+
 @final
 class RunLog:
     """One invocation's events, in order, readable from any ``seq`` while it runs and after.
@@ -123,6 +217,7 @@ class RunLog:
         self._ended = anyio.Event()
         self.done = False
         self.cancel_scope = anyio.CancelScope()
+        self.begins_after: int | None = None  # its first event is its own
 
     def append(self, event: Event) -> None:
         """Add the run's next event, dropping the oldest beyond the bound.
@@ -168,6 +263,24 @@ class RunLog:
         if self._dropped and (not self._seqs or after < self._seqs[0] - 1):
             raise LogTrimmed(f"the events after {after} are no longer kept")
         return bisect.bisect_right(self._seqs, after)
+
+    def replay(self, after: int | None) -> AsyncIterator[tuple[Event, bool]]:
+        """The events kept (the ones up to ``after`` marked as seen), then the new ones until
+        the run ends; ``LogTrimmed`` now if the events after ``after`` are gone.
+
+        Args:
+            after: The seq the reader last saw (``None``: from the start).
+        """
+        start = self.start_index(after)
+        seen = self._events[:start]
+
+        async def events() -> AsyncIterator[tuple[Event, bool]]:
+            for event in seen:
+                yield event, False
+            async for _, event in self.follow(start):
+                yield event, True
+
+        return events()
 
     async def follow(self, index: int) -> AsyncIterator[tuple[int, Event]]:
         """The events from position ``index`` on, waiting for new ones until the run ends.
@@ -259,15 +372,7 @@ class RunHub:
             input: The user's message.
             session: The owner's session to continue; ``None`` makes a new one.
         """
-        if not input.strip():
-            raise UserError("input must be a non-empty string")
-        if len(input) > self.limits.max_input_chars:
-            raise UserError(f"input is longer than {self.limits.max_input_chars} characters")
-        if session is None:
-            session = secrets.token_hex(16)  # unguessable: owning it is knowing it, and more
-            await self.store.create(session, user=owner)
-        else:
-            await self._owned(owner, session)
+        session = await session_for(self.store, self.limits, owner, input, session)
         return await self._launch(owner, session, "run", input=input)
 
     async def resume(
@@ -281,7 +386,7 @@ class RunHub:
             session: The owner's session.
             decisions: The decisions on its pending calls, by ``PendingCall.id``.
         """
-        await self._owned(owner, session)
+        await owned_session(self.store, owner, session)
         return await self._launch(owner, session, "resume", decisions=decisions)
 
     async def history(self, owner: str, session: str) -> list[dict[str, Any]]:
@@ -291,14 +396,8 @@ class RunHub:
             owner: Who asks.
             session: The owner's session.
         """
-        found = await self._owned(owner, session)
+        found = await owned_session(self.store, owner, session)
         return [record.model_dump(mode="json") for record in found.history]
-
-    async def _owned(self, owner: str, session: str) -> Any:
-        found = await self.store.get(session) if _plausible(session) else None
-        if found is None or (found.user != owner and found.user not in _formerly(owner)):
-            raise SessionNotFound(f"no session {session!r}")  # another's is as good as none
-        return found
 
     async def _launch(
         self,
@@ -402,6 +501,33 @@ class RunHub:
             raise SessionNotFound(f"no run {run!r}")
         return found
 
+    async def find(self, owner: str, run: str) -> RunLog:
+        """``log``, for ``RunBackend``.
+
+        Args:
+            owner: Who asks.
+            run: The run's id.
+        """
+        return self.log(owner, run)
+
+    async def find_active(self, owner: str, session: str) -> RunLog | None:
+        """``active``, for ``RunBackend``.
+
+        Args:
+            owner: Who asks.
+            session: The session.
+        """
+        return self.active(owner, session)
+
+    async def stop(self, owner: str, run: str) -> None:
+        """``cancel``, for ``RunBackend``.
+
+        Args:
+            owner: Who asks.
+            run: The run's id.
+        """
+        self.cancel(owner, run)
+
     def active(self, owner: str, session: str) -> RunLog | None:
         """The run going on in the owner's session, if any (what a client that lost its
         stream rejoins: the AI SDK's ``resumeStream``).
@@ -445,11 +571,59 @@ class RunHub:
             del self._streams[owner]  # one entry per caller with streams open, no more
 
 
+async def session_for(
+    store: SessionStore, limits: WebLimits, owner: str, input: str, session: str | None
+) -> str:
+    """The session a run of ``input`` starts in: the owner's ``session``, or a new one made
+    theirs; ``UserError`` for an empty or too long input.
+
+    Args:
+        store: Where sessions live.
+        limits: The server's bounds.
+        owner: Who asks.
+        input: The user's message.
+        session: The owner's session to continue; ``None`` makes a new one.
+    """
+    if not input.strip():
+        raise UserError("input must be a non-empty string")
+    if len(input) > limits.max_input_chars:
+        raise UserError(f"input is longer than {limits.max_input_chars} characters")
+    if session is None:
+        session = secrets.token_hex(16)  # unguessable: owning it is knowing it, and more
+        await store.create(session, user=owner)
+    else:
+        await owned_session(store, owner, session)
+    return session
+
+
+async def owned_session(
+    store: SessionStore, owner: str, session: str, *, history_limit: int | None = None
+) -> Session:
+    """The owner's session; another's, or none, is ``SessionNotFound`` (the same to them).
+
+    Args:
+        store: Where sessions live.
+        owner: Who asks.
+        session: The session's id.
+        history_limit: How many of its last runs' records to load (all when ``None``).
+    """
+    found = await store.get(session, history_limit=history_limit) if plausible_id(session) else None
+    if found is None or not is_owner(owner, found.user):
+        raise SessionNotFound(f"no session {session!r}")  # another's is as good as none
+    return found
+
+
+def is_owner(owner: str, stored: str) -> bool:
+    """Whether ``owner`` (what the auth said) is the owner stored as ``stored``."""
+    return stored == owner or stored in _formerly(owner)
+
+
 def _formerly(owner: str) -> tuple[str, ...]:
     """The ids the owner's credentials were stored under before (see ``bearer_token``)."""
     formerly: tuple[str, ...] = getattr(owner, "formerly", ())
     return formerly
 
 
-def _plausible(session: str) -> bool:
+def plausible_id(session: str) -> bool:
+    """Whether ``session`` could be an id (bounded, printable): worth looking up."""
     return 0 < len(session) <= 200 and session.isprintable()

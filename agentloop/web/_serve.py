@@ -12,7 +12,7 @@ from agentloop.sessions import SessionStore
 
 from ._app import Auth, create_app
 from ._gate import is_loopback
-from ._hub import WebLimits
+from ._hub import RunBackend, WebLimits
 
 _ANY_ADDRESS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
@@ -73,6 +73,7 @@ async def serve(
     allow_hosts: Sequence[str] = (),
     secret: bytes | str | None = None,
     log_level: str = "info",
+    hub: RunBackend | None = None,
 ) -> None:
     """Serve ``agent`` (``create_app``) with uvicorn until cancelled. Any address but a
     loopback one needs ``auth``: without it this raises ``UserError`` and serves nothing.
@@ -93,13 +94,14 @@ async def serve(
         allow_hosts: Names the server answers to besides loopback ones (``create_app``).
         secret: The server's secret, which keys owner ids (``create_app``).
         log_level: uvicorn's log level.
+        hub: Where runs run (``create_app``); its own limits bound the connections too.
     """
     import uvicorn
 
     from ._conn import bounded_config
 
     check_bind(host, auth)
-    limits = limits or WebLimits()
+    bounds = hub.limits if hub is not None else limits or WebLimits()
     hosts = [*allow_hosts] if host in _ANY_ADDRESS else [*allow_hosts, host]
     app = create_app(
         agent,
@@ -110,11 +112,12 @@ async def serve(
         allow_origins=allow_origins,
         allow_hosts=hosts,
         secret=secret,
+        hub=hub,
     )
     config = bounded_config(
         app,
-        head_timeout=limits.head_timeout,
-        max_pending=limits.max_pending_connections,
+        head_timeout=bounds.head_timeout,
+        max_pending=bounds.max_pending_connections,
         host=host,
         port=port,
         log_level=log_level,

@@ -1,5 +1,6 @@
 """A run's event log as a server-sent event response: each frame's ``id:`` is the ``seq`` of the
 event it comes from, so a reconnecting ``EventSource`` (``Last-Event-ID``) reads on from there.
+The log is any ``EventLog``: a ``RunLog`` in this process, or a durable run's on Temporal.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from typing import Any
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 
-from ._hub import RunLog
+from agentloop import Event
+
+from ._hub import EventLog
 from ._protocols import Encoder, encoder
 
 _SEP = "\n"  # LF line ends: @ag-ui/client splits events on a bare blank line, not on CRLF
@@ -34,7 +37,7 @@ def last_event_id(request: Request) -> int | None:
 
 
 def sse_response(
-    log: RunLog,
+    log: EventLog,
     *,
     after: int | None = None,
     protocol: str = "agentloop",
@@ -46,7 +49,7 @@ def sse_response(
     no longer kept; ``ValueError`` for an unknown protocol.
 
     Args:
-        log: The run's event log (``RunHub.log``).
+        log: The run's event log (``RunHub.log``, or a durable hub's).
         after: The seq the client last saw (``last_event_id(request)``).
         protocol: The wire protocol of the frames.
         ping: Seconds between keep-alive comments.
@@ -54,11 +57,8 @@ def sse_response(
             stream is dropped (the run never waits on it: it writes to the log).
     """
     codec = encoder(protocol, thread_id=log.session)
-    start = log.start_index(after)
-    for event in log.events()[:start]:
-        codec.encode(event)  # rebuild the encoder's state; sent before, not again
     return EventSourceResponse(
-        _frames(log, start, codec),
+        _frames(log.replay(after), codec),
         headers={**codec.headers, "cache-control": "no-store"},
         ping=ping,
         sep=_SEP,
@@ -66,9 +66,13 @@ def sse_response(
     )
 
 
-async def _frames(log: RunLog, start: int, codec: Encoder) -> AsyncIterator[ServerSentEvent]:
-    async for _, event in log.follow(start):
-        messages = codec.encode(event)
+async def _frames(
+    events: AsyncIterator[tuple[Event, bool]], codec: Encoder
+) -> AsyncIterator[ServerSentEvent]:
+    async for event, new in events:
+        messages = codec.encode(event)  # the events sent before rebuild the encoder's state
+        if not new:
+            continue
         for n, message in enumerate(messages):
             last = n == len(messages) - 1
             yield ServerSentEvent(

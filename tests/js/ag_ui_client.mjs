@@ -4,7 +4,9 @@
 // "payload"?}} (runAgent answering every pending interrupt with it), or {"read": path} (runAgent
 // reading an existing run's stream, GET path?protocol=ag-ui, through the agent's fetch hook). Prints, as JSON: per step
 // the events the client let through and its outcome or error, then the messages and state the
-// client rebuilt.
+// client rebuilt. A step's "url" sends it, and the steps after it, to another server (a
+// replica of the same app). The fourth argument names the client package (an npm alias pins
+// the lowest supported version).
 const [url, threadId, planJson, pkg = "@ag-ui/client"] = process.argv.slice(2);
 const { HttpAgent } = await import(pkg);
 const plan = JSON.parse(planJson);
@@ -19,6 +21,7 @@ for (const step of plan) {
   const subscriber = { onEvent: ({ event }) => void events.push(event) };
   const record = { events, interrupts: [], error: null, result: null };
   try {
+    if (step.url !== undefined) agent.url = step.url;
     reading = step.read ?? null;
     if (step.read !== undefined) {
       record.result = (await agent.runAgent({}, subscriber)).result ?? null;

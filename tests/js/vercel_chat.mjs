@@ -7,6 +7,7 @@
 // does); {"post_and_drop": text} (another tab starts a run by POST and drops its connection
 // after the first frames); {"resume": true} (a fresh Chat with the messages so far, as
 // useChat({resume: true}) does on mount: resumeStream()).
+// A step's "base" sends it, and the steps after it, to another server (a replica of the app).
 // Prints, as JSON: the requests made, each response's frames, each onFinish, the messages.
 const [base, pkg, chatId, planJson] = process.argv.slice(2);
 const plan = JSON.parse(planJson);
@@ -15,8 +16,12 @@ const requests = [];
 const finishes = [];
 const errors = [];
 
-async function recordingFetch(url, init = {}) {
-  const entry = { method: init.method ?? "GET", url: String(url).replace(base, "") };
+let current = base;
+
+async function recordingFetch(target, init = {}) {
+  const path = String(target).replace(base, "");
+  const url = current + path;
+  const entry = { method: init.method ?? "GET", url: path, base: current };
   entry.body = init.body ? JSON.parse(init.body) : null;
   requests.push(entry);
   const response = await fetch(url, init);
@@ -79,6 +84,7 @@ async function settle(chat) {
 
 let chat = await makeChat([]);
 for (const step of plan) {
+  if (step.base !== undefined) current = step.base;
   if (step.say !== undefined) {
     await chat.sendMessage({ text: step.say });
   } else if (step.approve !== undefined) {
@@ -91,7 +97,7 @@ for (const step of plan) {
   } else if (step.post_and_drop !== undefined) {
     const message = { id: "dropped-user", role: "user", parts: [{ type: "text", text: step.post_and_drop }] };
     const controller = new AbortController();
-    const response = await fetch(`${base}/api/chat`, {
+    const response = await fetch(`${current}/api/chat`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ id: chatId, messages: [message], trigger: "submit-message" }),
