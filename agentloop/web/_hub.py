@@ -151,37 +151,77 @@ class RunBackend(Protocol):
         ...
 
     async def start(self, owner: str, input: str, *, session: str | None = None) -> EventLog:
-        """Start a run (``RunHub.start``)."""
+        """Start a run (``RunHub.start``).
+
+        Args:
+            owner: The caller's owner id.
+            input: The user's message.
+            session: The session to go on; a new one when None.
+        """
         ...
 
     async def resume(
         self, owner: str, session: str, *, decisions: Mapping[str, Decision] | None = None
     ) -> EventLog:
-        """Resume the session's waiting run (``RunHub.resume``)."""
+        """Resume the session's waiting run (``RunHub.resume``).
+
+        Args:
+            owner: The caller's owner id.
+            session: The waiting session.
+            decisions: A decision per waiting call id.
+        """
         ...
 
     async def history(self, owner: str, session: str) -> list[dict[str, Any]]:
-        """The session's records (``RunHub.history``)."""
+        """The session's records (``RunHub.history``).
+
+        Args:
+            owner: The caller's owner id.
+            session: The session.
+        """
         ...
 
     async def find(self, owner: str, run: str) -> EventLog:
-        """The owner's run (``RunHub.log``); else ``SessionNotFound``."""
+        """The owner's run (``RunHub.log``); else ``SessionNotFound``.
+
+        Args:
+            owner: The caller's owner id.
+            run: The run's id.
+        """
         ...
 
     async def find_active(self, owner: str, session: str) -> EventLog | None:
-        """The run going on in the owner's session (``RunHub.active``)."""
+        """The run going on in the owner's session (``RunHub.active``).
+
+        Args:
+            owner: The caller's owner id.
+            session: The session.
+        """
         ...
 
     async def stop(self, owner: str, run: str) -> None:
-        """Stop the owner's run (``RunHub.cancel``)."""
+        """Stop the owner's run (``RunHub.cancel``).
+
+        Args:
+            owner: The caller's owner id.
+            run: The run's id.
+        """
         ...
 
     def open_stream(self, owner: str) -> None:
-        """Count a stream the owner opens; ``TooMany`` at the bound."""
+        """Count a stream the owner opens; ``TooMany`` at the bound.
+
+        Args:
+            owner: The caller's owner id.
+        """
         ...
 
     def close_stream(self, owner: str) -> None:
-        """Count a stream the owner closed."""
+        """Count a stream the owner closed.
+
+        Args:
+            owner: The caller's owner id.
+        """
         ...
 
     async def __aenter__(self) -> Self: ...

@@ -56,9 +56,11 @@ async def fleet(
     *,
     auths: tuple[Auth | None, Auth | None] = (None, None),
     limits: WebLimits | None = None,
+    secrets: tuple[str | None, str | None] = (None, None),
 ) -> AsyncIterator[tuple[str, str]]:
     """Two workers and two replicas of the agent ``make(store)`` builds, each with its own
-    store on ``db``: the replicas' base URLs."""
+    store on ``db`` (and the server secret of ``secrets``, else the store's): the replicas'
+    base URLs."""
     queue = f"web-{uuid.uuid4().hex[:8]}"
     async with AsyncExitStack() as stack:
         for _ in range(2):  # two workers, each its own client, agent and store connection
@@ -71,10 +73,12 @@ async def fleet(
                 )
             )
         bases = []
-        for auth in auths:  # two replicas, sharing nothing but Temporal and the store's file
+        for auth, secret in zip(auths, secrets, strict=True):  # sharing Temporal and the file
             store = await stack.enter_async_context(SQLiteStore(db))
             agent = await stack.enter_async_context(make(store))
-            app = create_app(agent, temporal=temporal, task_queue=queue, auth=auth, limits=limits)
+            app = create_app(
+                agent, temporal=temporal, task_queue=queue, auth=auth, limits=limits, secret=secret
+            )
             bases.append(await stack.enter_async_context(serving(app)))
         yield bases[0], bases[1]
 
@@ -257,14 +261,12 @@ async def test_owners_hold_on_every_replica_that_shares_the_secret(
     (404, as for no run); a replica with another secret refuses even A's caller."""
     monkeypatch.setenv("TOKEN_ALICE", "alice-token")
     monkeypatch.setenv("TOKEN_MALLORY", "mallory-token")
-    monkeypatch.setenv("AGENTLOOP_SECRET", "the replicas' secret")
     alice, mallory = bearer_token("TOKEN_ALICE"), bearer_token("TOKEN_MALLORY")
 
     async def either(request: Any) -> str | None:
         return await alice(request) or await mallory(request)
 
-    monkeypatch.setenv("AGENTLOOP_SECRET", "another secret")
-    stranger = bearer_token("TOKEN_ALICE")
+    shared, another = "the replicas' secret", "another secret, not the replicas'"
     as_alice = {"authorization": "Bearer alice-token"}
     as_mallory = {"authorization": "Bearer mallory-token"}
     async with (
@@ -272,13 +274,15 @@ async def test_owners_hold_on_every_replica_that_shares_the_secret(
             temporal_target,
             lambda s: demo_agent(demo_url, store=s),
             tmp_path / "s.db",
-            auths=(either, stranger),
+            auths=(either, either),
+            secrets=(shared, another),
         ) as (a, other),
         fleet(
             temporal_target,
             lambda s: demo_agent(demo_url, store=s),
             tmp_path / "s.db",
             auths=(either, either),
+            secrets=(shared, shared),
         ) as (_, b),
         httpx2.AsyncClient(timeout=60) as client,
     ):
