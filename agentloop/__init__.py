@@ -86,6 +86,7 @@ from ._errors import ModelStreamError as ModelStreamError
 from ._errors import ModelTimeout as ModelTimeout
 from ._errors import NothingToResume as NothingToResume
 from ._errors import OutputInvalid as OutputInvalid
+from ._errors import PayloadTooLarge as PayloadTooLarge
 from ._errors import ReplyTooLarge as ReplyTooLarge
 from ._errors import ReplyTruncated as ReplyTruncated
 from ._errors import RunCancelled as RunCancelled
@@ -239,6 +240,7 @@ __all__ = [
     "OutputInvalid",
     "OutputValidator",
     "PartialOutput",
+    "PayloadTooLarge",
     "PendingCall",
     "Plain",
     "PriceTable",

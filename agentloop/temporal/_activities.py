@@ -13,11 +13,11 @@ from temporalio.exceptions import ApplicationError
 
 from .._actions import Toolbox, error_result, make_terminal
 from .._context import StateView
-from .._errors import ModelError, UserError
+from .._errors import ModelError, RunError, SessionStoreError, UserError
 from .._final import final_text
 from .._middleware import ToolCall, compose
 from ..models._types import ModelResponse, RunContext, Usage
-from . import _codec
+from . import _codec, _payloads
 from ._durable import DELTAS_SIGNAL
 from ._store import error_of_store, perform
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._durable import TemporalAgent
 
 BATCH_SECONDS = 0.05  # deltas gathered into one signal: a signal costs 8-10 ms
+SIGNAL_BYTES = 256 * 1024  # a delta larger than this is cut into pieces (a signal fits many)
 INPUTS_KEPT = 8  # runs whose input parts a worker keeps at hand (each under 2 MB)
 
 
@@ -37,6 +38,8 @@ class Activities:
         # The input parts of the runs whose model activities ran here last, by workflow run
         # (read once from each run's history; the oldest dropped past ``INPUTS_KEPT``).
         self._inputs: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
+        # The strings the runs sent by reference, read back by query (``_payloads``).
+        self._reader = _payloads.BlobReader()
 
     def _agent(self, name: str) -> TemporalAgent[Any]:
         durable = self._agents.get(name)
@@ -54,7 +57,7 @@ class Activities:
         info = activity.info()
         if info.workflow_id is None:
             raise ApplicationError("the model activity streams to its workflow: it has none")
-        encoded = payload["request"]
+        encoded = await self._reader.resolve(payload["request"], _blob_query(info))
         if payload.get("input_refs"):
             parts = await self._input_parts(info.workflow_id, info.workflow_run_id or "")
             encoded = _codec.resolve_inputs(encoded, parts)
@@ -73,6 +76,13 @@ class Activities:
                     str(exc),
                     _codec.model_error_details(exc),
                     type="agentloop.ModelError",
+                    non_retryable=True,
+                )
+            except RunError as exc:  # the driver's ReplyTooLarge: the run ends with it, once
+                failure = ApplicationError(
+                    str(exc),
+                    _payloads.run_error_details(exc),
+                    type=_payloads.RUN_ERROR,
                     non_retryable=True,
                 )
             except Exception as exc:  # the driver's own fault: the run fails, as in-process
@@ -107,6 +117,7 @@ class Activities:
     @activity.defn(name="agentloop.store")
     async def store(self, payload: dict[str, Any]) -> Any:
         """One call of a durable session run on the worker's session store."""
+        payload = await self._reader.resolve(payload, _blob_query(activity.info()))
         durable = self._agent(payload["agent"])
         store = durable.agent.store
         if store is None:
@@ -116,11 +127,19 @@ class Activities:
                     "session needs Agent(store=...) on every worker"
                 )
             )
-        return await perform(store, payload["op"], payload["args"])
+        result = await perform(store, payload["op"], payload["args"])
+        if _payloads.size_of(result) > _payloads.MAX_PAYLOAD_BYTES:  # a session's long history
+            what = f"the session store's {payload['op']} result"
+            hint = "a durable run records each store call: load less history (Memory)"
+            raise error_of_store(
+                SessionStoreError(_payloads.too_large(what), store=repr(store), hint=hint)
+            )
+        return result
 
     @activity.defn(name="agentloop.tool")
     async def tool(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Run one action through the agent's tool middleware and its tool."""
+        payload = await self._reader.resolve(payload, _blob_query(activity.info()))
         durable = self._agent(payload["agent"])
         agent = _agent_at(durable, payload)
         action = _codec.decode_action(payload["action"])
@@ -150,11 +169,23 @@ class Activities:
                 non_retryable=True,
             )
         after = dict(state)
-        return {
-            "result": _codec.encode_result(result),  # pyright: ignore[reportPossiblyUnboundVariable]  # the task group swallows nothing
-            "set": {k: v for k, v in after.items() if k not in before or before[k] != v},
-            "deleted": [k for k in before if k not in after],
-        }
+        outcome = _payloads.tool_outcome(
+            {
+                "result": _codec.encode_result(result),  # pyright: ignore[reportPossiblyUnboundVariable]  # the task group swallows nothing
+                "set": {k: v for k, v in after.items() if k not in before or before[k] != v},
+                "deleted": [k for k in before if k not in after],
+            },
+            payload["action"],
+        )
+        if _payloads.size_of(outcome) > _payloads.MAX_PAYLOAD_BYTES:
+            # It ran, but its outcome cannot be recorded: the model sees why, not a retry.
+            message = _payloads.too_large("the tool's output (and its state changes)")
+            outcome = {
+                "result": _codec.encode_result(error_result(action, "tool_error", message)),
+                "set": {},
+                "deleted": [],
+            }
+        return outcome
 
 
 def _agent_at(durable: TemporalAgent[Any], payload: dict[str, Any]) -> Agent[Any, Any]:
@@ -163,6 +194,21 @@ def _agent_at(durable: TemporalAgent[Any], payload: dict[str, Any]) -> Agent[Any
         return durable.agent_at(payload.get("path", ""))
     except UserError as exc:
         raise ApplicationError(str(exc), type="AgentMismatch", non_retryable=True) from None
+
+
+def _blob_query(info: activity.Info) -> _payloads.Fetch:
+    """The ``agentloop.blob`` query of the activity's own workflow run."""
+    handle = activity.client().get_workflow_handle(
+        info.workflow_id or "", run_id=info.workflow_run_id
+    )
+
+    async def fetch(digest: str, start: int) -> dict[str, Any]:
+        reply: dict[str, Any] = await handle.query(
+            _payloads.BLOB_QUERY, args=[digest, start], result_type=dict
+        )
+        return reply
+
+    return fetch
 
 
 def _heartbeat_every(info: activity.Info) -> float:
@@ -186,13 +232,16 @@ class _Batches:
         self._call = call
         self._heartbeat = heartbeat
         self._pending: list[Any] = []
+        self._sizes: list[int] = []  # each pending delta's, for signals that fit
         self._wake = anyio.Event()
         self._closed = False
         self._done = anyio.Event()
         self.sent = 0
 
     def add(self, delta: list[Any]) -> None:
-        self._pending.append(delta)
+        for piece in _payloads.split_delta(delta, SIGNAL_BYTES):
+            self._pending.append(piece)
+            self._sizes.append(_payloads.size_of(piece))
         self._wake.set()
 
     async def close(self) -> None:
@@ -213,7 +262,9 @@ class _Batches:
                 activity.heartbeat()
                 if not self._pending:
                     continue
-                batch, self._pending = self._pending, []
+                count = _payloads.within(self._sizes, 0, len(self._pending))
+                batch, self._pending = self._pending[:count], self._pending[count:]
+                del self._sizes[:count]
                 began = anyio.current_time()
                 await self._handle.signal(
                     DELTAS_SIGNAL, {"call": self._call, "index": self.sent, "deltas": batch}
