@@ -11,8 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import Agent, tool
+from agentloop import Agent, ToolLimits, tool
 from agentloop import _events as ev
+from agentloop.sessions import SQLiteStore
 from agentloop.testing import EmulatedProvider, ProviderServer, Reply, ScriptedModel, call
 from tests.support.temporal import import_temporal
 
@@ -135,25 +136,70 @@ async def measure(blob: str) -> int:
     return len(blob)
 
 
-async def test_a_streamed_tool_argument_of_900kb_ends_the_run(temporal_target: str) -> None:
+@pytest.mark.parametrize("session", [False, True], ids=["no-session", "session"])
+async def test_a_streamed_tool_argument_of_900kb_ends_the_run(
+    temporal_target: str, tmp_path: Any, session: bool
+) -> None:
     """A tool call whose argument streams 0.9 MB: the tool gets it whole, the run ends, and no
-    recorded payload (the tool's input, the next model input, the events, the result) is
-    over the limit."""
+    recorded payload (the tool's input, the next model input, the events, the session's
+    commits, the result) is over the limit."""
     blob = "".join(chr(ord("a") + i % 26) for i in range(900_000))
     model = ScriptedModel(
         [Reply(calls=[call("measure", {"blob": blob}, id="m")], chunk_size=20_000), "measured"]
     )
-    durable = TemporalAgent(Agent(model, name="measurer", tools=[measure]), task_queue=_queue())
-    async with serving(temporal_target, durable) as client:
-        with anyio.fail_after(BOUND):
-            run = await durable.start(client, "measure it")
-            events = [e async for e in run]
-            result = await run.result()
-        sizes = await _recorded(client, run.run_id)
+    async with SQLiteStore(str(tmp_path / "s.db")) as store:
+        agent = Agent(model, name="measurer", tools=[measure], store=store if session else None)
+        durable = TemporalAgent(agent, task_queue=_queue())
+        async with serving(temporal_target, durable) as client:
+            with anyio.fail_after(BOUND):
+                run = await durable.start(client, "measure it", session="s" if session else None)
+                events = [e async for e in run]
+                result = await run.result()
+            sizes = await _recorded(client, run.run_id)
+        stored = await store.get("s")
     assert result.output == "measured"
     [action] = result.steps[0].actions
     assert action.output == len(blob) and action.input == {"blob": blob}
     assert any(isinstance(e, ev.StepFinished) for e in events)
+    _fits(sizes)
+    if session:  # the session's record has the step whole
+        assert stored is not None and blob in repr(stored.history)
+
+
+ran: list[int] = []
+
+
+@tool
+async def flood(n: int) -> str:
+    """Too much output.
+
+    Args:
+        n: Characters.
+    """
+    ran.append(n)
+    return "f" * n
+
+
+async def test_a_tool_output_over_the_limit_is_refused_once_and_the_run_goes_on(
+    temporal_target: str,
+) -> None:
+    """A tool's output that cannot be recorded (2.5 MB, its cap raised) is refused as that
+    call's error, which the model sees: the tool ran once (it was retried as a lost worker's),
+    and the run ends."""
+    ran.clear()
+    model = ScriptedModel([Reply(calls=[call("flood", {"n": 2_500_000}, id="f")]), "noted"])
+    agent = Agent(
+        model, name="flooder", tools=[flood], tool_limits=ToolLimits(max_output_chars=3_000_000)
+    )
+    durable = TemporalAgent(agent, task_queue=_queue())
+    async with serving(temporal_target, durable) as client:
+        with anyio.fail_after(BOUND):
+            run = await durable.start(client, "flood")
+            result = await run.result()
+        sizes = await _recorded(client, run.run_id)
+    assert result.output == "noted" and ran == [2_500_000]
+    [action] = result.steps[0].actions
+    assert action.error_kind == "tool_error" and "payload limit" in (action.error or "")
     _fits(sizes)
 
 
