@@ -78,6 +78,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "OutputInvalid",
         "OutputValidator",
         "PartialOutput",
+        "PayloadTooLarge",
         "PendingCall",
         "Plain",
         "PriceTable",
