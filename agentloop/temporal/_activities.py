@@ -202,9 +202,9 @@ def _blob_query(info: activity.Info) -> _payloads.Fetch:
         info.workflow_id or "", run_id=info.workflow_run_id
     )
 
-    async def fetch(digest: str, start: int) -> dict[str, Any]:
-        reply: dict[str, Any] = await handle.query(
-            _payloads.BLOB_QUERY, args=[digest, start], result_type=dict
+    async def fetch(wants: list[list[Any]]) -> list[dict[str, Any]]:
+        reply: list[dict[str, Any]] = await handle.query(
+            _payloads.BLOB_QUERY, wants, result_type=list
         )
         return reply
 

@@ -404,9 +404,9 @@ class DurableRun(Generic[OutputT]):
         whole = await self._reader.event(data, self._blob)
         return ev.event_from_json(whole, output_type=self._durable.agent.output_type)
 
-    async def _blob(self, digest: str, start: int) -> dict[str, Any]:
-        reply: dict[str, Any] = await self._handle.query(
-            _payloads.BLOB_QUERY, args=[digest, start], result_type=dict
+    async def _blob(self, wants: list[list[Any]]) -> list[dict[str, Any]]:
+        reply: list[dict[str, Any]] = await self._handle.query(
+            _payloads.BLOB_QUERY, wants, result_type=list
         )
         return reply
 

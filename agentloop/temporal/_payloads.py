@@ -45,6 +45,7 @@ EVENT_INLINE_BYTES = 64 * 1024  # an event this large or less is kept as it is
 READER_CACHE_BYTES = 64 * 1024 * 1024  # what one reader keeps of the strings it read
 BLOB_REF = "agentloop.blob"
 BLOB_QUERY = "agentloop.blob"
+READ_BATCH = 512  # strings asked for in one query at most
 _ESCAPED = "agentloop.blob.escaped"  # a value's own dict that happens to have the key
 RUN_ERROR = "agentloop.RunError"  # a model activity's failure that ends the run as in-process
 
@@ -105,18 +106,28 @@ class Blobs:
             referred = self.refer(value, REFER_SMALL_CHARS)
         return json.dumps(referred, separators=(",", ":"))
 
-    def read(self, digest: str, start: int) -> dict[str, Any]:
-        """The ``agentloop.blob`` query: the string's slice from ``start`` that fits in one
-        reply, and whether it is the last."""
-        text = self._texts.get(digest)
-        if text is None:
-            raise KeyError(f"this run sent no string of digest {digest!r} by reference")
-        chars = MAX_PAYLOAD_BYTES // 2
-        while True:
-            piece = text[start : start + chars]
-            if chars <= 1 or size_of(piece) <= MAX_PAYLOAD_BYTES:
-                return {"text": piece, "end": start + len(piece) >= len(text)}
-            chars //= 2
+    def read(self, wants: list[Any]) -> list[dict[str, Any]]:
+        """The ``agentloop.blob`` query: for each ``[digest, start]`` wanted, in order and as
+        many as fit in one reply (one at least), the string's slice from ``start`` and whether
+        it is the last; a slice that does not reach its string's end ends the reply."""
+        replies: list[dict[str, Any]] = []
+        budget = MAX_PAYLOAD_BYTES
+        for digest, start in wants[:READ_BATCH]:
+            text = self._texts.get(str(digest))
+            if text is None:
+                raise KeyError(f"this run sent no string of digest {digest!r} by reference")
+            begin = int(start)
+            chars = budget // 2
+            piece = text[begin : begin + chars]
+            while chars > 1 and size_of(piece) > budget:
+                chars //= 2
+                piece = text[begin : begin + chars]
+            end = begin + len(piece) >= len(text)
+            replies.append({"text": piece, "end": end})
+            budget -= size_of(piece) + 32
+            if not end or budget < REFER_CHARS * 12:
+                break
+        return replies
 
 
 def too_large(what: str) -> str:
@@ -173,7 +184,8 @@ def within(sizes: list[int], start: int, count: int) -> int:
     return end - start
 
 
-Fetch = Callable[[str, int], Awaitable[dict[str, Any]]]
+# The ``agentloop.blob`` query: ``[[digest, start], ...]`` to a slice of each, as ``Blobs.read``.
+Fetch = Callable[[list[list[Any]]], Awaitable[list[dict[str, Any]]]]
 
 
 class BlobReader:
@@ -198,7 +210,17 @@ class BlobReader:
         """
         digests: set[str] = set()
         _collect(value, digests)
-        texts = {digest: await self._text(digest, fetch) for digest in digests}
+        if not digests:
+            return value
+        texts: dict[str, str] = {}
+        for digest in digests:
+            cached = self._cache.get(digest)
+            if cached is not None:
+                self._cache.move_to_end(digest)
+                texts[digest] = cached
+        missing = [d for d in digests if d not in texts]
+        if missing:
+            texts |= await self._read(missing, fetch)
         return _substitute(value, texts)
 
     async def event(self, data: str, fetch: Fetch) -> str:
@@ -212,29 +234,34 @@ class BlobReader:
             return data
         return json.dumps(await self.resolve(json.loads(data), fetch), separators=(",", ":"))
 
-    async def _text(self, digest: str, fetch: Fetch) -> str:
-        cached = self._cache.get(digest)
-        if cached is not None:
-            self._cache.move_to_end(digest)
-            return cached
-        pieces: list[str] = []
-        start = 0
-        while True:
-            reply = await fetch(digest, start)
-            piece = str(reply["text"])
-            pieces.append(piece)
-            start += len(piece)
-            if reply["end"] or not piece:
-                break
-        text = "".join(pieces)
-        if digest_of(text) != digest:
-            raise ValueError(f"the string read back for digest {digest!r} is not the one sent")
-        self._cache[digest] = text
-        self._bytes += len(text)
+    async def _read(self, digests: list[str], fetch: Fetch) -> dict[str, str]:
+        """The strings, read by as few queries as fit them, checked and cached."""
+        pieces: dict[str, list[str]] = {d: [] for d in digests}
+        starts = dict.fromkeys(digests, 0)
+        todo = list(digests)
+        while todo:
+            asked = todo[:READ_BATCH]
+            replies = await fetch([[d, starts[d]] for d in asked])
+            if not replies:
+                raise ValueError("the run's agentloop.blob query returned nothing")
+            done: set[str] = set()
+            for digest, reply in zip(asked, replies, strict=False):
+                piece = str(reply["text"])
+                pieces[digest].append(piece)
+                starts[digest] += len(piece)
+                if reply["end"] or not piece:
+                    done.add(digest)
+            todo = [d for d in todo if d not in done]
+        texts = {d: "".join(p) for d, p in pieces.items()}
+        for digest, text in texts.items():
+            if digest_of(text) != digest:
+                raise ValueError(f"the string read back for digest {digest!r} is not the one sent")
+            self._cache[digest] = text
+            self._bytes += len(text)
         while self._bytes > self._max and len(self._cache) > 1:
             _, dropped = self._cache.popitem(last=False)
             self._bytes -= len(dropped)
-        return text
+        return texts
 
 
 def _is_ref(fields: dict[str, Any]) -> bool:

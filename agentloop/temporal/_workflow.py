@@ -445,9 +445,9 @@ class AgentRunWorkflow:
             raise ApplicationError(str(exc), type="DecisionError", non_retryable=True) from None
 
     @workflow.query(name=_payloads.BLOB_QUERY)
-    def blob(self, digest: str, start: int) -> dict[str, Any]:
-        """A slice of a string sent by reference (``_payloads.Blobs.read``)."""
-        return self.blobs.read(digest, start)
+    def blob(self, wants: list[Any]) -> list[dict[str, Any]]:
+        """Slices of strings sent by reference (``_payloads.Blobs.read``)."""
+        return self.blobs.read(wants)
 
     @workflow.query(name=WAITING_QUERY)
     def waiting(self) -> str | None:
