@@ -86,10 +86,10 @@ async def test_a_request_of_many_small_strings_is_referred_more_or_refused() -> 
 def test_a_large_delta_is_cut_into_pieces_that_fit_and_join_again() -> None:
     delta = ["TextPiece", {"text": "é" * 1_000_000}]
     pieces = split_delta(delta, 256 * 1024)
-    assert all(size_of(p) <= 256 * 1024 for p in pieces)
-    assert "".join(p[1]["text"] for p in pieces) == delta[1]["text"]
+    assert all(size == size_of(p) <= 256 * 1024 for p, size in pieces)
+    assert "".join(p[1]["text"] for p, _ in pieces) == delta[1]["text"]
     small = ["ToolCallStart", {"id": "c", "name": "t"}]
-    assert split_delta(small, 256 * 1024) == [small]
+    assert split_delta(small, 256 * 1024) == [(small, size_of(small))]
 
 
 def test_within_bounds_a_batch_in_bytes_and_takes_at_least_one() -> None:

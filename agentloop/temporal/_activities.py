@@ -239,9 +239,9 @@ class _Batches:
         self.sent = 0
 
     def add(self, delta: list[Any]) -> None:
-        for piece in _payloads.split_delta(delta, SIGNAL_BYTES):
+        for piece, size in _payloads.split_delta(delta, SIGNAL_BYTES):
             self._pending.append(piece)
-            self._sizes.append(_payloads.size_of(piece))
+            self._sizes.append(size)
         self._wake.set()
 
     async def close(self) -> None:

@@ -296,13 +296,15 @@ def _substitute(value: Any, texts: dict[str, str]) -> Any:
     return value
 
 
-def split_delta(delta: list[Any], max_bytes: int) -> list[list[Any]]:
+def split_delta(delta: list[Any], max_bytes: int) -> list[tuple[list[Any], int]]:
     """An encoded model delta (``[type, fields]``) as deltas of at most about ``max_bytes``
-    each: a piece of text, of thought or of a tool call's arguments too large for one signal
-    is cut into pieces that the workflow joins again (they are appended in order)."""
+    each, with their sizes: a piece of text, of thought or of a tool call's arguments too large
+    for one signal is cut into pieces that the workflow joins again (appended in order)."""
+    size = size_of(delta)
     name, fields = delta
     text = fields.get("text") if isinstance(fields, dict) else None
-    if not isinstance(text, str) or size_of(delta) <= max_bytes:
-        return [delta]
+    if size <= max_bytes or not isinstance(text, str):
+        return [(delta, size)]
     chars = max(1, max_bytes // 12)  # 12 bytes is the most one character takes
-    return [[name, {**fields, "text": text[i : i + chars]}] for i in range(0, len(text), chars)]
+    pieces = ([name, {**fields, "text": text[i : i + chars]}] for i in range(0, len(text), chars))
+    return [(piece, size_of(piece)) for piece in pieces]
