@@ -50,7 +50,7 @@ MODEL_ACTIVITY = "agentloop.model"
 TOOL_ACTIVITY = "agentloop.tool"
 POLL_INTERVAL = 0.1  # the least time between two polls of one caller
 IDLE_POLLS = 20  # empty queries in a row (2 s) before the caller long-polls with an update
-CALLER_CACHE_BYTES = 8 * 1024 * 1024  # of the strings one caller read back by reference
+CALLER_CACHE_CHARS = 8 * 1024 * 1024  # of the strings one caller read back by reference
 
 
 class DurableRunFailed(AgentLoopError):
@@ -342,7 +342,7 @@ class DurableRun(Generic[OutputT]):
         self._empty_polls = 0
         self._announced = False
         self._rearm = False
-        self._reader = _payloads.BlobReader(CALLER_CACHE_BYTES)
+        self._reader = _payloads.BlobReader(CALLER_CACHE_CHARS)
 
     def __aiter__(self) -> Self:
         return self

@@ -21,7 +21,7 @@ workflow refers to came to it through its history (the start, a tool activity's 
 activity's signals, an update), so a replay makes the same references and holds the same strings.
 The query that reads them is not recorded. The readers (``BlobReader``: the activities and the
 caller) check each string against its digest, and keep what they read in a cache bounded in
-bytes, so a conversation's earlier parts are read once per worker, not once per step.
+characters, so a conversation's earlier parts are read once per worker, not once per step.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ MAX_PAYLOAD_BYTES = PAYLOAD_LIMIT - 128 * 1024
 REFER_CHARS = 8 * 1024  # a string this long goes by reference
 REFER_SMALL_CHARS = 256  # ... and this long, when the value still does not fit
 EVENT_INLINE_BYTES = 64 * 1024  # an event this large or less is kept as it is
-READER_CACHE_BYTES = 64 * 1024 * 1024  # what one reader keeps of the strings it read
+READER_CACHE_CHARS = 64 * 1024 * 1024  # what one reader keeps of the strings it read
 BLOB_REF = "agentloop.blob"
 BLOB_QUERY = "agentloop.blob"
 READ_BATCH = 512  # strings asked for in one query at most
@@ -190,16 +190,16 @@ Fetch = Callable[[list[list[Any]]], Awaitable[list[dict[str, Any]]]]
 
 class BlobReader:
     """Reads referred strings back (``fetch`` queries the workflow), each checked against its
-    digest, and keeps the latest ones it read, up to ``max_bytes`` of them.
+    digest, and keeps the latest ones it read, up to ``max_chars`` characters of them.
 
     Args:
-        max_bytes: The most characters of strings kept.
+        max_chars: The most characters of strings kept.
     """
 
-    def __init__(self, max_bytes: int = READER_CACHE_BYTES) -> None:
+    def __init__(self, max_chars: int = READER_CACHE_CHARS) -> None:
         self._cache: OrderedDict[str, str] = OrderedDict()
-        self._bytes = 0
-        self._max = max_bytes
+        self._chars = 0
+        self._max = max_chars
 
     async def resolve(self, value: Any, fetch: Fetch) -> Any:
         """``value`` with each reference replaced by its string.
@@ -257,10 +257,10 @@ class BlobReader:
             if digest_of(text) != digest:
                 raise ValueError(f"the string read back for digest {digest!r} is not the one sent")
             self._cache[digest] = text
-            self._bytes += len(text)
-        while self._bytes > self._max and len(self._cache) > 1:
+            self._chars += len(text)
+        while self._chars > self._max and len(self._cache) > 1:
             _, dropped = self._cache.popitem(last=False)
-            self._bytes -= len(dropped)
+            self._chars -= len(dropped)
         return texts
 
 
