@@ -47,7 +47,8 @@ async def test_the_table_shows_pass_rates_per_case_and_evaluator() -> None:
     assert text.startswith("smoke: 33% of 6 runs passed\n")
     assert "broken:\n  RuntimeError: the model broke" in text
     assert "weather:\n  equals: expected Paris, got Paris and Rome are sunny (weather)" in text
-    assert report.case("hi").cost is not None and report.case("hi").cost > 0
+    cost = report.case("hi").cost
+    assert cost is not None and cost > 0
 
 
 async def test_print_uses_rich_when_installed() -> None:

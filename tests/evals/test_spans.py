@@ -60,6 +60,6 @@ async def test_without_span_evaluators_no_spans_are_recorded() -> None:
     await evaluate(
         weather_agent(),
         Dataset(cases=[Case(name="w", input="hi")]),
-        evaluators=[Check(lambda ctx: seen.append(ctx.spans) is None, name="spans")],
+        evaluators=[Check(lambda ctx: seen.append(ctx.spans), name="spans")],
     )
     assert seen == [None]
