@@ -160,9 +160,11 @@ PUBLIC_API: dict[str, list[str]] = {
         "ToolCallSpec",
         "ToolTrajectory",
         "Verdict",
+        "assert_case",
         "compare",
         "durable",
         "evaluate",
+        "parametrize",
     ],
     "agentloop.goals": [
         "DEFAULT_GUIDANCE",

@@ -30,6 +30,8 @@ from ._evaluate import durable as durable
 from ._evaluate import evaluate as evaluate
 from ._judge import LLMJudge as LLMJudge
 from ._judge import Verdict as Verdict
+from ._pytest import assert_case as assert_case
+from ._pytest import parametrize as parametrize
 from ._report import CaseReport as CaseReport
 from ._report import CaseRun as CaseRun
 from ._report import Report as Report
@@ -64,7 +66,9 @@ __all__ = [
     "ToolCallSpec",
     "ToolTrajectory",
     "Verdict",
+    "assert_case",
     "compare",
     "durable",
     "evaluate",
+    "parametrize",
 ]

@@ -202,7 +202,7 @@ class Report(BaseModel):
         totals = [_rate(_mean([c.rate(e) for c in self.cases])) for e in self.evaluators]
         rows.append(
             [
-                f"all ({len(self.cases)} cases, {self.runs} runs)",
+                "all",
                 _rate(self.pass_rate),
                 *totals,
                 _seconds(latency),
