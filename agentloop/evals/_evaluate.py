@@ -81,8 +81,10 @@ async def evaluate(
 ) -> Report:
     """Run every case ``repeat`` times, ``concurrency`` at a time, and score each run.
 
-    Each run of a case gets a fresh session (the agent's store, else one in memory for this
-    evaluation) and its own deadline. A case that fails, raises or times out is recorded as
+    Each run of a case is isolated, with its own deadline: a case of several turns (or a
+    simulated user) runs on a fresh session (in the agent's store, else in one in memory for
+    this evaluation); a case of one message, too, when the agent has a store, else without a
+    session (it has nothing to remember). A case that fails, raises or times out is recorded as
     failed; the others go on. Cancelling ``evaluate`` cancels every run.
 
     Args:
@@ -118,6 +120,7 @@ async def evaluate(
         judge_model=judge_model,
         on_run=on_run,
     )
+    runner.needs_sessions = any(c.user is not None or len(c.messages()) > 1 for c in dataset.cases)
     started = datetime.now(UTC)
     clock = time.perf_counter()
     runs: list[list[CaseRun | None]] = [[None] * repeat for _ in dataset.cases]
@@ -145,7 +148,9 @@ async def evaluate(
     )
 
 
-Play: TypeAlias = Callable[[UserInput, str, "list[Event] | None"], Awaitable[RunResult[Any]]]
+Play: TypeAlias = Callable[
+    [UserInput, "str | None", "list[Event] | None"], Awaitable[RunResult[Any]]
+]
 
 
 class _Runner:
@@ -170,6 +175,10 @@ class _Runner:
         self.needs_events = any(c.needs_events for c in checks)
         self.spans = SpanCollector() if any(c.needs_spans for c in checks) else None
         self.output_type: Any = None
+        # A case of one message remembers nothing: without a store of its own, the agent runs
+        # it without a session (isolated all the same, at half the cost).
+        self.sessionless = False
+        self.needs_sessions = False
         # Simulated users' agents, by instructions and model; those on a model string are
         # this evaluation's to close (a Model given in code stays its owner's).
         self.users: dict[tuple[str, str | int], tuple[Agent[Any, Any], bool]] = {}
@@ -189,26 +198,28 @@ class _Runner:
                 function = target
 
                 async def play_function(
-                    message: UserInput, session: str, events: list[Event] | None
+                    message: UserInput, session: str | None, events: list[Event] | None
                 ) -> RunResult[Any]:
-                    return await function(message, session)
+                    return await function(message, session or f"eval-{uuid.uuid4().hex}")
 
                 yield play_function
                 return
             agent: Agent[Any, Any] = target
             self.output_type = agent.output_type
+            self.sessionless = agent.store is None
             if self.spans is not None:
                 agent = agent.replace(instrument=self.spans.instrumentation)
             store: SessionStore | None = agent.store
-            if store is None:
+            if store is None and self.needs_sessions:
                 store = await stack.enter_async_context(InMemoryStore())
 
             async def play_agent(
-                message: UserInput, session: str, events: list[Event] | None
+                message: UserInput, session: str | None, events: list[Event] | None
             ) -> RunResult[Any]:
+                on = store if session is not None else None
                 if events is None:
-                    return await agent.run(message, session=session, store=store, deps=deps)
-                async with agent.stream(message, session=session, store=store, deps=deps) as run:
+                    return await agent.run(message, session=session, store=on, deps=deps)
+                async with agent.stream(message, session=session, store=on, deps=deps) as run:
                     async for event in run:
                         if not isinstance(event, _DELTAS) and len(events) < MAX_EVENTS_PER_CASE:
                             events.append(event)
@@ -227,7 +238,8 @@ class _Runner:
                 await user.aclose()
 
     async def run_case(self, case: Case, repetition: int, play: Play) -> CaseRun:
-        session = f"eval-{uuid.uuid4().hex}"
+        alone = case.user is None and len(case.messages()) == 1
+        session = None if alone and self.sessionless else f"eval-{uuid.uuid4().hex}"
         events: list[Event] | None = [] if self.needs_events else None
         results: list[RunResult[Any]] = []
         transcript: list[tuple[str, str]] = []
@@ -295,7 +307,7 @@ class _Runner:
     async def _converse(
         self,
         case: Case,
-        session: str,
+        session: str | None,
         play: Play,
         events: list[Event] | None,
         results: list[RunResult[Any]],

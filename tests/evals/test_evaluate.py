@@ -109,6 +109,21 @@ async def test_the_agents_own_store_holds_the_sessions() -> None:
         assert info.id.startswith("eval-")
 
 
+async def test_a_case_of_one_message_runs_on_a_session_only_in_the_agents_store() -> None:
+    dataset = Dataset(cases=[Case(name="a", input="x"), Case(name="b", input="y")])
+    async with InMemoryStore() as store:
+        await evaluate(Agent(FunctionModel(remembers), store=store), dataset)
+        assert len(await store.list()) == 2
+    sessions: list[str] = []
+
+    async def target(message: Any, session: str) -> RunResult[Any]:
+        sessions.append(session)
+        return await Agent(FunctionModel(remembers)).run(message)
+
+    await evaluate(target, dataset)
+    assert len(set(sessions)) == 2 and all(s.startswith("eval-") for s in sessions)
+
+
 async def test_a_failed_turn_ends_the_conversation() -> None:
     agent = weather_agent(max_steps=1)  # the weather calls need a second step
     dataset = Dataset(cases=[Case(name="a", input="weather", turns=["hi"])])
