@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Generator, Iterator
+import random
+import time
+from collections.abc import Generator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -14,83 +15,139 @@ from ._base import Builtin
 from ._context import EvalContext, SpanRecord
 from ._result import EvalResult
 
-if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import ReadableSpan
-
 MAX_SPANS_PER_CASE = 10_000  # more are dropped (and counted): memory stays bounded
 
 
 class SpanCollector:
-    """An OpenTelemetry SDK tracer provider whose finished spans are kept per case (by trace),
-    for ``evaluate`` to hand to span-based evaluators."""
+    """Records the spans of each run of a case, for span-based evaluators.
+
+    A small OpenTelemetry tracer provider of its own (the API's, not the SDK's: nothing is
+    exported, a span is a few attributes kept until its case is scored). A case's span is the
+    root of a trace; the spans of its runs, children of it, are kept with it by trace id.
+    """
 
     def __init__(self) -> None:
         try:
-            from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+            from opentelemetry import trace
         except ImportError:
             raise UserError(
-                "span-based evaluators need the OpenTelemetry SDK: pip install opentelemetry-sdk"
+                "span-based evaluators need OpenTelemetry: pip install 'agentloop-runtime[otel]'"
             ) from None
-        collector = self
-        self._lock = threading.Lock()
-        self._by_trace: dict[int, list[ReadableSpan]] = {}
+        self._by_trace: dict[int, list[SpanRecord]] = {}
         self.dropped = 0
-
-        class _Keep(SpanProcessor):
-            def on_end(self, span: ReadableSpan) -> None:
-                collector._keep(span)
-
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(_Keep())
+        self.provider = _provider(trace, self._by_trace, self)
         self.instrumentation = Instrumentation(tracer_provider=self.provider)
-
-    def _keep(self, span: ReadableSpan) -> None:
-        context = span.context
-        if context is None:
-            return
-        with self._lock:
-            kept = self._by_trace.get(context.trace_id)
-            if kept is None:
-                return  # not a case's trace
-            if len(kept) >= MAX_SPANS_PER_CASE:
-                self.dropped += 1
-                return
-            kept.append(span)
 
     @contextmanager
     def case(self, name: str) -> Generator[list[SpanRecord]]:
         """A span for one run of a case, current for the block: its runs' spans are its
-        children. The list it yields is filled when the block ends."""
+        children. The list it yields is filled as they end."""
         from opentelemetry import trace
 
         span = self.provider.get_tracer("agentloop.evals").start_span(f"eval_case {name}")
         trace_id = span.get_span_context().trace_id
-        with self._lock:
-            self._by_trace[trace_id] = []
-        records: list[SpanRecord] = []
+        records = self._by_trace[trace_id] = []
         try:
             with trace.use_span(span, end_on_exit=True):
                 yield records
         finally:
-            with self._lock:
-                spans = self._by_trace.pop(trace_id, [])
-            records.extend(_records(spans))
+            self._by_trace.pop(trace_id, None)
 
     def shutdown(self) -> None:
-        self.provider.shutdown()
+        self._by_trace.clear()
 
 
-def _records(spans: list[ReadableSpan]) -> Iterator[SpanRecord]:
-    names = {s.context.span_id: s.name for s in spans if s.context is not None}
-    for s in spans:
-        start, end = s.start_time or 0, s.end_time or 0
-        yield SpanRecord(
-            name=s.name,
-            attributes=dict(s.attributes or {}),
-            status=s.status.status_code.name.lower(),
-            duration=max(0, end - start) / 1e9,
-            parent=names.get(s.parent.span_id) if s.parent is not None else None,
-        )
+def _provider(trace: Any, by_trace: dict[int, list[SpanRecord]], owner: SpanCollector) -> Any:
+    """The tracer provider (classes made here: the OpenTelemetry API is imported on need)."""
+    from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
+
+    sampled = TraceFlags(TraceFlags.SAMPLED)
+
+    class _Span(trace.Span):  # type: ignore[misc]
+        __slots__ = ("_attributes", "_context", "_ended", "_parent", "_start", "_status", "span_name")
+
+        def __init__(self, name: str, context: Any, parent: str | None, attributes: Any) -> None:
+            self.span_name = name
+            self._context = context
+            self._parent = parent
+            self._attributes: dict[str, Any] = dict(attributes or {})
+            self._status = "unset"
+            self._start = time.perf_counter()
+            self._ended = False
+
+        def get_span_context(self) -> Any:
+            return self._context
+
+        def set_attributes(self, attributes: Any) -> None:
+            self._attributes.update(attributes)
+
+        def set_attribute(self, key: str, value: Any) -> None:
+            self._attributes[key] = value
+
+        def add_event(self, name: str, attributes: Any = None, timestamp: Any = None) -> None:
+            pass
+
+        def update_name(self, name: str) -> None:
+            self.span_name = name
+
+        def is_recording(self) -> bool:
+            return not self._ended
+
+        def set_status(self, status: Any, description: str | None = None) -> None:
+            code = getattr(status, "status_code", status)
+            self._status = "error" if code is StatusCode.ERROR else "ok"
+
+        def record_exception(self, exception: BaseException, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def end(self, end_time: int | None = None) -> None:
+            if self._ended:
+                return
+            self._ended = True
+            kept = by_trace.get(self._context.trace_id)
+            if kept is None:
+                return  # not a case's trace (its case was scored)
+            if len(kept) >= MAX_SPANS_PER_CASE:
+                owner.dropped += 1
+                return
+            kept.append(
+                SpanRecord(
+                    name=self.span_name,
+                    attributes=self._attributes,
+                    status=self._status,
+                    duration=time.perf_counter() - self._start,
+                    parent=self._parent,
+                )
+            )
+
+    class _Tracer(trace.Tracer):  # type: ignore[misc]
+        def start_span(self, name: str, context: Any = None, *args: Any, **kwargs: Any) -> Any:
+            parent = trace.get_current_span(context)
+            found = parent.get_span_context()
+            trace_id = found.trace_id if found.is_valid else random.getrandbits(128) or 1
+            span_context = SpanContext(
+                trace_id=trace_id,
+                span_id=random.getrandbits(64) or 1,
+                is_remote=False,
+                trace_flags=sampled,
+            )
+            parent_name = parent.span_name if isinstance(parent, _Span) else None
+            return _Span(name, span_context, parent_name, kwargs.get("attributes"))
+
+        @contextmanager
+        def start_as_current_span(self, name: str, *args: Any, **kwargs: Any) -> Any:
+            end_on_exit = kwargs.pop("end_on_exit", True)
+            span = self.start_span(name, *args, **kwargs)
+            with trace.use_span(span, end_on_exit=end_on_exit):
+                yield span
+
+    tracer = _Tracer()
+
+    class _Provider(trace.TracerProvider):  # type: ignore[misc]
+        def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+            return tracer
+
+    return _Provider()
 
 
 class _SpanQuery(Builtin):
