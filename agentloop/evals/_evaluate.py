@@ -51,17 +51,25 @@ you wanted is done, or you cannot get further, reply with {stop} alone."""
 def durable(agent: Any, client: Any) -> Target:
     """A target for a durable agent on Temporal (``agentloop.temporal.TemporalAgent``): each
     turn is ``agent.run(client, message, session=...)``, the session in the workers' store.
+    As for an ``Agent``, a case of one message runs without a session when the agent has no
+    store.
 
     Args:
         agent: The ``TemporalAgent``.
         client: A Temporal client (``agentloop.temporal.connect``).
     """
+    return _Durable(agent, client)
 
-    async def play(message: UserInput, session: str) -> RunResult[Any]:
-        result: RunResult[Any] = await agent.run(client, message, session=session)
+
+class _Durable:
+    def __init__(self, agent: Any, client: Any) -> None:
+        self.agent = agent
+        self.client = client
+        self.sessionless = getattr(agent, "agent", None) is not None and agent.agent.store is None
+
+    async def __call__(self, message: UserInput, session: str | None) -> RunResult[Any]:
+        result: RunResult[Any] = await self.agent.run(self.client, message, session=session)
         return result
-
-    return play
 
 
 async def evaluate(
@@ -195,6 +203,17 @@ class _Runner:
                         f"evaluate needs an Agent or (message, session) -> RunResult, not "
                         f"{type(target).__name__} (a TemporalAgent: evals.durable(agent, client))"
                     )
+                if isinstance(target, _Durable):
+                    self.sessionless = target.sessionless
+                    durable_target = target
+
+                    async def play_durable(
+                        message: UserInput, session: str | None, events: list[Event] | None
+                    ) -> RunResult[Any]:
+                        return await durable_target(message, session)
+
+                    yield play_durable
+                    return
                 function = target
 
                 async def play_function(

@@ -64,7 +64,15 @@ def _provider(trace: Any, by_trace: dict[int, list[SpanRecord]], owner: SpanColl
     sampled = TraceFlags(TraceFlags.SAMPLED)
 
     class _Span(trace.Span):  # type: ignore[misc]
-        __slots__ = ("_attributes", "_context", "_ended", "_parent", "_start", "_status", "span_name")
+        __slots__ = (
+            "_attributes",
+            "_context",
+            "_ended",
+            "_parent",
+            "_start",
+            "_status",
+            "span_name",
+        )
 
         def __init__(self, name: str, context: Any, parent: str | None, attributes: Any) -> None:
             self.span_name = name

@@ -3,12 +3,16 @@ session of the workers' store (``evals.durable``). Asyncio only (Temporal's SDK)
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from agentloop import Agent, ModelRequest
+from agentloop.cli import main
 from agentloop.evals import Case, Contains, Dataset, ToolCallSpec, ToolTrajectory, durable, evaluate
 from agentloop.sessions import SQLiteStore
 from agentloop.testing import FunctionModel, Reply
@@ -68,3 +72,55 @@ async def test_a_durable_agent_is_evaluated_like_an_in_process_one(
     assert report.rows()[1][:4] == ["two turns", "100%", "100%", "100%"]
     run = report.case("two turns").runs[0]
     assert (run.turns, run.tool_calls) == (2, ["weather", "weather"])
+
+
+APP = """
+from agentloop import Agent
+from agentloop.temporal import TemporalAgent
+from agentloop.testing import FunctionModel
+
+agent = Agent(FunctionModel(lambda request: "pong"), name="pinger")
+durable = TemporalAgent(agent, task_queue={queue!r})
+"""
+
+
+def test_agentloop_eval_runs_the_cases_on_temporal(
+    temporal_target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``agentloop eval --temporal``: the cases run as durable runs, served by an
+    ``agentloop worker`` of the same module (a process of its own)."""
+    app = tmp_path / "app.py"
+    app.write_text(APP.format(queue=f"q-{uuid.uuid4().hex[:8]}"))
+    dataset = tmp_path / "ping.json"
+    Dataset(
+        name="ping",
+        cases=[Case(name=f"p{i}", input="ping", expected_output="pong") for i in range(3)],
+        evaluators=[Contains()],
+    ).save(dataset)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentloop",
+            "worker",
+            f"{app}:durable",
+            "--temporal",
+            temporal_target,
+        ],
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    ) as served:
+        try:
+            assert served.stderr is not None
+            assert "serving" in served.stderr.readline()
+            code = main(
+                ["eval", str(dataset), "--agent", f"{app}:durable", "--temporal", temporal_target]
+            )
+        finally:
+            served.terminate()
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.startswith("ping: 100% of 3 runs passed")
