@@ -121,18 +121,19 @@ async def evaluate(
         raise UserError(f"evaluators share a name ({', '.join(twice)}): give each a label")
     runner = _Runner(
         checks=checks,
-        repeat=repeat,
+        needs_sessions=any(c.user is not None or len(c.messages()) > 1 for c in dataset.cases),
         timeout=timeout,
         prices=prices,
         user_model=user_model,
         judge_model=judge_model,
         on_run=on_run,
     )
-    runner.needs_sessions = any(c.user is not None or len(c.messages()) > 1 for c in dataset.cases)
     started = datetime.now(UTC)
     clock = time.perf_counter()
     runs: list[list[CaseRun | None]] = [[None] * repeat for _ in dataset.cases]
-    jobs = iter([(i, r) for r in range(repeat) for i in range(len(dataset.cases))])
+    # Every case once, then every case again (repeat): a bounded number of workers take the
+    # jobs in turn, so memory follows the concurrency, not the number of cases.
+    jobs = ((i, r) for r in range(repeat) for i in range(len(dataset.cases)))
     async with runner.prepared(target, deps) as play:
 
         async def worker() -> None:
@@ -166,7 +167,7 @@ class _Runner:
         self,
         *,
         checks: list[Evaluator],
-        repeat: int,
+        needs_sessions: bool,
         timeout: float | None,
         prices: PriceTable | None,
         user_model: Model | str | None,
@@ -174,7 +175,7 @@ class _Runner:
         on_run: Callable[[Case, CaseRun], None] | None,
     ) -> None:
         self.checks = checks
-        self.repeat = repeat
+        self.needs_sessions = needs_sessions
         self.timeout = timeout
         self.prices = prices
         self.user_model = user_model
@@ -186,7 +187,6 @@ class _Runner:
         # A case of one message remembers nothing: without a store of its own, the agent runs
         # it without a session (isolated all the same, at half the cost).
         self.sessionless = False
-        self.needs_sessions = False
         # Simulated users' agents, by instructions and model; those on a model string are
         # this evaluation's to close (a Model given in code stays its owner's).
         self.users: dict[tuple[str, str | int], tuple[Agent[Any, Any], bool]] = {}
