@@ -266,12 +266,13 @@ class _Runner:
         error: str | None = None
         start = anyio.current_time()
         try:
-            with anyio.fail_after(self.timeout), self._case_spans(case) as spans:
+            # The case's own deadline (a TimeoutError the run raises is an error like another).
+            with anyio.move_on_after(self.timeout) as deadline, self._case_spans(case) as spans:
                 await self._converse(case, session, play, events, results, transcript)
-        except TimeoutError:
-            error = f"timed out after {self.timeout:g}s"
+            if deadline.cancelled_caught:
+                error = f"timed out after {self.timeout:g}s"
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            error = _describe(exc)
         latency = anyio.current_time() - start
         cost, complete = self._cost(results)
         ctx = EvalContext(
@@ -312,13 +313,14 @@ class _Runner:
         for check in self.checks:
             if not check.applies_to(ctx.case):
                 continue
+            found: EvalResult | None = None
             try:
-                with anyio.fail_after(self.timeout):
+                with anyio.move_on_after(self.timeout) as deadline:
                     found = await check.evaluate(ctx)
-            except TimeoutError:
-                found = EvalResult.of(check.name, False, f"timed out after {self.timeout:g}s")
+                if deadline.cancelled_caught:
+                    found = EvalResult.of(check.name, False, f"timed out after {self.timeout:g}s")
             except Exception as exc:
-                found = EvalResult.of(check.name, False, f"raised {type(exc).__name__}: {exc}")
+                found = EvalResult.of(check.name, False, f"raised {_describe(exc)}")
             if found is not None:
                 scores.append(found)
         return scores
@@ -388,6 +390,10 @@ class _Runner:
         if not text or user.stop in text:
             return None
         return text
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def text_of(message: UserInput) -> str:

@@ -184,3 +184,26 @@ async def test_the_report_records_each_run() -> None:
     assert (run.turns, run.steps, run.requests) == (1, 2, 2)
     assert run.text == "Paris and Rome are sunny (weather)"
     assert run.output == run.text
+
+
+async def test_a_timeout_error_of_the_run_is_not_the_cases_deadline() -> None:
+    async def target(message: Any, session: str) -> RunResult[Any]:
+        raise TimeoutError("the tool's socket")
+
+    report = await evaluate(target, Dataset(cases=[Case(name="a", input="x")]), timeout=5)
+    assert report.cases[0].runs[0].error == "TimeoutError: the tool's socket"
+
+
+async def test_a_hanging_evaluator_times_out_and_the_others_still_score() -> None:
+    async def hangs(ctx: EvalContext) -> bool:
+        await anyio.sleep_forever()
+        return True
+
+    dataset = Dataset(cases=[Case(name="a", input="hi", expected_output="echo: hi")])
+    report = await evaluate(
+        weather_agent(), dataset, evaluators=[Check(hangs), Contains()], timeout=0.2
+    )
+    assert [(r.name, r.passed, r.reason) for r in report.cases[0].runs[0].results] == [
+        ("hangs", False, "timed out after 0.2s"),
+        ("contains", True, None),
+    ]
