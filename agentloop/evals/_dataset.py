@@ -83,6 +83,9 @@ class Dataset(BaseModel):
             for key in ("turns", "metadata", "tags"):
                 if entry.get(key) in ([], {}):
                     del entry[key]
+            for call in entry.get("expected_tools") or entry.get("calls") or ():
+                if call.get("args_mode") == "subset":
+                    del call["args_mode"]
         if _is_yaml(path):
             text = _yaml().safe_dump(data, sort_keys=False, allow_unicode=True)
         else:
