@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from ._report import Report
+from ._report import Report, rate_text
 
 
 class Change(BaseModel):
@@ -24,7 +24,7 @@ class Change(BaseModel):
 
     def describe(self) -> str:
         what = self.case if self.evaluator is None else f"{self.case} / {self.evaluator}"
-        return f"{what}: {_rate(self.old)} -> {_rate(self.new)}"
+        return f"{what}: {rate_text(self.old)} -> {rate_text(self.new)}"
 
 
 class Comparison(BaseModel):
@@ -115,7 +115,3 @@ def compare(old: Report, new: Report) -> Comparison:
     result.latency_change = sum(latencies) / len(latencies) if latencies else 0.0
     result.cost_change = sum(costs) / len(costs) if costs else None
     return result
-
-
-def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -195,15 +194,17 @@ class Report(BaseModel):
         header = ["case", "pass", *self.evaluators, "latency", "cost"]
         rows = [header]
         for c in self.cases:
-            rates = [_rate(c.rate(e)) for e in self.evaluators]
-            rows.append([c.name, _rate(c.pass_rate), *rates, _seconds(c.latency), _cost(c.cost)])
+            rates = [rate_text(c.rate(e)) for e in self.evaluators]
+            rows.append(
+                [c.name, rate_text(c.pass_rate), *rates, _seconds(c.latency), _cost(c.cost)]
+            )
         latency = fmean(r.latency for c in self.cases for r in c.runs) if self.runs else 0.0
         costs = [c.cost for c in self.cases if c.cost is not None]
-        totals = [_rate(_mean([c.rate(e) for c in self.cases])) for e in self.evaluators]
+        totals = [rate_text(_mean([c.rate(e) for c in self.cases])) for e in self.evaluators]
         rows.append(
             [
                 "all",
-                _rate(self.pass_rate),
+                rate_text(self.pass_rate),
                 *totals,
                 _seconds(latency),
                 _cost(fmean(costs) if costs else None),
@@ -320,8 +321,7 @@ class Report(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON-compatible data."""
-        data: dict[str, Any] = json.loads(self.model_dump_json())
-        return data
+        return self.model_dump(mode="json")
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -329,7 +329,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return fmean(known) if known else None
 
 
-def _rate(value: float | None) -> str:
+def rate_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
