@@ -233,8 +233,8 @@ def _eval_parser(commands: Any) -> None:
     evaluate = commands.add_parser(
         "eval",
         help="run an eval suite (a YAML or JSON dataset) against an agent",
-        description="Runs each case of DATASET against AGENT (module:attribute), each on a fresh "
-        "session, scores it with the dataset's evaluators and prints a table of pass rates, "
+        description="Runs each case of DATASET against AGENT (module:attribute), each in "
+        "isolation, scores it with the dataset's evaluators and prints a table of pass rates, "
         "latency and cost. Exit status 1 when a run failed or, with --compare, a pass rate "
         "went down.",
     )
