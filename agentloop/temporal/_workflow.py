@@ -482,6 +482,9 @@ class AgentRunWorkflow:
 
     @workflow.run
     async def run(self, start: Any) -> str:
+        # Patched, first of all (a run that fails at once must still meet its marker): a run
+        # started before this change replays with its timers.
+        self.timeouts_in_activity = workflow.patched("agentloop-timeouts-in-activity")
         try:
             _codec.check_start_shape(start)
         except (KeyError, TypeError, ValueError) as exc:
@@ -535,8 +538,6 @@ class AgentRunWorkflow:
         use_entropy(_Entropy())
         # Tracing stays off inside the workflow: the OpenTelemetry SDK reads the environment
         # and the clock, which a workflow may not (the activities' own code may trace).
-        # Patched: a run started before this change replays with its timers.
-        self.timeouts_in_activity = workflow.patched("agentloop-timeouts-in-activity")
         model = _WorkflowModel(self, durable, facts[""], "")
         agent = self._untimed(durable.agent.replace(model=model, instrument=False))
         send, receive = anyio.create_memory_object_stream[ev.Event](EVENT_BUFFER)
