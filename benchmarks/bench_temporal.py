@@ -19,7 +19,8 @@ tool calls, then a short answer). A Temporal dev server runs for the benchmark.
 - **Eager gain**: a reply streams for 2.0 s, sealing one tool call at 0.4 s and one at 1.0 s;
   tools take 1.0 s. The step, eager and with ``eager=False``.
 
-``--smoke`` runs fewer runs, one worker process only, and scales the eager timings by 0.2.
+``--smoke`` runs fewer runs, one worker process only, and scales the eager timings by 0.2;
+``--costs`` runs only the history, CPU per run and seal sections.
 
 Run: ``python -m benchmarks.bench_temporal``
 """
@@ -332,7 +333,7 @@ async def _step(target: str | None, eager: bool, scale: float) -> float:
         return took
 
 
-async def _main(smoke: bool) -> int:
+async def _main(smoke: bool, costs_only: bool = False) -> int:
     from tests.support.temporal import TemporalUnavailableHere, start_dev_server
 
     try:
@@ -343,6 +344,8 @@ async def _main(smoke: bool) -> int:
     runs = 5 if smoke else 40
     try:
         with ProviderServer(EmulatedProvider(script=SCRIPT)) as provider:
+            if costs_only:
+                return await _costs(server, smoke, runs)
             print("| mode | CPU per turn, caller and worker | CPU per turn, server |")
             print("|---|---|---|")
             for row in await _cpu_per_turn(server.target, server.process.pid, provider.url, runs):
@@ -352,21 +355,7 @@ async def _main(smoke: bool) -> int:
             for workers in (1,) if smoke else (1, 2):
                 rate = await _throughput(server.target, provider.url, workers, runs)
                 print(f"| {workers} | {rate:.1f} |")
-            print(
-                "\n| caller | history events per run | history bytes per run "
-                "| CPU per run, worker | this process (caller, provider) | server |"
-            )
-            print("|---|---|---|---|---|---|")
-            for row in await _history_costs(server.target, server.process.pid, provider.url, runs):
-                print(row)
-        print("\n| caller | seal to tool start, median | max |")
-        print("|---|---|---|")
-        for streamed in (False, True):
-            values = await _seal_latency(server.target, streamed, 3 if smoke else 10)
-            print(
-                f"| {'streamed' if streamed else 'not streamed'} "
-                f"| {statistics.median(values) * 1000:.1f} ms | {max(values) * 1000:.1f} ms |"
-            )
+        await _costs(server, smoke, runs)
         local = await _latencies(server.target, False)
         durable = await _latencies(server.target, True)
         print("\n| mode | delta latency, median | p90 | max |")
@@ -392,11 +381,39 @@ async def _main(smoke: bool) -> int:
     return 0
 
 
+async def _costs(server: Any, smoke: bool, runs: int) -> int:
+    """The history and CPU per run, and seal to tool start, streamed and not."""
+    # Text in chunks 20 ms apart, as a model streams it (at 0 ms nothing would be batched).
+    with ProviderServer(EmulatedProvider(script=SCRIPT, chunk_delay=0.02)) as provider:
+        print(
+            "\n| caller | history events per run | history bytes per run "
+            "| CPU per run, worker | this process (caller, provider) | server |"
+        )
+        print("|---|---|---|---|---|---|")
+        for row in await _history_costs(server.target, server.process.pid, provider.url, runs):
+            print(row)
+    print("\n| caller | seal to tool start, median | max |")
+    print("|---|---|---|")
+    for streamed in (False, True):
+        values = await _seal_latency(server.target, streamed, 3 if smoke else 10)
+        print(
+            f"| {'streamed' if streamed else 'not streamed'} "
+            f"| {statistics.median(values) * 1000:.1f} ms | {max(values) * 1000:.1f} ms |"
+        )
+    if smoke:
+        late = await _latencies(server.target, True)
+        print(
+            f"\ndelta latency to a streaming caller, median: {statistics.median(late) * 1000:.0f} ms"
+        )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--costs", action="store_true", help="only history, CPU per run, seals")
     args = parser.parse_args(argv)
-    return asyncio.run(_main(args.smoke))
+    return asyncio.run(_main(args.smoke, args.costs))
 
 
 if __name__ == "__main__":
