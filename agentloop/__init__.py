@@ -30,8 +30,8 @@ and those below, and no modules import each other in a cycle.
    engine's seams),
    ``_tracing``, ``_turn``, ``_loop``, ``_agent``.
 7. This module, the public facade.
-8. Seam users: ``goals``, ``mcp``, ``testing``, ``web``. They import public seams only: the
-   packages ``agentloop``, ``agentloop.models`` (with ``models.openai`` and
+8. Seam users: ``goals``, ``mcp``, ``testing``, ``web``, ``evals``. They import public seams
+   only: the packages ``agentloop``, ``agentloop.models`` (with ``models.openai`` and
    ``models.anthropic``), ``agentloop.tools``, ``agentloop.sessions``, and each other's.
 9. ``temporal``: durable runs, a second driver of the engine. It runs the engine's loop inside a
    Temporal workflow, so it builds on the engine's private modules too.
@@ -86,6 +86,7 @@ from ._errors import ModelStreamError as ModelStreamError
 from ._errors import ModelTimeout as ModelTimeout
 from ._errors import NothingToResume as NothingToResume
 from ._errors import OutputInvalid as OutputInvalid
+from ._errors import PayloadTooLarge as PayloadTooLarge
 from ._errors import ReplyTooLarge as ReplyTooLarge
 from ._errors import ReplyTruncated as ReplyTruncated
 from ._errors import RunCancelled as RunCancelled
@@ -239,6 +240,7 @@ __all__ = [
     "OutputInvalid",
     "OutputValidator",
     "PartialOutput",
+    "PayloadTooLarge",
     "PendingCall",
     "Plain",
     "PriceTable",

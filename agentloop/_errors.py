@@ -295,6 +295,14 @@ class ModelRetry(Exception):
         self.message = message
 
 
+class PayloadTooLarge(RunError):
+    """A value a durable run would record (``agentloop.temporal``) does not fit in Temporal's
+    payload limit, even with its large strings by reference: the run ends with this error
+    before recording it, and what it committed stays."""
+
+    kind = "payload_too_large"
+
+
 RUN_ERRORS: dict[str, type[RunError]] = {
     cls.kind: cls
     for cls in (
@@ -308,6 +316,7 @@ RUN_ERRORS: dict[str, type[RunError]] = {
         GuardrailTripped,
         ToolRetriesExceeded,
         ContextWindowExceeded,
+        PayloadTooLarge,
     )
 }
 

@@ -202,8 +202,8 @@ class RunErrorInfo:
     Args:
         kind: ``max_steps_exceeded``, ``output_invalid``, ``reply_too_large``, ``refused``,
             ``truncated``, ``content_filtered``, ``usage_limit_exceeded``,
-            ``guardrail_tripped``, ``tool_retries_exceeded`` or ``context_window_exceeded``
-            (the ``RunError`` subclass it raises as).
+            ``guardrail_tripped``, ``tool_retries_exceeded``, ``context_window_exceeded`` or
+            ``payload_too_large`` (the ``RunError`` subclass it raises as).
         message: What happened, in words.
         details: What it is about, as data: a usage limit's ``limit``, ``allowed`` and
             ``used``; a guardrail's ``guardrail``, ``stage`` and ``info``.

@@ -16,6 +16,7 @@ PUBLIC_PACKAGES = {
     "agentloop.tools": "tools.md",
     "agentloop.sessions": "sessions.md",
     "agentloop.goals": "goals.md",
+    "agentloop.evals": "evals.md",
     "agentloop.mcp": "mcp.md",
     "agentloop.web": "web.md",
     "agentloop.testing": "testing.md",

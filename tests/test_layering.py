@@ -68,6 +68,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "agentloop.mcp",
         "agentloop.testing",
         "agentloop.web",
+        "agentloop.evals",
     ),  # seam users
     ("agentloop.temporal",),  # a second driver of the engine: durable runs on Temporal
     ("agentloop.durable_web",),  # the web front on Temporal
@@ -76,6 +77,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 
 SEAM_USERS = (
+    "agentloop.evals",
     "agentloop.goals",
     "agentloop.mcp",
     "agentloop.testing",

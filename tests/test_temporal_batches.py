@@ -80,7 +80,7 @@ async def test_a_seal_is_sent_at_once_not_at_the_next_tick(anyio_backend: str) -
         sender.add(FinishDelta(reason="tool_calls"))
         await sender.close()
     assert len(workflow.batches) == 2
-    assert sender.rest() == [
+    assert await sender.rest() == [
         ["FinishDelta", {"reason": "tool_calls", "raw": None, "refusal": None}]
     ]
 
@@ -111,7 +111,7 @@ async def test_without_a_streaming_caller_only_seals_are_signalled(anyio_backend
         sender.add(ThoughtPiece(" then"))
         await sender.close()
     assert len(workflow.batches) == 1 and asked == [False]
-    assert sender.rest() == [["ThoughtPiece", {"text": "so then"}]]
+    assert await sender.rest() == [["ThoughtPiece", {"text": "so then"}]]
 
 
 async def test_a_caller_that_starts_streaming_gets_the_text_from_then_on(
@@ -147,7 +147,7 @@ async def test_a_seal_with_the_finish_rides_with_the_result(anyio_backend: str) 
             sender.add(delta)
         await sender.close()
     assert workflow.batches == []
-    assert [d[0] for d in sender.rest()][-2:] == ["ToolCallEnd", "FinishDelta"]
+    assert [d[0] for d in await sender.rest()][-2:] == ["ToolCallEnd", "FinishDelta"]
 
 
 async def test_held_text_is_sent_past_its_bound(

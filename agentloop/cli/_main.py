@@ -1,5 +1,5 @@
 """``agentloop``: the command line (``demo``, ``run``, ``chat``, ``emulate``, ``serve``,
-``worker``).
+``worker``, ``eval``).
 
 Errors are one line on stderr, never a traceback (``AGENTLOOP_DEBUG=1`` shows it): exit status 2
 for a mistake in what was asked (a bad model string, tool path or store URL, a missing key), 1
@@ -225,7 +225,56 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="the session store the replicas share (default: the agent's own store)",
     )
+    _eval_parser(commands)
     return parser
+
+
+def _eval_parser(commands: Any) -> None:
+    evaluate = commands.add_parser(
+        "eval",
+        help="run an eval suite (a YAML or JSON dataset) against an agent",
+        description="Runs each case of DATASET against AGENT (module:attribute), each in "
+        "isolation, scores it with the dataset's evaluators and prints a table of pass rates, "
+        "latency and cost. Exit status 1 when a run failed or, with --compare, a pass rate "
+        "went down.",
+    )
+    evaluate.add_argument("dataset", help="the dataset file (.yaml, .yml or .json)")
+    evaluate.add_argument(
+        "--agent", required=True, help="the agent, as module:attribute (like app:agent)"
+    )
+    evaluate.add_argument("-m", "--model", help="replace the agent's model (provider:model)")
+    evaluate.add_argument("--base-url", help="an OpenAI-compatible (or Anthropic) base URL")
+    evaluate.add_argument(
+        "--repeat", type=_positive_int, default=1, help="runs of each case (default 1)"
+    )
+    evaluate.add_argument(
+        "--concurrency", type=_positive_int, default=8, help="runs at once (default 8)"
+    )
+    evaluate.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=120.0,
+        metavar="SECONDS",
+        help="the deadline of each run of a case (default 120)",
+    )
+    evaluate.add_argument(
+        "--tag", action="append", default=[], help="only cases with this tag (repeatable)"
+    )
+    evaluate.add_argument("--judge-model", help="the model of LLM judges that name none")
+    evaluate.add_argument("--user-model", help="the model of simulated users that name none")
+    evaluate.add_argument("--junit", metavar="FILE", help="write JUnit XML for CI")
+    evaluate.add_argument("--report", metavar="FILE", help="write the report as JSON")
+    evaluate.add_argument(
+        "--compare", metavar="FILE", help="a report saved before: show what changed"
+    )
+    evaluate.add_argument(
+        "--temporal", metavar="ADDRESS", help="run the cases as durable runs on Temporal"
+    )
+    evaluate.add_argument("--namespace", default="default", help=argparse.SUPPRESS)
+    evaluate.add_argument("--plain", action="store_true", help="plain text even on a terminal")
+    evaluate.add_argument(
+        "--backend", choices=("asyncio", "trio"), default="asyncio", help=argparse.SUPPRESS
+    )
 
 
 def _temporal_options(parser: argparse.ArgumentParser) -> None:
@@ -394,6 +443,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _worker(args)
         except (Exception, KeyboardInterrupt, BaseExceptionGroup) as exc:
             return _failed(exc)
+    if args.command == "eval":
+        try:
+            return _eval(args)
+        except (Exception, KeyboardInterrupt, BaseExceptionGroup) as exc:
+            return _failed(exc)
     program: ProgramEnd | None = None
     if argv is None and threading.current_thread() is threading.main_thread():
         program = ProgramEnd()
@@ -503,6 +557,31 @@ def _worker(args: argparse.Namespace) -> int:
     )
     anyio.run(worker_command, options)
     return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from ._eval import EvalOptions, eval_command
+
+    options = EvalOptions(
+        dataset=args.dataset,
+        agent=args.agent,
+        model=args.model,
+        base_url=args.base_url,
+        repeat=args.repeat,
+        concurrency=args.concurrency,
+        timeout=args.timeout,
+        tags=tuple(args.tag),
+        judge_model=args.judge_model,
+        user_model=args.user_model,
+        junit=args.junit,
+        report=args.report,
+        compare=args.compare,
+        temporal=args.temporal,
+        namespace=args.namespace,
+        plain=args.plain,
+    )
+    status: int = anyio.run(eval_command, options, backend=args.backend)
+    return status
 
 
 def _agent_of(args: argparse.Namespace) -> Any:

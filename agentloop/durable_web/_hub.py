@@ -33,7 +33,6 @@ from agentloop import (
     SessionBusy,
     SessionNotFound,
     UserError,
-    event_from_json,
 )
 from agentloop.sessions import SessionStore
 from agentloop.temporal import DurableRunFailed, TemporalAgent, connect
@@ -325,10 +324,11 @@ class TemporalHub:
         while True:
             reply: dict[str, Any] = await handle.query(EVENTS_QUERY, after, result_type=dict)
             for data in reply["events"]:
-                event = event_from_json(data)
-                after = event.seq
-                if isinstance(event, RunWaiting) and event.parent_run_id is None:
-                    last_wait = event.seq
+                # Its seq and type only: a large event's strings stay by reference here.
+                event = json.loads(data)
+                after = event["seq"]
+                if event["type"] == "run_waiting" and event.get("parent_run_id") is None:
+                    last_wait = after
             if not reply["events"] or reply["end"]:
                 return last_wait
 

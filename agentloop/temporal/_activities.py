@@ -16,11 +16,11 @@ from temporalio.service import RPCError
 
 from .._actions import Toolbox, error_result, make_terminal
 from .._context import StateView
-from .._errors import ModelError, ModelTimeout, UserError
+from .._errors import ModelError, ModelTimeout, RunError, SessionStoreError, UserError
 from .._final import final_text
 from .._middleware import ToolCall, compose
 from ..models._types import ModelDelta, ModelRequest, ModelResponse, RunContext, Usage
-from . import _codec
+from . import _codec, _payloads
 from ._batches import Batches
 from ._durable import DELTAS_SIGNAL, STREAMING_QUERY
 from ._store import error_of_store, perform
@@ -40,6 +40,8 @@ class Activities:
         # The input parts of the runs whose model activities ran here last, by workflow run
         # (read once from each run's history; the oldest dropped past ``INPUTS_KEPT``).
         self._inputs: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
+        # The strings the runs sent by reference, read back by query (``_payloads``).
+        self._reader = _payloads.BlobReader()
 
     def _agent(self, name: str) -> TemporalAgent[Any]:
         durable = self._agents.get(name)
@@ -57,7 +59,7 @@ class Activities:
         info = activity.info()
         if info.workflow_id is None:
             raise ApplicationError("the model activity streams to its workflow: it has none")
-        encoded = payload["request"]
+        encoded = await self._reader.resolve(payload["request"], _blob_query(info))
         if payload.get("input_refs"):
             parts = await self._input_parts(info.workflow_id, info.workflow_run_id or "")
             encoded = _codec.resolve_inputs(encoded, parts)
@@ -90,18 +92,24 @@ class Activities:
                     type="agentloop.ModelError",
                     non_retryable=True,
                 )
+            except RunError as exc:  # the driver's ReplyTooLarge: the run ends with it, once
+                failure = ApplicationError(
+                    str(exc),
+                    _payloads.run_error_details(exc),
+                    type=_payloads.RUN_ERROR,
+                    non_retryable=True,
+                )
             except Exception as exc:  # the driver's own fault: the run fails, as in-process
                 failure = ApplicationError(
                     f"{type(exc).__name__}: {exc}", type="agentloop.Fault", non_retryable=True
                 )
             await sender.close()
-        if failure is not None or "stream" not in payload:
-            # What streamed before a failure goes too; a workflow of an earlier version reads
-            # no deltas from the result.
-            await sender.send_rest()
+        # What streamed before a failure goes too, by signal, as does everything for a
+        # workflow of an earlier version (it reads no deltas from the result).
+        rest = await sender.rest(signal=failure is not None or "stream" not in payload)
         if failure is not None:
             raise failure
-        return {"batches": sender.sent, "deltas": sender.rest()}
+        return {"batches": sender.sent, "deltas": rest}
 
     async def _input_parts(self, workflow_id: str, run_id: str) -> list[dict[str, Any]]:
         """The run's input parts, from its start payload: the first event of its history."""
@@ -126,6 +134,7 @@ class Activities:
     @activity.defn(name="agentloop.store")
     async def store(self, payload: dict[str, Any]) -> Any:
         """One call of a durable session run on the worker's session store."""
+        payload = await self._reader.resolve(payload, _blob_query(activity.info()))
         durable = self._agent(payload["agent"])
         store = durable.agent.store
         if store is None:
@@ -135,11 +144,19 @@ class Activities:
                     "session needs Agent(store=...) on every worker"
                 )
             )
-        return await perform(store, payload["op"], payload["args"])
+        result = await perform(store, payload["op"], payload["args"])
+        if _payloads.size_of(result) > _payloads.MAX_PAYLOAD_BYTES:  # a session's long history
+            what = f"the session store's {payload['op']} result"
+            hint = "a durable run records each store call: load less history (Memory)"
+            raise error_of_store(
+                SessionStoreError(_payloads.too_large(what), store=repr(store), hint=hint)
+            )
+        return result
 
     @activity.defn(name="agentloop.tool")
     async def tool(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Run one action through the agent's tool middleware and its tool."""
+        payload = await self._reader.resolve(payload, _blob_query(activity.info()))
         durable = self._agent(payload["agent"])
         agent = _agent_at(durable, payload)
         action = _codec.decode_action(payload["action"])
@@ -169,11 +186,23 @@ class Activities:
                 non_retryable=True,
             )
         after = dict(state)
-        return {
-            "result": _codec.encode_result(result),  # pyright: ignore[reportPossiblyUnboundVariable]  # the task group swallows nothing
-            "set": {k: v for k, v in after.items() if k not in before or before[k] != v},
-            "deleted": [k for k in before if k not in after],
-        }
+        outcome = _payloads.tool_outcome(
+            {
+                "result": _codec.encode_result(result),  # pyright: ignore[reportPossiblyUnboundVariable]  # the task group swallows nothing
+                "set": {k: v for k, v in after.items() if k not in before or before[k] != v},
+                "deleted": [k for k in before if k not in after],
+            },
+            payload["action"],
+        )
+        if _payloads.size_of(outcome) > _payloads.MAX_PAYLOAD_BYTES:
+            # It ran, but its outcome cannot be recorded: the model sees why, not a retry.
+            message = _payloads.too_large("the tool's output (and its state changes)")
+            outcome = {
+                "result": _codec.encode_result(error_result(action, "tool_error", message)),
+                "set": {},
+                "deleted": [],
+            }
+        return outcome
 
 
 def _agent_at(durable: TemporalAgent[Any], payload: dict[str, Any]) -> Agent[Any, Any]:
@@ -182,6 +211,21 @@ def _agent_at(durable: TemporalAgent[Any], payload: dict[str, Any]) -> Agent[Any
         return durable.agent_at(payload.get("path", ""))
     except UserError as exc:
         raise ApplicationError(str(exc), type="AgentMismatch", non_retryable=True) from None
+
+
+def _blob_query(info: activity.Info) -> _payloads.Fetch:
+    """The ``agentloop.blob`` query of the activity's own workflow run."""
+    handle = activity.client().get_workflow_handle(
+        info.workflow_id or "", run_id=info.workflow_run_id
+    )
+
+    async def fetch(wants: list[list[Any]]) -> list[dict[str, Any]]:
+        reply: list[dict[str, Any]] = await handle.query(
+            _payloads.BLOB_QUERY, wants, result_type=list
+        )
+        return reply
+
+    return fetch
 
 
 def _heartbeat_every(info: activity.Info) -> float:

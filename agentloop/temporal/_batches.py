@@ -25,7 +25,7 @@ from ..models._types import (
     ToolCallArgsDelta,
     ToolCallEnd,
 )
-from . import _codec
+from . import _codec, _payloads
 
 BATCH_SECONDS = 0.05  # text and thoughts gathered into one signal while a caller streams
 RECHECK_SECONDS = 1.0  # a quiet activity asks again this often whether a caller streams now
@@ -35,6 +35,8 @@ FINISH_GRACE = 0.005
 # Held back at most, in characters and 32 a delta: bounds the result's size and how late a
 # usage limit's cut comes (the workflow counts the characters as they arrive).
 MAX_HELD = 32 * 1024
+
+SIGNAL_BYTES = 256 * 1024  # a delta larger than this is cut into pieces (a signal fits many)
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Ask = Callable[[], Awaitable[bool]]
@@ -101,14 +103,15 @@ class Batches:
             event.set()
         await self._done.wait()
 
-    def rest(self) -> list[list[Any]]:
-        """The deltas not sent, encoded, for the activity's result (after ``close``)."""
-        return self._take()
-
-    async def send_rest(self) -> None:
-        """Signal the deltas not sent, if any (after ``close``): a failed call has no result."""
-        if self._pending:
-            await self._flush()
+    async def rest(self, *, signal: bool = False) -> list[list[Any]]:
+        """The deltas not sent, encoded, for the activity's result (after ``close``); by
+        signal instead with ``signal`` (a failed call has no result), or when they would not
+        fit in one payload with the result."""
+        pieces = self._take()
+        if signal or sum(size for _, size in pieces) > _payloads.MAX_PAYLOAD_BYTES // 2:
+            await self._send_pieces(pieces)
+            return []
+        return [piece for piece, _ in pieces]
 
     async def run(self) -> None:
         try:
@@ -167,17 +170,32 @@ class Batches:
             await anyio.sleep(RECHECK_SECONDS)
 
     async def _flush(self) -> None:
-        batch = self._take()
-        await self._send({"call": self._call, "index": self.sent, "deltas": batch})
-        self.sent += 1
-        self._beat()
+        await self._send_pieces(self._take())
 
-    def _take(self) -> list[list[Any]]:
+    async def _send_pieces(self, pieces: list[tuple[list[Any], int]]) -> None:
+        """As few signals as fit in Temporal's payload limit (``_payloads.within``)."""
+        sizes = [size for _, size in pieces]
+        start = 0
+        while start < len(pieces):
+            count = _payloads.within(sizes, start, len(pieces) - start)
+            batch = [piece for piece, _ in pieces[start : start + count]]
+            await self._send({"call": self._call, "index": self.sent, "deltas": batch})
+            self.sent += 1
+            self._beat()
+            start += count
+
+    def _take(self) -> list[tuple[list[Any], int]]:
+        """The pending deltas, encoded and with their sizes: merged while quiet, and a piece
+        too large for one signal cut into pieces the workflow joins again."""
         pending = self._pending if self.streaming else _merged(self._pending)
         self._pending = []
         self._held = 0
         self._sealed = self._finishing = False
-        return [_codec.encode_delta(d) for d in pending]
+        return [
+            piece
+            for delta in pending
+            for piece in _payloads.split_delta(_codec.encode_delta(delta), SIGNAL_BYTES)
+        ]
 
 
 def _chars(delta: ModelDelta) -> int:

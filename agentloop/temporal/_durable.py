@@ -27,7 +27,7 @@ from .._steps import RunResult
 from .._time import new_id
 from .._waiting import DecisionError
 from ..goals import GoalToolSet
-from . import _codec
+from . import _codec, _payloads
 from ._options import ActivityOptions
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ MODEL_ACTIVITY = "agentloop.model"
 TOOL_ACTIVITY = "agentloop.tool"
 POLL_INTERVAL = 0.1  # the least time between two polls of one caller
 IDLE_POLLS = 20  # empty queries in a row (2 s) before the caller long-polls with an update
+CALLER_CACHE_CHARS = 8 * 1024 * 1024  # of the strings one caller read back by reference
 
 
 class DurableRunFailed(AgentLoopError):
@@ -342,6 +343,7 @@ class DurableRun(Generic[OutputT]):
         self._empty_polls = 0
         self._announced = False
         self._rearm = False
+        self._reader = _payloads.BlobReader(CALLER_CACHE_CHARS)
 
     def __aiter__(self) -> Self:
         return self
@@ -396,8 +398,18 @@ class DurableRun(Generic[OutputT]):
             return
         if reply["events"]:
             self._empty_polls = 0
-        output_type = self._durable.agent.output_type
-        self._batch = deque(ev.event_from_json(e, output_type=output_type) for e in reply["events"])
+        self._batch = deque([await self._event(e) for e in reply["events"]])
+
+    async def _event(self, data: str) -> ev.Event:
+        """An event as the workflow keeps it, its large strings read back (``_payloads``)."""
+        whole = await self._reader.event(data, self._blob)
+        return ev.event_from_json(whole, output_type=self._durable.agent.output_type)
+
+    async def _blob(self, wants: list[list[Any]]) -> list[dict[str, Any]]:
+        reply: list[dict[str, Any]] = await self._handle.query(
+            _payloads.BLOB_QUERY, wants, result_type=list
+        )
+        return reply
 
     async def _end_from_outcome(self) -> None:
         """The end as the workflow's outcome tells it: its terminal event, unless the caller
@@ -445,7 +457,7 @@ class DurableRun(Generic[OutputT]):
                 if changed is not None:
                     raise DurableRunFailed(f"{changed} ({cause})", kind="AgentMismatch") from exc
             raise DurableRunFailed(str(cause), kind=kind) from exc
-        return ev.event_from_json(data, output_type=self._durable.agent.output_type)
+        return await self._event(data)
 
     async def _start(self) -> Any:
         """The run's start, as its history's first event recorded it."""
@@ -478,7 +490,7 @@ class DurableRun(Generic[OutputT]):
         )
         if data is None:
             return None
-        event = ev.event_from_json(data, output_type=self._durable.agent.output_type)
+        event = await self._event(data)
         if not isinstance(event, ev.RunWaiting):  # a fault of ours if so
             raise DurableRunFailed(f"the run's waiting state is a {event.type} event")
         result: RunResult[OutputT] = event.result

@@ -33,6 +33,7 @@ from ..sessions import (
     record_from_json,
     record_to_json,
 )
+from ._payloads import Blobs, too_large
 
 STORE_ACTIVITY = "agentloop.store"
 _ERROR_TYPE = "agentloop.error:"
@@ -131,15 +132,23 @@ class ActivityStore:
     retried by Temporal (a commit is not idempotent): the engine's own retries of transient
     store errors apply, as in-process."""
 
-    def __init__(self, agent: str, *, seconds: float) -> None:
+    def __init__(self, agent: str, *, seconds: float, blobs: Blobs | None = None) -> None:
         self._agent = agent
         self._seconds = seconds
+        self._blobs = blobs or Blobs()  # a commit's large strings go by reference
         self.stats = StoreStats()
 
     async def _call(self, op: str, seconds: float | None = None, **args: Any) -> Any:
+        payload = self._blobs.fit({"agent": self._agent, "op": op, "args": args})
+        if payload is None:
+            raise SessionStoreError(
+                too_large(f"the session store's {op}"),
+                store="the workers' session store",
+                hint="a durable run records each store call: keep each step's values smaller",
+            )
         handle = workflow.start_activity(
             STORE_ACTIVITY,
-            {"agent": self._agent, "op": op, "args": args},
+            payload,
             start_to_close_timeout=timedelta(seconds=seconds or self._seconds),
             retry_policy=RetryPolicy(maximum_attempts=1),
         )

@@ -45,7 +45,7 @@ from .._time import use_entropy
 from .._waiting import DecisionError, check_decisions, decode_state
 from ..models._base import Model
 from ..models._types import ModelDelta, ModelProfile, ModelRequest, ModelStream
-from . import _codec
+from . import _codec, _payloads
 from ._durable import (
     ACK_SIGNAL,
     DECIDE_UPDATE,
@@ -163,6 +163,8 @@ def _batches_of(handle: workflow.ActivityHandle[Any]) -> int:
             raise _codec.model_error_of(cause.details[0]) from None
         if isinstance(cause, ApplicationError) and cause.type == "agentloop.Fault":
             raise RuntimeError(f"the model driver failed: {cause.message}") from None
+        if isinstance(cause, ApplicationError) and cause.type == _payloads.RUN_ERROR:
+            raise _payloads.run_error_of(cause.details[0]) from None  # reply_too_large, …
         raise _codec.worker_lost(str(exc if cause is None else cause)) from None
     return int(outcome["batches"])
 
@@ -200,14 +202,12 @@ class _WorkflowModel(Model):
     async def _stream(
         self, request: ModelRequest
     ) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
-        call = self._host.open_call()
         attempt_timeout = self._durable.agent_at(self._path).retry.attempt_timeout
         encoded = _codec.encode_request(request)
         host = self._host
         payload: dict[str, Any] = {
             "agent": self._durable.name,
             "path": self._path,
-            "call": call.number,
             "stream": host.streamed,  # else text and thoughts come with its result
         }
         if host.timeouts_in_activity:
@@ -218,7 +218,10 @@ class _WorkflowModel(Model):
             if referred != encoded:
                 payload["input_refs"] = True  # the activity reads them from the start payload
             encoded = referred
-        payload["request"] = encoded
+        # The conversation by reference (``_payloads``): the activity reads it back.
+        payload["request"] = _payloads.fit_request(host.blobs, encoded)
+        call = self._host.open_call()
+        payload["call"] = call.number
         handle = workflow.start_activity(
             MODEL_ACTIVITY,
             payload,
@@ -272,12 +275,12 @@ class _ToolEffects:
             activity = tool.activity(action.path)
             timeout = activity.timeout if activity is not None else None
         state = run.state
-        handle = workflow.start_activity(
-            TOOL_ACTIVITY,
+        encoded = _codec.encode_action(action)
+        payload = self._host.blobs.fit(
             {
                 "agent": self._durable.name,
                 "path": self._path,
-                "action": _codec.encode_action(action),
+                "action": encoded,
                 "step": call.step,
                 "ordinal": call.ordinal,  # for the idempotency key
                 "run": {
@@ -294,7 +297,13 @@ class _ToolEffects:
                     "usage": dataclasses.asdict(run.usage),
                     "tool_calls": run.tool_calls,
                 },
-            },
+            }
+        )
+        if payload is None:  # refused before anything is recorded: the model is told why
+            return error_result(action, "tool_error", _payloads.too_large("the call's input"))
+        handle = workflow.start_activity(
+            TOOL_ACTIVITY,
+            payload,
             result_type=dict,
             **found.schedule(timeout + 30.0 if timeout is not None else 300.0),
         )
@@ -317,7 +326,7 @@ class _ToolEffects:
             state.pop(key, None)
         for key, value in outcome["set"].items():
             state[key] = value
-        return _codec.decode_result(outcome["result"])
+        return _codec.decode_result(_payloads.with_input(outcome, encoded))
 
 
 # A history this worker's code cannot replay (an agent changed while its run was in flight)
@@ -328,6 +337,9 @@ class AgentRunWorkflow:
 
     def __init__(self) -> None:
         self._log: list[str] = []  # the events, as JSON; event seq n is at index n - 1
+        self._log_bytes: list[int] = []  # each one's size in a reply (``_payloads.within``)
+        # The large strings sent by reference, which the ``agentloop.blob`` query reads.
+        self.blobs = _payloads.Blobs()
         self._terminal: str | None = None  # the run's RunFinished or RunFailed, once out
         self._finished = False
         self._polled = False
@@ -419,7 +431,7 @@ class AgentRunWorkflow:
         """The events after seq ``after``, at once (maybe none). A query is not recorded in
         the history and has no per-run limit, unlike an update: a caller streaming a busy
         run polls this, and long-polls ``events`` only while the run is idle."""
-        batch = self._log[after : after + MAX_BATCH]
+        batch = self._log[after : after + _payloads.within(self._log_bytes, after, MAX_BATCH)]
         return {"events": batch, "end": self._finished and after + len(batch) >= len(self._log)}
 
     # A poll left waiting when the workflow fails (an agent mismatch) is abandoned: its
@@ -437,7 +449,7 @@ class AgentRunWorkflow:
             )
         except TimeoutError:
             pass
-        batch = self._log[after : after + MAX_BATCH]
+        batch = self._log[after : after + _payloads.within(self._log_bytes, after, MAX_BATCH)]
         return {"events": batch, "end": self._finished and after + len(batch) >= len(self._log)}
 
     @workflow.update(name=DECIDE_UPDATE)
@@ -474,6 +486,11 @@ class AgentRunWorkflow:
             check_decisions(step, _codec.decode_decisions(decisions), toolbox, prefix="")
         except DecisionError as exc:
             raise ApplicationError(str(exc), type="DecisionError", non_retryable=True) from None
+
+    @workflow.query(name=_payloads.BLOB_QUERY)
+    def blob(self, wants: list[Any]) -> list[dict[str, Any]]:
+        """Slices of strings sent by reference (``_payloads.Blobs.read``)."""
+        return self.blobs.read(wants)
 
     @workflow.query(name=WAITING_QUERY)
     def waiting(self) -> str | None:
@@ -544,7 +561,7 @@ class AgentRunWorkflow:
         session = start.get("session")
         spec = None
         if session is not None:
-            store = ActivityStore(durable.name, seconds=durable.store_seconds)
+            store = ActivityStore(durable.name, seconds=durable.store_seconds, blobs=self.blobs)
             spec = SessionSpec(
                 store=store, session_id=session["id"], wait=session["wait"], resume=False
             )
@@ -619,8 +636,9 @@ class AgentRunWorkflow:
     async def _keep(self, receive: Any) -> None:
         async with receive:
             async for event in receive:
-                data = event.to_json()
+                data = self.blobs.event(event.to_json())
                 self._log.append(data)
+                self._log_bytes.append(_payloads.size_of(data))
                 if event.parent_run_id:
                     continue
                 if isinstance(event, ev.RunFinished | ev.RunFailed):
