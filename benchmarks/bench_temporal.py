@@ -7,12 +7,20 @@ tool calls, then a short answer). A Temporal dev server runs for the benchmark.
   includes the emulated provider, a thread of this process) and the server's, per turn (one
   model call and its tools), running runs one after another.
 - **Throughput**: turns per second for 40 concurrent runs, with 1 and with 2 worker processes.
+- **History and CPU per run**, with and without a caller streaming the run: the history's
+  events and bytes per run (fetched from the server), and the CPU per run of the worker (a
+  process of its own), of this process (the caller, and the emulated provider's thread) and
+  of the server, running runs one after another.
 - **Added delta latency**: a model that stamps each delta with the time it made it; the caller
   reads the stamp when the delta arrives (every 50 ms, 40 deltas).
+- **Seal to tool start**: a reply streams text for 0.3 s, seals a tool call stamped with the
+  time, and streams 0.3 s more; the tool reads the stamp as it starts, in the worker. With and
+  without a caller streaming the run.
 - **Eager gain**: a reply streams for 2.0 s, sealing one tool call at 0.4 s and one at 1.0 s;
   tools take 1.0 s. The step, eager and with ``eager=False``.
 
-``--smoke`` runs fewer runs, one worker process only, and scales the eager timings by 0.2.
+``--smoke`` runs fewer runs, one worker process only, and scales the eager timings by 0.2;
+``--costs`` runs only the history, CPU per run and seal sections.
 
 Run: ``python -m benchmarks.bench_temporal``
 """
@@ -35,7 +43,17 @@ import anyio
 
 from agentloop import Agent, StepFinished, TextDelta, tool
 from agentloop.models import Model, ModelRequest
-from agentloop.models._types import FinishDelta, ModelStream, TextPiece, Usage, UsageDelta
+from agentloop.models._types import (
+    FinishDelta,
+    ModelStream,
+    TextPiece,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResultPart,
+    Usage,
+    UsageDelta,
+)
 from agentloop.testing import (
     EmulatedCall,
     EmulatedProvider,
@@ -95,22 +113,67 @@ async def _cpu_per_turn(target: str, server_pid: int, url: str, runs: int) -> li
     return rows
 
 
+async def _worker_process(target: str, queue: str, url: str) -> Any:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = await anyio.open_process(
+        [sys.executable, "-m", "benchmarks._temporal_worker", target, queue, url], env=env
+    )
+    if process.stdout is not None:
+        await process.stdout.receive()  # "ready"
+    return process
+
+
+async def _history_costs(target: str, server_pid: int, url: str, runs: int) -> list[str]:
+    """Per run, without and with a caller streaming it: history events and bytes, and CPU of
+    the worker process, this process and the server."""
+    from agentloop.temporal import connect
+    from benchmarks._temporal_worker import bench_agent
+
+    rows = []
+    client = await connect(target)
+    for streamed in (False, True):
+        queue = f"hist-{uuid.uuid4().hex[:8]}"
+        process = await _worker_process(target, queue, url)
+        try:
+            durable = bench_agent(url, queue)
+            await durable.run(client, "warm up")
+            ids = []
+            start, server = time.process_time(), _cpu_of(server_pid)
+            worker = _cpu_of(process.pid)
+            for _ in range(runs):
+                run = await durable.start(client, "look up a and b")
+                if streamed:
+                    async for _event in run:
+                        pass
+                await run.result()
+                ids.append(run.run_id)
+            mine = (time.process_time() - start) / runs
+            theirs = (_cpu_of(server_pid) - server) / runs
+            worker = (_cpu_of(process.pid) - worker) / runs
+            events = size = 0
+            for run_id in ids:
+                history = await client.get_workflow_handle(run_id).fetch_history()
+                events += len(history.events)
+                size += sum(e.ByteSize() for e in history.events)
+            await durable.agent.resolved_model().aclose()
+        finally:
+            process.kill()
+            await process.aclose()
+        rows.append(
+            f"| {'streamed' if streamed else 'not streamed'} | {events / runs:.1f} "
+            f"| {size / runs / 1024:.1f} KB | {worker * 1000:.1f} ms | {mine * 1000:.1f} ms "
+            f"| {theirs * 1000:.1f} ms |"
+        )
+    return rows
+
+
 async def _throughput(target: str, url: str, workers: int, runs: int) -> float:
     from agentloop.temporal import connect
     from benchmarks._temporal_worker import bench_agent
 
     queue = f"tp-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    processes = [
-        await anyio.open_process(
-            [sys.executable, "-m", "benchmarks._temporal_worker", target, queue, url], env=env
-        )
-        for _ in range(workers)
-    ]
+    processes = [await _worker_process(target, queue, url) for _ in range(workers)]
     try:
-        for process in processes:
-            if process.stdout is not None:
-                await process.stdout.receive()  # "ready"
         durable = bench_agent(url, queue)
         client = await connect(target)
         await durable.run(client, "warm up")
@@ -172,6 +235,66 @@ async def _latencies(target: str, durable_mode: bool) -> list[float]:
     return late
 
 
+class _SealingModel(Model):
+    """Text for 0.3 s, a tool call stamped with the time it seals, 0.3 s more text; then, once
+    the tool's result is in, an answer."""
+
+    @property
+    def name(self) -> str:
+        return "sealing"
+
+    def stream(self, request: ModelRequest) -> ModelStream:
+        answered = any(isinstance(p, ToolResultPart) for m in request.messages for p in m.parts)
+        return self._stream(answered)
+
+    @asynccontextmanager
+    async def _stream(self, answered: bool) -> AsyncIterator[AsyncIterator[Any]]:
+        async def deltas() -> AsyncIterator[Any]:
+            if answered:
+                yield TextPiece("done")
+            else:
+                for _ in range(6):
+                    await anyio.sleep(0.05)
+                    yield TextPiece("word ")
+                yield ToolCallStart(id="a", name="started")
+                yield ToolCallArgsDelta(id="a", text=f'{{"sealed": {time.time():.6f}}}')
+                yield ToolCallEnd(id="a")
+                for _ in range(6):
+                    await anyio.sleep(0.05)
+                    yield TextPiece("word ")
+            yield UsageDelta(Usage(requests=1))
+            yield FinishDelta(reason="stop")
+
+        yield deltas()
+
+
+async def _seal_latency(target: str, streamed: bool, runs: int) -> list[float]:
+    from agentloop.temporal import TemporalAgent
+
+    late: list[float] = []
+
+    @tool
+    async def started(sealed: float) -> str:
+        """Say when it started.
+
+        Args:
+            sealed: when the call sealed
+        """
+        late.append(time.time() - sealed)
+        return "ok"
+
+    agent = Agent(_SealingModel(), name="sealing", tools=[started])
+    durable = TemporalAgent(agent, task_queue=f"seal-{uuid.uuid4().hex[:8]}")
+    async with _serving(target, durable) as client:
+        for _ in range(runs):
+            run = await durable.start(client, "go")
+            if streamed:
+                async for _event in run:
+                    pass
+            await run.result()
+    return late
+
+
 async def _step(target: str | None, eager: bool, scale: float) -> float:
     from agentloop.temporal import TemporalAgent
 
@@ -210,7 +333,7 @@ async def _step(target: str | None, eager: bool, scale: float) -> float:
         return took
 
 
-async def _main(smoke: bool) -> int:
+async def _main(smoke: bool, costs_only: bool = False) -> int:
     from tests.support.temporal import TemporalUnavailableHere, start_dev_server
 
     try:
@@ -221,6 +344,8 @@ async def _main(smoke: bool) -> int:
     runs = 5 if smoke else 40
     try:
         with ProviderServer(EmulatedProvider(script=SCRIPT)) as provider:
+            if costs_only:
+                return await _costs(server, smoke, runs)
             print("| mode | CPU per turn, caller and worker | CPU per turn, server |")
             print("|---|---|---|")
             for row in await _cpu_per_turn(server.target, server.process.pid, provider.url, runs):
@@ -230,6 +355,7 @@ async def _main(smoke: bool) -> int:
             for workers in (1,) if smoke else (1, 2):
                 rate = await _throughput(server.target, provider.url, workers, runs)
                 print(f"| {workers} | {rate:.1f} |")
+        await _costs(server, smoke, runs)
         local = await _latencies(server.target, False)
         durable = await _latencies(server.target, True)
         print("\n| mode | delta latency, median | p90 | max |")
@@ -255,11 +381,39 @@ async def _main(smoke: bool) -> int:
     return 0
 
 
+async def _costs(server: Any, smoke: bool, runs: int) -> int:
+    """The history and CPU per run, and seal to tool start, streamed and not."""
+    # Text in chunks 20 ms apart, as a model streams it (at 0 ms nothing would be batched).
+    with ProviderServer(EmulatedProvider(script=SCRIPT, chunk_delay=0.02)) as provider:
+        print(
+            "\n| caller | history events per run | history bytes per run "
+            "| CPU per run, worker | this process (caller, provider) | server |"
+        )
+        print("|---|---|---|---|---|---|")
+        for row in await _history_costs(server.target, server.process.pid, provider.url, runs):
+            print(row)
+    print("\n| caller | seal to tool start, median | max |")
+    print("|---|---|---|")
+    for streamed in (False, True):
+        values = await _seal_latency(server.target, streamed, 3 if smoke else 10)
+        print(
+            f"| {'streamed' if streamed else 'not streamed'} "
+            f"| {statistics.median(values) * 1000:.1f} ms | {max(values) * 1000:.1f} ms |"
+        )
+    if smoke:
+        late = await _latencies(server.target, True)
+        print(
+            f"\ndelta latency to a streaming caller, median: {statistics.median(late) * 1000:.0f} ms"
+        )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--costs", action="store_true", help="only history, CPU per run, seals")
     args = parser.parse_args(argv)
-    return asyncio.run(_main(args.smoke))
+    return asyncio.run(_main(args.smoke, args.costs))
 
 
 if __name__ == "__main__":

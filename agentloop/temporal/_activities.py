@@ -4,29 +4,31 @@ included), both run on the worker with the worker's own agent objects."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast, final
 
 import anyio
 from temporalio import activity
+from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from .._actions import Toolbox, error_result, make_terminal
 from .._context import StateView
-from .._errors import ModelError, RunError, SessionStoreError, UserError
+from .._errors import ModelError, ModelTimeout, RunError, SessionStoreError, UserError
 from .._final import final_text
 from .._middleware import ToolCall, compose
-from ..models._types import ModelResponse, RunContext, Usage
+from ..models._types import ModelDelta, ModelRequest, ModelResponse, RunContext, Usage
 from . import _codec, _payloads
-from ._durable import DELTAS_SIGNAL
+from ._batches import Batches
+from ._durable import DELTAS_SIGNAL, STREAMING_QUERY
 from ._store import error_of_store, perform
 
 if TYPE_CHECKING:
     from .._agent import Agent
     from ._durable import TemporalAgent
 
-BATCH_SECONDS = 0.05  # deltas gathered into one signal: a signal costs 8-10 ms
-SIGNAL_BYTES = 256 * 1024  # a delta larger than this is cut into pieces (a signal fits many)
 INPUTS_KEPT = 8  # runs whose input parts a worker keeps at hand (each under 2 MB)
 
 
@@ -63,14 +65,26 @@ class Activities:
             encoded = _codec.resolve_inputs(encoded, parts)
         request = _codec.decode_request(encoded)
         handle = activity.client().get_workflow_handle(info.workflow_id)
-        sender = _Batches(handle, payload["call"], _heartbeat_every(info))
+        sender = _sender(handle, payload, request, _heartbeat_every(info))
+        attempt, idle = payload.get("timeouts") or (None, None)  # the workflow's, when it set none
         failure: ApplicationError | None = None
         async with anyio.create_task_group() as tg:
-            tg.start_soon(sender.send_all)
+            tg.start_soon(sender.run)
             try:
-                async with model.stream(request) as deltas:
-                    async for delta in deltas:
-                        sender.add(_codec.encode_delta(delta))
+                with anyio.fail_after(attempt):
+                    async with model.stream(request) as deltas:
+                        async for delta in _within(deltas, idle):
+                            sender.add(delta)
+            except TimeoutError:  # as the engine's own timeouts fail an attempt, in-process
+                timeout = ModelTimeout(
+                    "the model stream timed out", model=model.name, provider=model.provider
+                )
+                failure = ApplicationError(
+                    str(timeout),
+                    _codec.model_error_details(timeout),
+                    type="agentloop.ModelError",
+                    non_retryable=True,
+                )
             except ModelError as exc:
                 failure = ApplicationError(
                     str(exc),
@@ -89,10 +103,13 @@ class Activities:
                 failure = ApplicationError(
                     f"{type(exc).__name__}: {exc}", type="agentloop.Fault", non_retryable=True
                 )
-            await sender.close()  # what streamed before a failure goes too
+            await sender.close()
+        # What streamed before a failure goes too, by signal, as does everything for a
+        # workflow of an earlier version (it reads no deltas from the result).
+        rest = await sender.rest(signal=failure is not None or "stream" not in payload)
         if failure is not None:
             raise failure
-        return {"batches": sender.sent}
+        return {"batches": sender.sent, "deltas": rest}
 
     async def _input_parts(self, workflow_id: str, run_id: str) -> list[dict[str, Any]]:
         """The run's input parts, from its start payload: the first event of its history."""
@@ -216,64 +233,49 @@ def _heartbeat_every(info: activity.Info) -> float:
     return timeout.total_seconds() / 3 if timeout else 10.0
 
 
+def _sender(
+    handle: WorkflowHandle[Any, Any], payload: dict[str, Any], request: ModelRequest, every: float
+) -> Batches:
+    """The call's deltas on their way to the workflow: batched while a caller streams (or a
+    ReAct reply's text carries its tool calls), else held for the result but for seals."""
+
+    async def send(batch: dict[str, Any]) -> None:
+        await handle.signal(DELTAS_SIGNAL, batch)
+
+    async def ask() -> bool:
+        try:
+            return bool(await handle.query(STREAMING_QUERY, rpc_timeout=timedelta(seconds=5)))
+        except (RPCError, WorkflowQueryFailedError):
+            return False  # asked again later
+
+    return Batches(
+        payload["call"],
+        send,
+        streaming=bool(payload.get("stream", True)) or request.tool_mode == "react",
+        ask=ask,
+        beat=activity.heartbeat,
+        heartbeat=every,
+    )
+
+
+async def _within(
+    deltas: AsyncIterator[ModelDelta], idle: float | None
+) -> AsyncIterator[ModelDelta]:
+    """The stream's deltas, each within ``idle`` seconds of the last (``TimeoutError``)."""
+    iterator = deltas.__aiter__()
+    while True:
+        try:
+            with anyio.fail_after(idle):
+                delta = await iterator.__anext__()
+        except StopAsyncIteration:
+            return
+        yield delta
+
+
 async def _heartbeat(every: float) -> None:
     while True:
         activity.heartbeat()
         await anyio.sleep(every)
-
-
-class _Batches:
-    """Sends deltas to the workflow as signals, one batch at most every ``BATCH_SECONDS``,
-    from its own task: the stream never waits for a signal. Heartbeats go with each batch, and
-    alone while the provider is silent."""
-
-    def __init__(self, handle: Any, call: int, heartbeat: float) -> None:
-        self._handle = handle
-        self._call = call
-        self._heartbeat = heartbeat
-        self._pending: list[Any] = []
-        self._sizes: list[int] = []  # each pending delta's, for signals that fit
-        self._wake = anyio.Event()
-        self._closed = False
-        self._done = anyio.Event()
-        self.sent = 0
-
-    def add(self, delta: list[Any]) -> None:
-        for piece, size in _payloads.split_delta(delta, SIGNAL_BYTES):
-            self._pending.append(piece)
-            self._sizes.append(size)
-        self._wake.set()
-
-    async def close(self) -> None:
-        """Send what is left, and wait until it is sent."""
-        self._closed = True
-        self._wake.set()
-        await self._done.wait()
-
-    async def send_all(self) -> None:
-        try:
-            while True:
-                if not self._pending:
-                    if self._closed:
-                        return
-                    with anyio.move_on_after(self._heartbeat):
-                        await self._wake.wait()
-                    self._wake = anyio.Event()
-                activity.heartbeat()
-                if not self._pending:
-                    continue
-                count = _payloads.within(self._sizes, 0, len(self._pending))
-                batch, self._pending = self._pending[:count], self._pending[count:]
-                del self._sizes[:count]
-                began = anyio.current_time()
-                await self._handle.signal(
-                    DELTAS_SIGNAL, {"call": self._call, "index": self.sent, "deltas": batch}
-                )
-                self.sent += 1
-                if not self._closed:
-                    await anyio.sleep(max(0.0, BATCH_SECONDS - (anyio.current_time() - began)))
-        finally:
-            self._done.set()
 
 
 @final

@@ -46,6 +46,7 @@ DELTAS_SIGNAL = "agentloop.deltas"
 ACK_SIGNAL = "agentloop.ack"
 DECIDE_UPDATE = "agentloop.decide"
 WAITING_QUERY = "agentloop.waiting"
+STREAMING_QUERY = "agentloop.streaming"
 MODEL_ACTIVITY = "agentloop.model"
 TOOL_ACTIVITY = "agentloop.tool"
 POLL_INTERVAL = 0.1  # the least time between two polls of one caller

@@ -54,6 +54,7 @@ from ._durable import (
     EVENTS_UPDATE,
     MAX_DECISION_BYTES,
     MODEL_ACTIVITY,
+    STREAMING_QUERY,
     TOOL_ACTIVITY,
     WAITING_QUERY,
     WORKFLOW_NAME,
@@ -62,6 +63,7 @@ from ._durable import (
 from ._store import ActivityStore
 
 if TYPE_CHECKING:
+    from .._agent import Agent
     from .._middleware import ToolCall
     from .._plan import RunnableAgent
     from ._durable import TemporalAgent
@@ -144,6 +146,8 @@ class _Call:
                     yield delta
                 taken += 1
             if handle.done() and taken >= _batches_of(handle):
+                for delta in _rest_of(handle):
+                    yield delta
                 return
             self.wake = anyio.Event()
             await self.wake.wait()
@@ -163,6 +167,11 @@ def _batches_of(handle: workflow.ActivityHandle[Any]) -> int:
             raise _payloads.run_error_of(cause.details[0]) from None  # reply_too_large, …
         raise _codec.worker_lost(str(exc if cause is None else cause)) from None
     return int(outcome["batches"])
+
+
+def _rest_of(handle: workflow.ActivityHandle[Any]) -> list[ModelDelta]:
+    """The deltas the finished model activity's result carries (after its signalled ones)."""
+    return [_codec.decode_delta(d) for d in handle.result().get("deltas") or ()]
 
 
 class _WorkflowModel(Model):
@@ -195,8 +204,15 @@ class _WorkflowModel(Model):
     ) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
         attempt_timeout = self._durable.agent_at(self._path).retry.attempt_timeout
         encoded = _codec.encode_request(request)
-        payload: dict[str, Any] = {"agent": self._durable.name, "path": self._path}
         host = self._host
+        payload: dict[str, Any] = {
+            "agent": self._durable.name,
+            "path": self._path,
+            "stream": host.streamed,  # else text and thoughts come with its result
+        }
+        if host.timeouts_in_activity:
+            retry = self._durable.agent_at(self._path).retry
+            payload["timeouts"] = [retry.attempt_timeout, retry.idle_timeout]
         if host.input_refs:
             referred = _codec.refer_inputs(encoded, host.input_parts, host.input_refs)
             if referred != encoded:
@@ -341,6 +357,8 @@ class AgentRunWorkflow:
         # data to their index: model activities get those by reference (``_codec.refer_inputs``).
         self.input_parts: list[dict[str, Any]] = []
         self.input_refs: dict[str, int] = {}
+        # The model activities time their attempts (``_untimed``), not durable timers here.
+        self.timeouts_in_activity = False
 
     def open_call(self) -> _Call:
         self._call_count += 1
@@ -358,9 +376,23 @@ class AgentRunWorkflow:
         made = self._sub_agents.get(path)
         if made is None:
             model = _WorkflowModel(self, durable, facts[path], path)
-            agent = durable.agent_at(path).replace(model=model, instrument=False)
+            agent = self._untimed(durable.agent_at(path).replace(model=model, instrument=False))
             made = self._sub_agents[path] = (agent, _ToolEffects(self, durable, facts, path))
         return made
+
+    def _untimed(self, agent: Agent[Any, Any]) -> Agent[Any, Any]:
+        """The agent without the retry policy's attempt and idle timeouts, which its model
+        activities enforce instead: here each would be a durable timer, two history events
+        per model call (per delta, for ``idle_timeout``)."""
+        retry = agent.retry
+        if not self.timeouts_in_activity or (retry.attempt_timeout, retry.idle_timeout) == (
+            None,
+            None,
+        ):
+            return agent
+        return agent.replace(
+            retry=dataclasses.replace(retry, attempt_timeout=None, idle_timeout=None)
+        )
 
     @workflow.signal(name=DELTAS_SIGNAL)
     def deltas(self, batch: Any) -> None:
@@ -382,6 +414,17 @@ class AgentRunWorkflow:
         finished run then lingers for it to read the end)."""
         self._polled = True
         self._acked = max(self._acked, seq)
+
+    @property
+    def streamed(self) -> bool:
+        """Whether a caller streams the run (it said so by its first poll)."""
+        return self._polled
+
+    @workflow.query(name=STREAMING_QUERY)
+    def streaming(self) -> bool:
+        """Whether a caller streams the run: a model activity started before one did asks,
+        to send its text as it comes from then on."""
+        return self._polled
 
     @workflow.query(name=EVENTS_QUERY)
     def peek(self, after: int) -> dict[str, Any]:
@@ -456,6 +499,9 @@ class AgentRunWorkflow:
 
     @workflow.run
     async def run(self, start: Any) -> str:
+        # Patched, first of all (a run that fails at once must still meet its marker): a run
+        # started before this change replays with its timers.
+        self.timeouts_in_activity = workflow.patched("agentloop-timeouts-in-activity")
         try:
             _codec.check_start_shape(start)
         except (KeyError, TypeError, ValueError) as exc:
@@ -510,7 +556,7 @@ class AgentRunWorkflow:
         # Tracing stays off inside the workflow: the OpenTelemetry SDK reads the environment
         # and the clock, which a workflow may not (the activities' own code may trace).
         model = _WorkflowModel(self, durable, facts[""], "")
-        agent = durable.agent.replace(model=model, instrument=False)
+        agent = self._untimed(durable.agent.replace(model=model, instrument=False))
         send, receive = anyio.create_memory_object_stream[ev.Event](EVENT_BUFFER)
         session = start.get("session")
         spec = None

@@ -1,0 +1,120 @@
+"""What a durable run costs Temporal: history events per run without a streaming caller, and
+eager dispatch when nobody streams. A dev server, real workers, the emulated provider over
+real sockets; histories fetched from the server."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import Agent, tool
+from agentloop import _events as ev
+from agentloop.models.openai import OpenAIChatModel
+from agentloop.testing import (
+    EmulatedCall,
+    EmulatedProvider,
+    EmulatedTurn,
+    ProviderServer,
+    Reply,
+    ScriptedModel,
+    call,
+)
+from tests.support.temporal import import_temporal
+
+import_temporal()
+from agentloop.temporal import TemporalAgent, connect, worker  # noqa: E402
+
+pytestmark = pytest.mark.temporal
+
+# PydanticAI's and OpenAI Agents' Temporal integrations record 26-29 events for such a run.
+PEERS_EVENTS = 29
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # Temporal's SDK is asyncio-only
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: the first
+        b: the second
+    """
+    return a + b
+
+
+def _names(history: Any) -> list[str]:
+    from temporalio.api.enums.v1 import EventType
+
+    return [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in history.events]
+
+
+async def test_a_run_nobody_streams_records_no_more_events_than_the_peers(
+    temporal_target: str,
+) -> None:
+    """Two turns, one tool, text streamed in chunks 20 ms apart: its deltas are not signalled
+    (46-64 events when they were); a caller streaming the same run still gets them."""
+    script: list[EmulatedTurn | str] = [
+        EmulatedTurn(text="Let me add those.", calls=[EmulatedCall("add", {"a": 2, "b": 3})]),
+        "The sum is 5.",
+    ]
+    with ProviderServer(EmulatedProvider(script=script, chunk_delay=0.02)) as server:
+        model = OpenAIChatModel("emulated", base_url=server.url + "/v1", api_key="k")
+        durable = TemporalAgent(
+            Agent(model, name="costed", tools=[add]), task_queue=f"q-{uuid.uuid4().hex[:8]}"
+        )
+        client = await connect(temporal_target)
+        async with worker(client, [durable]):
+            quiet = await durable.start(client, "add 2 and 3")
+            result = await quiet.result()
+            streamed = await durable.start(client, "add 2 and 3")
+            deltas = [e async for e in streamed if isinstance(e, ev.TextDelta)]
+            history = await client.get_workflow_handle(quiet.run_id).fetch_history()
+        await model.aclose()
+    names = _names(history)
+    assert result.output == "The sum is 5."
+    assert len(names) <= PEERS_EVENTS, names
+    assert names.count("WORKFLOW_EXECUTION_SIGNALED") <= 1, names  # the seal, at most
+    assert "".join(d.text for d in deltas).endswith("The sum is 5.") and len(deltas) > 2
+
+
+async def test_a_tool_starts_while_the_reply_streams_with_nobody_streaming(
+    temporal_target: str,
+) -> None:
+    """Eager dispatch without a streaming caller: the sealed call is signalled at once, so
+    its tool activity is scheduled (and done) before the model activity completes."""
+
+    @tool(name="work")
+    async def work(n: int) -> int:
+        """Work a little.
+
+        Args:
+            n: what to return
+        """
+        await anyio.sleep(0.1)
+        return n
+
+    reply = Reply(timeline=[(0.05, "Working. "), (0.1, call("work", {"n": 1}, id="a")), (1.5, "")])
+    model = ScriptedModel([reply, "done"])
+    durable = TemporalAgent(
+        Agent(model, name="quiet-eager", tools=[work]), task_queue=f"q-{uuid.uuid4().hex[:8]}"
+    )
+    client = await connect(temporal_target)
+    async with worker(client, [durable]):
+        run = await durable.start(client, "go")
+        result = await run.result()
+        history = await client.get_workflow_handle(run.run_id).fetch_history()
+    names = _names(history)
+    assert result.output == "done"
+    scheduled = [i for i, n in enumerate(names) if n == "ACTIVITY_TASK_SCHEDULED"]
+    completed = [i for i, n in enumerate(names) if n == "ACTIVITY_TASK_COMPLETED"]
+    # model, tool, model: the tool's activity completes before the first model activity does
+    assert len(scheduled) == 3 and scheduled[1] < completed[0]
+    assert names.count("WORKFLOW_EXECUTION_SIGNALED") == 1, names
+    assert result.steps[0].actions[0].output == 1
