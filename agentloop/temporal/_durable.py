@@ -46,6 +46,7 @@ DELTAS_SIGNAL = "agentloop.deltas"
 ACK_SIGNAL = "agentloop.ack"
 DECIDE_UPDATE = "agentloop.decide"
 WAITING_QUERY = "agentloop.waiting"
+NOT_WAITING = "the run is not waiting on decisions"  # how the decide update refuses
 STREAMING_QUERY = "agentloop.streaming"
 MODEL_ACTIVITY = "agentloop.model"
 TOOL_ACTIVITY = "agentloop.tool"
@@ -526,17 +527,23 @@ class DurableRun(Generic[OutputT]):
                 f"Temporal's payload limit; these are {size / 2**20:.2f} MB (an Edit's arguments "
                 "or an ExternalResult's output): pass large values by reference"
             )
-        try:
-            await self._handle.execute_update(DECIDE_UPDATE, data)
-        except WorkflowUpdateFailedError as exc:
-            cause = exc.cause
-            if isinstance(cause, ApplicationError) and cause.type == "DecisionError":
-                raise DecisionError(cause.message) from None
-            raise DurableRunFailed(f"deciding failed: {cause}") from exc
-        except RPCError as exc:
-            if await self._closed():
-                raise DecisionError("the run is not waiting on decisions: it has ended") from None
-            raise DurableRunFailed(f"deciding failed: {exc}") from exc
+        for retry in (True, False):
+            try:
+                await self._handle.execute_update(DECIDE_UPDATE, data)
+                return
+            except WorkflowUpdateFailedError as exc:
+                cause = exc.cause
+                if not (isinstance(cause, ApplicationError) and cause.type == "DecisionError"):
+                    raise DurableRunFailed(f"deciding failed: {cause}") from exc
+                # A worker that has just taken the run over (its last one killed) may check
+                # the update before it has replayed up to the wait, both in one activation;
+                # it has caught up once it answered, so a run that waits is asked once more.
+                if not (retry and cause.message.startswith(NOT_WAITING) and await self.waiting()):
+                    raise DecisionError(cause.message) from None
+            except RPCError as exc:
+                if await self._closed():
+                    raise DecisionError(f"{NOT_WAITING}: it has ended") from None
+                raise DurableRunFailed(f"deciding failed: {exc}") from exc
 
     async def cancel(self) -> None:
         """Ask Temporal to cancel the run (its activities are cancelled too)."""

@@ -54,6 +54,7 @@ from ._durable import (
     EVENTS_UPDATE,
     MAX_DECISION_BYTES,
     MODEL_ACTIVITY,
+    NOT_WAITING,
     STREAMING_QUERY,
     TOOL_ACTIVITY,
     WAITING_QUERY,
@@ -477,8 +478,7 @@ class AgentRunWorkflow:
         step, toolbox = self._waiting_step, self._toolbox
         if step is None or toolbox is None or self._decided is not None:
             raise ApplicationError(
-                "the run is not waiting on decisions (it has not waited yet, was decided "
-                "already, or has ended)",
+                f"{NOT_WAITING} (it has not waited yet, was decided already, or has ended)",
                 type="DecisionError",
                 non_retryable=True,
             )
