@@ -30,7 +30,7 @@ from ._instrument import coerce as coerce_instrument
 from ._loop import execute, shed
 from ._middleware import ModelMiddleware, ToolMiddleware
 from ._output import Output, parse_output
-from ._prompt import Plain, Ruleset, compile_template, render, system_message
+from ._prompt import Plain, Ruleset, compile_template, render, system_message, untemplated
 from ._retry import RetryPolicy
 from ._run import Emitter, Launch, run_of
 from ._session_run import Memory, SessionSpec, check_stored_input, unfinished_runs
@@ -224,6 +224,24 @@ class Agent(Generic[DepsT, OutputT]):
             raise UserError(f"approver must be an async function, not {self.approver!r}")
         # The one write to a frozen field: what the agent derives from its settings.
         object.__setattr__(self, "_derived", _Derived(self))
+        self._prepare_first_run()
+
+    def _prepare_first_run(self) -> None:
+        """Render now the system message a run without variables uses (the templates it needs
+        compiled, jinja2 imported if they need it), when the agent says what it is: a service
+        builds its agent at start-up, and its first request should not pay for this."""
+        derived = self._derived
+        if derived.toolsets or not isinstance(self.model, Model):
+            return  # the tools, or the model, are known only when a run starts
+        if not (derived.instructions is None or isinstance(derived.instructions, str)):
+            return  # a template: rendered with each run's variables
+        tools = list(derived.tools)
+        tool_mode = self.effective_tool_mode(bool(tools))
+        schema = self.output_schema
+        teach = schema is not None and (
+            tool_mode == "react" or not self.model.profile.native_output
+        )
+        self.system_message(self.render_instructions({}), tools, tool_mode, teach)
 
     def __repr__(self) -> str:
         tools = [t.name for t in self._derived.tools]
@@ -873,6 +891,9 @@ def _instructions(source: str | None) -> jinja2.Template | str | None:
         return None
     if isinstance(source, Plain):
         return str(source)
+    text = untemplated(source)
+    if text is not None:
+        return text
     try:
         return compile_template(source)
     except UserError as exc:
