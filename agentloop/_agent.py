@@ -18,7 +18,7 @@ from typing_extensions import TypeVar
 
 import agentloop._events as ev
 
-from ._actions import SUBAGENT, SubrunOutput
+from ._actions import SUBAGENT, SubrunOutput, Toolbox
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError, as_given
 from ._generic import subscript_callable
@@ -30,6 +30,7 @@ from ._instrument import coerce as coerce_instrument
 from ._loop import execute, shed
 from ._middleware import ModelMiddleware, ToolMiddleware
 from ._output import Output, parse_output
+from ._plan import Stages, plan_run
 from ._prompt import Plain, Ruleset, compile_template, render, system_message, untemplated
 from ._retry import RetryPolicy
 from ._run import Emitter, Launch, run_of
@@ -227,21 +228,15 @@ class Agent(Generic[DepsT, OutputT]):
         self._prepare_first_run()
 
     def _prepare_first_run(self) -> None:
-        """Render now the system message a run without variables uses (the templates it needs
-        compiled, jinja2 imported if they need it), when the agent says what it is: a service
-        builds its agent at start-up, and its first request should not pay for this."""
+        """Plan now a run without variables (its system message rendered, the templates it
+        needs compiled, its tool specs made), when the agent says what it is: a service builds
+        its agent at start-up, and its first request should not pay for this."""
         derived = self._derived
         if derived.toolsets or not isinstance(self.model, Model):
             return  # the tools, or the model, are known only when a run starts
         if not (derived.instructions is None or isinstance(derived.instructions, str)):
             return  # a template: rendered with each run's variables
-        tools = list(derived.tools)
-        tool_mode = self.effective_tool_mode(bool(tools))
-        schema = self.output_schema
-        teach = schema is not None and (
-            tool_mode == "react" or not self.model.profile.native_output
-        )
-        self.system_message(self.render_instructions({}), tools, tool_mode, teach)
+        plan_run(self, Toolbox(derived.tools), {})
 
     def __repr__(self) -> str:
         tools = [t.name for t in self._derived.tools]
@@ -290,6 +285,11 @@ class Agent(Generic[DepsT, OutputT]):
         return self._derived.handoffs
 
     @property
+    def stages(self) -> Stages:
+        """The optional stages its runs go through (the features it has on), and its plans."""
+        return self._derived.stages
+
+    @property
     def toolsets(self) -> tuple[Toolset, ...]:
         """The toolsets among ``tools`` (their tools are listed when a run starts)."""
         return self._derived.toolsets
@@ -326,6 +326,7 @@ class Agent(Generic[DepsT, OutputT]):
         several agents is closed by the first to close: close it once its runs are done)."""
         derived = self._derived
         model, derived.model = derived.model, None
+        derived.stages.plans.clear()  # they hold the model
         if model is None and not isinstance(self.model, str):
             model = self.model  # given, never used: closing it is harmless
         try:
@@ -847,6 +848,7 @@ class _Derived:
         "model",
         "output",
         "rulesets",
+        "stages",
         "subagents",
         "system_messages",
         "tools",
@@ -878,6 +880,7 @@ class _Derived:
         )
         self.model: Model | None = None
         self.system_messages: dict[tuple[Any, ...], Message | None] = {}
+        self.stages = Stages(agent.guardrails, agent.output_validators, self.handoffs)
 
 
 _PLAIN_HINT = (
