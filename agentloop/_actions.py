@@ -146,18 +146,34 @@ def error_result(
 
 class Ordinals:
     """Counts equal calls (same tool, same arguments) of one reply in reply order: a call's
-    ordinal is part of its idempotency key, which must not rest on the provider's call id."""
+    ordinal is part of its idempotency key, which must not rest on the provider's call id.
+
+    The arguments' digest is taken only for a tool called more than once in the reply: the
+    first call of a tool is the first of its equals (most replies call each tool once, and a
+    digest is a JSON encoding and a SHA-256 per call)."""
 
     __slots__ = ("_seen",)
 
     def __init__(self) -> None:
-        self._seen: dict[str, int] = {}
+        # By tool: its one call so far, or, once it has more, the count of each digest.
+        self._seen: dict[tuple[str, str | None], Action | dict[str, int]] = {}
 
     def next(self, action: Action) -> int:
-        key = call_identity(action.name, action.path, action.input)
-        n = self._seen.get(key, 0)
-        self._seen[key] = n + 1
+        tool = (action.name, action.path)
+        seen = self._seen.get(tool)
+        if seen is None:
+            self._seen[tool] = action
+            return 0
+        if isinstance(seen, Action):
+            seen = self._seen[tool] = {_identity(seen): 1}
+        key = _identity(action)
+        n = seen.get(key, 0)
+        seen[key] = n + 1
         return n
+
+
+def _identity(action: Action) -> str:
+    return call_identity(action.name, action.path, action.input)
 
 
 def action_of(part: ToolCallPart, attempt: int) -> Action:

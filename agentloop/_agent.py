@@ -18,7 +18,7 @@ from typing_extensions import TypeVar
 
 import agentloop._events as ev
 
-from ._actions import SUBAGENT, SubrunOutput
+from ._actions import SUBAGENT, SubrunOutput, Toolbox
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError, as_given
 from ._generic import subscript_callable
@@ -30,7 +30,8 @@ from ._instrument import coerce as coerce_instrument
 from ._loop import execute, shed
 from ._middleware import ModelMiddleware, ToolMiddleware
 from ._output import Output, parse_output
-from ._prompt import Plain, Ruleset, compile_template, render, system_message
+from ._plan import Stages, plan_run
+from ._prompt import Plain, Ruleset, compile_template, render, system_message, untemplated
 from ._retry import RetryPolicy
 from ._run import Emitter, Launch, run_of
 from ._session_run import Memory, SessionSpec, check_stored_input, unfinished_runs
@@ -224,6 +225,18 @@ class Agent(Generic[DepsT, OutputT]):
             raise UserError(f"approver must be an async function, not {self.approver!r}")
         # The one write to a frozen field: what the agent derives from its settings.
         object.__setattr__(self, "_derived", _Derived(self))
+        self._prepare_first_run()
+
+    def _prepare_first_run(self) -> None:
+        """Plan now a run without variables (its system message rendered, the templates it
+        needs compiled, its tool specs made), when the agent says what it is: a service builds
+        its agent at start-up, and its first request should not pay for this."""
+        derived = self._derived
+        if derived.toolsets or not isinstance(self.model, Model):
+            return  # the tools, or the model, are known only when a run starts
+        if not (derived.instructions is None or isinstance(derived.instructions, str)):
+            return  # a template: rendered with each run's variables
+        plan_run(self, Toolbox(derived.tools), {})
 
     def __repr__(self) -> str:
         tools = [t.name for t in self._derived.tools]
@@ -272,6 +285,11 @@ class Agent(Generic[DepsT, OutputT]):
         return self._derived.handoffs
 
     @property
+    def stages(self) -> Stages:
+        """The optional stages its runs go through (the features it has on), and its plans."""
+        return self._derived.stages
+
+    @property
     def toolsets(self) -> tuple[Toolset, ...]:
         """The toolsets among ``tools`` (their tools are listed when a run starts)."""
         return self._derived.toolsets
@@ -308,6 +326,7 @@ class Agent(Generic[DepsT, OutputT]):
         several agents is closed by the first to close: close it once its runs are done)."""
         derived = self._derived
         model, derived.model = derived.model, None
+        derived.stages.plans.clear()  # they hold the model
         if model is None and not isinstance(self.model, str):
             model = self.model  # given, never used: closing it is harmless
         try:
@@ -829,6 +848,7 @@ class _Derived:
         "model",
         "output",
         "rulesets",
+        "stages",
         "subagents",
         "system_messages",
         "tools",
@@ -860,6 +880,7 @@ class _Derived:
         )
         self.model: Model | None = None
         self.system_messages: dict[tuple[Any, ...], Message | None] = {}
+        self.stages = Stages(agent.guardrails, agent.output_validators, self.handoffs)
 
 
 _PLAIN_HINT = (
@@ -873,6 +894,9 @@ def _instructions(source: str | None) -> jinja2.Template | str | None:
         return None
     if isinstance(source, Plain):
         return str(source)
+    text = untemplated(source)
+    if text is not None:
+        return text
     try:
         return compile_template(source)
     except UserError as exc:

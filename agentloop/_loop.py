@@ -794,7 +794,7 @@ async def _settle(
                 deciding.append((pending, kind))
                 continue
         await executor.start(pending, step=step_index, error=refused)
-    undecided = await _decide(run, executor, deciding, step_index)
+    undecided = await _decide(run, executor, deciding, step_index) if deciding else []
     carried.extend(p for rest in sealed.values() for p in rest if p.started)
     run.attempts.clear()
     await run.flush_discards()
@@ -802,7 +802,7 @@ async def _settle(
     waits = {id(p) for p, _ in undecided}
     results = await _results_of([p for p in pendings if id(p) not in waits])
     carried_results = tuple(await _results_of(carried))
-    questions = _questions(run, results)
+    questions = _questions(run, results) if run.asked else []  # none asked: no approvals
     if questions:
         results = [r for r in results if r.tag not in {q.tag for q in questions}]
     if undecided or questions or any(subrun_waits(r) for r in results):

@@ -88,6 +88,8 @@ class RunnableAgent(Protocol):
     def typed_output(self) -> Output | None: ...
     @property
     def handoff_targets(self) -> Sequence[Handoff]: ...
+    @property
+    def stages(self) -> Stages: ...
     def resolved_model(self) -> Model: ...
     def effective_tool_mode(self, has_tools: bool) -> ToolMode: ...
     def render_instructions(self, variables: Mapping[str, Any]) -> str | None: ...
@@ -134,19 +136,75 @@ class Plan:
     typed_output: Output | None = None
 
 
+class Stages:
+    """The optional stages of an agent's runs, settled when the agent is made: a feature that
+    is off (no guardrail of a kind, no validator, no handoff) is no stage at all, so that a run
+    pays nothing for it. Also the agent's plans, which runs with the same model, tools and
+    system message share."""
+
+    __slots__ = (
+        "handoffs",
+        "input_guardrails",
+        "output_guardrails",
+        "output_validators",
+        "plans",
+        "tool_guardrails",
+    )
+
+    def __init__(
+        self,
+        guardrails: Sequence[Guardrail],
+        output_validators: Sequence[OutputValidator],
+        handoffs: Sequence[Handoff],
+    ) -> None:
+        self.input_guardrails: tuple[InputGuardrail, ...] = _of_kind(guardrails, "input")
+        self.output_guardrails: tuple[OutputGuardrail, ...] = _of_kind(guardrails, "output")
+        self.tool_guardrails: tuple[ToolGuardrail, ...] = _of_kind(guardrails, "tool")
+        self.output_validators = tuple(output_validators)
+        self.handoffs: Mapping[str, Handoff] = {h.tool_name: h for h in handoffs}
+        self.plans: dict[tuple[Any, ...], Plan] = {}
+
+
+_PLANS_KEPT = 16  # plans per agent (runs with ever-new tools or instructions make new ones)
+
+
 def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any]) -> Plan:
     """The plan of a run of ``agent`` with ``toolbox`` (its tools, toolsets' included) and the
-    run's ``variables``. The system message comes from the agent's cache: runs of one agent
-    mostly share it."""
+    run's ``variables``. The system message comes from the agent's cache, and the plan from the
+    agent's stages when an earlier run had the same model, tools and system message: runs of
+    one agent mostly share both."""
     model = agent.resolved_model()
     profile = model.profile
     tool_mode = agent.effective_tool_mode(bool(toolbox))
     output_schema = agent.output_schema
     teach_output = output_schema is not None and (tool_mode == "react" or not profile.native_output)
+    tools = tuple(toolbox)
     system = agent.system_message(
-        agent.render_instructions(variables), list(toolbox), tool_mode, teach_output
+        agent.render_instructions(variables), tools, tool_mode, teach_output
     )
-    react_stop = tool_mode == "react" and profile.stop_sequences
+    stages = agent.stages
+    key = (model, tools, tool_mode, id(system))
+    plans = stages.plans
+    plan = plans.get(key)
+    if plan is not None and plan.system is system:  # the same message, not a reused id
+        return plan
+    plan = _plan(agent, stages, model, toolbox, tool_mode, system, output_schema)
+    if len(plans) >= _PLANS_KEPT:
+        plans.clear()
+    plans[key] = plan
+    return plan
+
+
+def _plan(
+    agent: RunnableAgent,
+    stages: Stages,
+    model: Model,
+    toolbox: Toolbox,
+    tool_mode: ToolMode,
+    system: Message | None,
+    output_schema: OutputSchema | None,
+) -> Plan:
+    react_stop = tool_mode == "react" and model.profile.stop_sequences
     return Plan(
         name=agent.name,
         model=model,
@@ -166,12 +224,12 @@ def plan_run(agent: RunnableAgent, toolbox: Toolbox, variables: Mapping[str, Any
         tool_middleware=agent.tool_middleware,
         context_window=agent.context_window,
         usage_limits=agent.usage_limits,
-        input_guardrails=_of_kind(agent.guardrails, "input"),
-        output_guardrails=_of_kind(agent.guardrails, "output"),
-        tool_guardrails=_of_kind(agent.guardrails, "tool"),
-        output_validators=tuple(agent.output_validators),
+        input_guardrails=stages.input_guardrails,
+        output_guardrails=stages.output_guardrails,
+        tool_guardrails=stages.tool_guardrails,
+        output_validators=stages.output_validators,
         output_retries=agent.output_retries,
-        handoffs={h.tool_name: h for h in agent.handoff_targets},
+        handoffs=stages.handoffs,
         typed_output=agent.typed_output,
     )
 

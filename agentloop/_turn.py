@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import TYPE_CHECKING
 
@@ -106,6 +107,7 @@ class _Attempt:
     __slots__ = (
         "builder",
         "calls",
+        "cap",
         "chars",
         "cut",
         "executor",
@@ -134,6 +136,9 @@ class _Attempt:
         limits = run.plan.usage_limits
         # The characters the reply may stream before an output limit is passed (estimated).
         self.limit_chars = limits.streamed_chars(run.usage) if limits is not None else None
+        # The first of the two caps a delta checks (``_count``): one comparison per delta.
+        caps = [c for c in (run.plan.max_reply_chars, self.limit_chars) if c is not None]
+        self.cap = min(caps) if caps else sys.maxsize
         typed = run.plan.typed_output
         # A structured answer streams as partial outputs (to a caller who streams events).
         self.partial = PartialParser(typed) if typed is not None and run.emitting else None
@@ -347,6 +352,8 @@ class _Attempt:
     def _count(self, text: str) -> None:
         self.record.streamed = True
         self.chars += len(text)
+        if self.chars <= self.cap:
+            return
         limit = self.run.plan.max_reply_chars
         if limit is not None and self.chars > limit:
             raise ReplyTooLarge(f"the reply exceeded {limit} characters")

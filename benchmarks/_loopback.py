@@ -385,31 +385,79 @@ async def driver(url: str, cap: int, config: str) -> AsyncIterator[Runner]:
         _ran(model)
 
 
-def make_agent(model: Any, **options: Any) -> Any:
-    """The benchmark agent: two async tools (the emulated provider calls both), native mode."""
+def make_agent(model: Any, feature: str = "", **options: Any) -> Any:
+    """The benchmark agent: two async tools (the emulated provider calls both), native mode;
+    with ``feature`` (one of ``FEATURES``) on, as a run that uses it and is not stopped by it."""
     from agentloop import Agent, tool
 
-    @tool
+    approval = feature == "approvals"
+
+    @tool(requires_approval=approval)
     async def weather(query: str) -> str:
         """The weather at a place."""
         return f"sunny at {query}"
 
-    @tool
+    @tool(requires_approval=approval)
     async def clock(query: str) -> str:
         """The time at a place."""
         return f"noon at {query}"
 
-    return Agent(model, tools=[weather, clock], tool_mode=options.pop("tool_mode", "native"),
-                 **options)  # fmt: skip
+    bot = Agent(model, tools=[weather, clock], tool_mode=options.pop("tool_mode", "native"),
+                **_feature_options(feature, model), **options)  # fmt: skip
+    if feature == "goals":
+        from agentloop.goals import setup_goal
+
+        bot = setup_goal(bot)
+    return bot
+
+
+# Each optional feature, turned on alone (``agent-openai-chat+<feature>``): bench_instructions
+# counts a plain agent beside each.
+FEATURES = ("approvals", "controls", "guardrails", "handoffs", "window", "tracing", "goals")
+
+
+def _feature_options(feature: str, model: Any) -> dict[str, Any]:
+    """The ``Agent`` options that turn ``feature`` on (none of them ends the run)."""
+    import agentloop as al
+
+    async def approve(call: Any, run: Any) -> Any:
+        return al.Approve()
+
+    async def passes(*args: Any) -> None:
+        return None
+
+    match feature:
+        case "" | "goals":
+            return {}
+        case "approvals":
+            return {"approver": approve}
+        case "controls":
+            return {"usage_limits": al.UsageLimits(requests=10, tool_calls=10, total_tokens=10**6)}
+        case "guardrails":
+            return {
+                "guardrails": [
+                    al.InputGuardrail(passes),
+                    al.OutputGuardrail(passes),
+                    al.ToolGuardrail(before=passes, after=passes),
+                ]
+            }
+        case "handoffs":
+            return {"handoffs": [al.Agent(model, name="other")]}  # offered, never taken
+        case "window":
+            return {"context_window": al.ContextWindow(max_tokens=100_000)}
+        case "tracing":
+            return {"instrument": True}  # OpenTelemetry's global (no-op) tracer provider
+    raise ValueError(f"unknown feature {feature!r}; one of {FEATURES}")
 
 
 @contextlib.asynccontextmanager
 async def agent(url: str, cap: int, config: str) -> AsyncIterator[Runner]:
     """The full ``Agent``: ``run`` (no event stream), or ``stream`` with every event read."""
+    config, _, feature = config.partition("+")
     api = config.removeprefix("agent-").removesuffix("-stream").removesuffix("-trio")
     # On trio the portable path: the SDK's httpx2 client (aiohttp is asyncio's alone).
     model = make_model(api, url, cap, "httpx" if config.endswith("-trio") else "aiohttp")
-    bot = make_agent(model)
+    bot = make_agent(model, feature)
 
     async def run_session() -> None:
         result = await bot.run("weather and time?")

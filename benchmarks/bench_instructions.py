@@ -22,8 +22,15 @@ a stream, its task, memory object stream and a cancellation check per event read
 engine code. The difference between an agent configuration and its ``primitives`` is the
 engine's own work, and the report says how much of it a target leaves room for.
 
+Pay for what you use (issue 36): the same ``Agent.run`` with each optional feature on, one at
+a time (``agent-openai-chat+<feature>``: approvals with a live approver that approves each call,
+usage limits, an input, an output and a tool guardrail that pass, a handoff never taken, a
+context window, tracing to OpenTelemetry's no-op provider, goals), beside the plain agent: what
+each costs when used, and so that a feature which is off (the plain agent) pays for none of it.
+
 Run: ``python -m benchmarks.bench_instructions [--sessions 100] [--rounds 2]
-[--configs floor,agent-openai-chat,...]`` (about 12 minutes on 2 cores). It needs valgrind
+[--configs floor,agent-openai-chat,...] [--no-features]`` (about 25 minutes on 2 cores; 12 without
+the features). It needs valgrind
 (``apt-get install valgrind``) and says so, passing, when it is missing; ``--smoke`` runs each
 client once at S = 2 without it (minutes under callgrind even at S = 10).
 """
@@ -36,7 +43,7 @@ import shutil
 import subprocess
 import sys
 
-from benchmarks._loopback import FD_MARGIN, LABELS, _worker_cmd, measure
+from benchmarks._loopback import FD_MARGIN, FEATURES, LABELS, _worker_cmd, measure
 from benchmarks.bench_scale import ROUND_TWO
 from tests.support.provider_process import ProviderServerProcess, raise_fd_limit
 
@@ -49,6 +56,7 @@ CONFIGS = [
     "primitives-stream",
     "agent-openai-chat-stream",
 ]
+PLAIN = "agent-openai-chat"  # the agent that each feature is turned on in, one at a time
 # Each agent configuration, and the client of the same shape with no engine code.
 ENGINE_OF = {"agent-openai-chat": "primitives", "agent-openai-chat-stream": "primitives-stream"}
 _COLLECTED = re.compile(r"Collected : (\d+)")
@@ -72,10 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=2, help="measured rounds")
     parser.add_argument("--configs", default=None, help="comma-separated configurations")
+    parser.add_argument("--no-features", action="store_true", help="leave out each feature on")
     args = parser.parse_args(argv)
-    configs = args.configs.split(",") if args.configs else CONFIGS
+    configs = args.configs.split(",") if args.configs else list(CONFIGS)
+    featured = [] if args.no_features else [f"{PLAIN}+{feature}" for feature in FEATURES]
+    if featured and PLAIN not in configs:
+        configs.append(PLAIN)
     if args.smoke:
-        return _smoke(configs)
+        return _smoke([*configs, *featured])
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         print("Skipped: valgrind is not installed (`apt-get install valgrind`).")
@@ -86,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     raise_fd_limit(sessions + FD_MARGIN)
     per_turn: dict[str, float] = {}
     with ProviderServerProcess(min_fds=sessions + FD_MARGIN) as server:
-        for config in configs:
+        for config in [*configs, *featured]:
             base = instructions(valgrind, server.url, config, sessions, 1)
             more = instructions(valgrind, server.url, config, sessions, 1 + args.rounds)
             per_turn[config] = (more - base) / (2 * sessions * args.rounds)
@@ -113,7 +125,24 @@ def main(argv: list[str] | None = None) -> int:
     if engine_lines:
         print("\nThe engine's own work (the agent minus the same client with no engine code):")
         print("\n".join(engine_lines))
+    if featured:
+        _features_table(per_turn, featured)
     return 0
+
+
+def _features_table(per_turn: dict[str, float], featured: list[str]) -> None:
+    """Each feature on, one at a time, beside the plain agent (which has them all off)."""
+    plain = per_turn[PLAIN]
+    print(f"\nEach optional feature on alone, beside the plain {LABELS[PLAIN]}:\n")
+    print("| feature on | instructions per turn | − plain agent | × plain agent |")
+    print("|---|---:|---:|---:|")
+    print(f"| none (the plain agent) | {plain / 1000:,.0f} K | | |")
+    for config in featured:
+        n = per_turn[config]
+        print(
+            f"| {config.partition('+')[2]} | {n / 1000:,.0f} K | {(n - plain) / 1000:+,.0f} K "
+            f"| {n / plain:.2f}x |"
+        )
 
 
 def _smoke(configs: list[str]) -> int:

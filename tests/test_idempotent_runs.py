@@ -186,6 +186,31 @@ async def test_equal_calls_of_one_reply_get_distinct_keys() -> None:
     assert len(set(keys)) == 3 and all(k.startswith("s:") for k in keys)
 
 
+def test_ordinals_count_equal_calls_in_reply_order() -> None:
+    """A call's ordinal is how many equal calls (tool, path, arguments in any key order) came
+    before it in its reply; the digest is taken only for a tool called more than once."""
+    from agentloop._actions import Ordinals
+    from agentloop._steps import Action
+    from agentloop.tools._context import call_identity
+
+    calls = [
+        ("ping", None, {"n": 1, "m": 2}),
+        ("pong", None, {"n": 1, "m": 2}),
+        ("ping", None, {"m": 2, "n": 1}),
+        ("ping", "x", {"n": 1, "m": 2}),
+        ("ping", None, {"n": 3}),
+        ("ping", None, {"n": 1, "m": 2}),
+        ("pong", None, {"n": 1, "m": 2}),
+    ]
+    ordinals = Ordinals()
+    found = [
+        ordinals.next(Action(tag=str(i), name=n, path=p, input=a, attempt=1))
+        for i, (n, p, a) in enumerate(calls)
+    ]
+    digests = [call_identity(n, p, a) for n, p, a in calls]
+    assert found == [digests[:i].count(d) for i, d in enumerate(digests)] == [0, 0, 1, 0, 0, 2, 1]
+
+
 # -- run keys -------------------------------------------------------------------------------------
 
 

@@ -559,3 +559,30 @@ def test_a_system_message_of_instructions_alone_is_the_templates(instructions: s
     }
     expected = render(_builtin("system.j2"), variables).strip()
     assert (message.text if message is not None else "") == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["Be brief.", "a\n\nb  \n", "a\r\nb\rc\n", "trailing\n\n", "\n", "  x  ", "{ not a tag }"],
+)
+def test_instructions_without_template_syntax_render_as_jinja2_would(source: str) -> None:
+    """Text with no ``{{``, ``{%`` or ``{#`` is kept as the sandbox would render it, without
+    compiling it (or importing jinja2 when the agent is made)."""
+    from agentloop._prompt import compile_template, render, untemplated
+
+    assert untemplated(source) == render(compile_template(source), {})
+    assert untemplated("Keep {{ name }}") is None and untemplated("{# note #}") is None
+    assert Agent(ScriptedModel([]), instructions=source).render_instructions({}) == untemplated(
+        source
+    )
+
+
+def test_an_agent_made_with_its_model_and_tools_renders_its_system_message_when_made() -> None:
+    """A service builds its agent at start-up: the ReAct templates are compiled, and the first
+    run's system message rendered, then, not during the first request."""
+    model = ScriptedModel(["Answer: one"])
+    agent = Agent(model, instructions="Be brief.", tools=[add], tool_mode="react")
+    (made,) = agent._derived.system_messages.values()
+    assert made is not None and "Be brief." in made.text and "add" in made.text
+    agent.run_sync("a")
+    assert model.requests[0].messages[0] is made

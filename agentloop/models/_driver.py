@@ -1,7 +1,9 @@
 """The machinery the SDK-backed drivers share: lazy clients, transports, settings, streaming.
 
 The SDK is imported, and its client made, on first use, on the running event loop (a driver that
-can compute the direct path's URL and headers itself, ``_sdk_free_request``, skips both). Transports:
+can compute the direct path's URL and headers itself, ``_sdk_free_request``, skips both). aiohttp,
+which that path needs, is imported when the driver is made (at a service's start-up, not during
+its first request), unless the driver is made on trio or given a client. Transports:
 ``"aiohttp"`` (asyncio with the ``[fast]`` extra: aiohttp directly, with the SDK client's URL and
 headers, see ``_transport``), ``"aiohttp-sdk"`` (the SDK's own aiohttp-based client), ``"httpx"``
 (the SDK's default httpx2 client: asyncio and trio). The clients the driver makes share one TLS
@@ -42,6 +44,7 @@ from ._transport import (
     connect_and_read,
     direct_eligible,
     header_secrets,
+    preload_direct,
     shard_sizes,
 )
 from ._types import Message, ModelRequest, ModelSettings, ModelStream, ToolSpec
@@ -62,6 +65,16 @@ _TRANSPORTS = ("auto", "aiohttp", "aiohttp-sdk", "httpx")
 @functools.cache
 def _aiohttp_installed() -> bool:
     return importlib.util.find_spec("aiohttp") is not None
+
+
+def _may_run_on_asyncio() -> bool:
+    """Whether the driver may take the direct aiohttp path: aiohttp is installed, and it is
+    made outside an event loop (at start-up) or on asyncio's."""
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        library = "asyncio"
+    return library == "asyncio" and _aiohttp_installed()
 
 
 @functools.cache
@@ -144,6 +157,8 @@ class SDKModel(Model):
         self._spare_clients: list[Any] = []
         self.message_cache: FragmentCache[Message] = FragmentCache()
         self.tool_cache: FragmentCache[ToolSpec] = FragmentCache(1024)
+        if client is None and transport in ("auto", "aiohttp") and _may_run_on_asyncio():
+            preload_direct()
 
     @property
     def name(self) -> str:

@@ -286,16 +286,20 @@ def test_driver_settings_are_defaults_under_request_settings() -> None:
 
 def test_importing_agentloop_imports_no_provider_sdk() -> None:
     """``import agentloop`` (and the drivers' modules, and making a driver) imports neither SDK
-    nor their HTTP stack; they load on first use."""
+    nor their httpx2 stack; they load on first use. Making a driver imports aiohttp, which its
+    first request on the direct path needs (issue 36: a service's first request imports
+    nothing), and only then."""
     code = textwrap.dedent(
         """
         import sys
         import agentloop, agentloop.models
         from agentloop.models import resolve_model
         import agentloop.models.openai, agentloop.models.anthropic
+        assert "aiohttp" not in sys.modules
         m = resolve_model("openai:gpt-4o"); a = resolve_model("anthropic:claude")
+        assert "aiohttp" in sys.modules or __import__("importlib.util").util.find_spec("aiohttp") is None
         m.build_body(__import__("agentloop.models", fromlist=["x"]).ModelRequest(messages=()))
-        bad = [n for n in ("openai", "anthropic", "httpx2", "httpcore2", "aiohttp") if n in sys.modules]
+        bad = [n for n in ("openai", "anthropic", "httpx2", "httpcore2") if n in sys.modules]
         print(",".join(bad))
         """
     )

@@ -219,3 +219,49 @@ def test_the_anthropic_api_version_is_read_as_the_sdk_has_it() -> None:
     assert _sdk_free._sdk_constant("anthropic", "_constants.py", "ANTHROPIC_API_VERSION") == (
         ANTHROPIC_API_VERSION
     )
+
+
+_BUILT_AT_START_UP = """
+import sys, anyio
+from agentloop import Agent, tool
+from agentloop.models.openai import OpenAIChatModel
+
+@tool
+async def get_current_weather(location: str) -> str:
+    '''The weather at a place.'''
+    return f"sunny in {location}"
+
+model = OpenAIChatModel("m", base_url=URL, api_key="sk-k")
+agent = Agent(model, instructions="You are terse.", tools=[get_current_weather])
+
+async def main():
+    before = set(sys.modules)  # the service is up: its loop runs, its agent is built
+    async with model:
+        result = await agent.run("What's the weather in Seattle and San Francisco?")
+        print(model.transport)
+    assert result.error is None and len(result.steps) == 2, result
+    print(" ".join(sorted(set(sys.modules) - before)))
+
+anyio.run(main, backend="asyncio")
+"""
+
+
+@direct_paths_only
+def test_a_first_run_imports_nothing_when_the_agent_was_built_at_start_up(
+    server: ProviderServer,
+) -> None:
+    """A service builds its agent at start-up: the first request's run imports no module on
+    the event loop (before, aiohttp and its dependencies: about 100 modules, 100-150 ms of the
+    user's first request). Instructions, a tool and its two-turn session on the direct path."""
+    server.enqueue(
+        ScriptedResponse.sse(load("openai-chat/stream_parallel_2_tool_calls_usage").body)
+    )
+    server.enqueue(ScriptedResponse.sse(load("openai-chat/stream_text_after_2_tool_results").body))
+    code = f"URL = {server.url + '/v1'!r}\n{_BUILT_AT_START_UP}"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    transport, imported = [*out.stdout.splitlines(), ""][:2]
+    assert transport == "aiohttp"
+    assert imported.split() == [], imported
