@@ -144,6 +144,7 @@ class Loaded:
     steps: tuple[Step, ...] = ()
     reply: Step | None = None  # the committed reply of the step in flight, without results
     finished: tuple[RunRecord, RunEndRecord] | None = None  # the run a run_key names, if ended
+    abandoned: tuple[str, ...] = ()  # waiting runs a new run ends (their calls never run)
 
 
 class SessionScope:
@@ -260,7 +261,7 @@ class SessionScope:
         input_parts: tuple[InputPart, ...] | None = None,
     ) -> None:
         """Record the run, before its first model call (a resumed run is recorded already)."""
-        from .sessions import RunRecord
+        from .sessions import RunEndRecord, RunRecord
 
         record = RunRecord(
             run_id=self.run_id,
@@ -270,7 +271,12 @@ class SessionScope:
             input_parts=parts_to_json(input_parts),
             run_key=self.run_key,
         )
-        await self._commit([record])
+        why = "a new run began in the session before its pending calls were decided"
+        ends = [
+            RunEndRecord(run_id=run, status="abandoned", error=why, error_kind="Abandoned")
+            for run in self.loaded.abandoned
+        ]
+        await self._commit([*ends, record])
         self.recorded = True
 
     async def commit_reply(self, index: int, response: ModelResponse) -> None:
@@ -630,6 +636,10 @@ def load(session: Session, *, memory: Memory, resume: bool, run_key: str | None 
         if not unfinished:
             raise NothingToResume(f"session {session.id!r} has no unfinished run to resume")
         target = unfinished[-1].run_id
+    elif order and order[-1] not in ends:  # a new run ends the run that waits on decisions
+        reply = replies.get(order[-1])
+        if reply is not None and reply.step.get("pending"):
+            loaded.abandoned = (order[-1],)
     if target is not None:
         loaded.run_id = target
         loaded.user_input = runs[target].input
@@ -645,11 +655,14 @@ def load(session: Session, *, memory: Memory, resume: bool, run_key: str | None 
 
 
 def unfinished_runs(session: Session) -> list[RunRecord]:
-    """The session's root runs that never recorded a finished end, oldest first."""
+    """The session's root runs that never recorded a finished (or abandoned) end, oldest
+    first."""
     from .sessions import RunEndRecord, RunRecord
 
     finished = {
-        r.run_id for r in session.history if isinstance(r, RunEndRecord) and r.status == "finished"
+        r.run_id
+        for r in session.history
+        if isinstance(r, RunEndRecord) and r.status in ("finished", "abandoned")
     }
     return [
         r

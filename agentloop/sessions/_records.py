@@ -98,7 +98,8 @@ class RunEndRecord(_RecordBase):
 
     Attributes:
         run_id: The run's id.
-        status: ``finished``, ``failed`` or ``cancelled``.
+        status: ``finished``, ``failed``, ``cancelled``, or ``abandoned``: a run that waited on
+            decisions when a new run began in its session (its pending calls never run).
         output: The run's output, as JSON.
         error: The error message, if any.
         error_kind: ``RunResult.error.kind`` of a finished run, or the exception's type name.
@@ -107,7 +108,7 @@ class RunEndRecord(_RecordBase):
 
     type: Literal["run_end"] = "run_end"
     run_id: str
-    status: Literal["finished", "failed", "cancelled"]
+    status: Literal["finished", "failed", "cancelled", "abandoned"]
     output: JsonValue = None
     error: str | None = None
     error_kind: str | None = None

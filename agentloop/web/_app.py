@@ -139,8 +139,8 @@ def create_app(
     Without ``auth`` every request is one owner's: fit for 127.0.0.1 only (``serve`` refuses
     another address without it). CORS is off unless ``cors_origins`` names the origins. Before
     routing, with a token or without, a ``Host`` other than a loopback name or ``allow_hosts``
-    is 400; a POST or DELETE from another origin than the server's own, ``allow_origins`` and
-    ``cors_origins`` is 403; a body not declared ``application/json`` is 415.
+    is 400; a POST, a DELETE or a GET of ``/api/`` from another origin than the server's own,
+    ``allow_origins`` and ``cors_origins`` is 403; a body not declared ``application/json`` is 415.
 
     Args:
         agent: The agent that serves every run.

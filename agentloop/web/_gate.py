@@ -4,7 +4,11 @@ Any web page the user visits can reach 127.0.0.1, and a page whose name it has r
 127.0.0.1 reads what the server answers. So, with a token or without:
 
 - a ``Host`` that is neither a loopback name nor a configured host is 400 (DNS rebinding);
-- a state-changing request from another origin (``Origin``, else ``Sec-Fetch-Site``) is 403;
+- a state-changing request from another origin (``Origin``, else ``Sec-Fetch-Site``) is 403,
+  and so is a read of the API (``GET /api/...``: a run's events, a session's history) or a
+  WebSocket handshake: an ``EventSource`` or an ``<img>`` sends no preflight, and even an
+  answer the page cannot read holds a stream slot and tells it a status and a timing. The page
+  itself (``/`` and its assets) holds no run data: a link from another site opens it;
 - a body not declared ``application/json`` is 415: a "simple" cross-site request, a form and a
   ``no-cors`` fetch cannot declare it without a preflight, which CORS-off refuses.
 
@@ -24,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 _BODIES = frozenset({"POST", "PUT", "PATCH"})
+_READS = frozenset({"GET", "HEAD"})
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
@@ -102,7 +107,7 @@ class RequestGate:
             await _refuse(scope, receive, send, 400, "this server does not answer to that Host")
             return
         method = scope.get("method", "GET")
-        if scope["type"] == "http" and method not in _SAFE:
+        if _origin_checked(scope, method):
             scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
             if not self._origin_allowed(headers, _authority(name, port, scheme)):
                 await _refuse(
@@ -138,6 +143,25 @@ class RequestGate:
             return bool(sep) and origin.strip().lower() != "null" and authority == own_authority
         site = headers.get("sec-fetch-site")
         return site is None or site.lower() in ("same-origin", "none") or self._any_origin
+
+
+def _origin_checked(scope: Scope, method: str) -> bool:
+    """Whether the request must come from an admitted origin: one that acts, a read of the
+    API, a WebSocket; not a preflight (``OPTIONS``) nor a fetch of the page."""
+    if scope["type"] == "websocket":
+        return True
+    if method not in _SAFE:
+        return True
+    return method in _READS and _route_path(scope).startswith("/api/")
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the app routes, without the prefix it is mounted under (as Starlette does)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] == "/":
+        return path[len(root) :]
+    return path
 
 
 def _declares_json(content_type: str | None) -> bool:

@@ -332,3 +332,58 @@ async def test_a_stopped_run_ends_each_protocol_as_stopped(agent: Agent[Any, Any
             vercel = [f.data for f in await frames(response)]
     assert ag_ui[-1]["type"] == "RUN_FINISHED" and ag_ui[-1]["outcome"] == {"type": "cancelled"}
     assert vercel[-2:] == ['{"type":"abort","reason":"the run was stopped"}', "[DONE]"]
+
+
+async def test_a_new_question_ends_the_run_that_waits_and_its_calls_never_run() -> None:
+    """A new message in a session whose run waits for decisions starts at once (the page
+    offers the old calls no more) and ends the waiting run in the history, ``abandoned``:
+    decisions sent for it later are 409 and run nothing, and it is not in later memory."""
+    from agentloop.models import ModelRequest
+    from agentloop.testing import FunctionModel, Reply, call
+
+    sent: list[str] = []
+    asked: list[str] = []
+
+    @tool(requires_approval=True)
+    async def transfer(amount: int, to: str) -> str:
+        """Send money.
+
+        Args:
+            amount: how much
+            to: to whom
+        """
+        sent.append(to)
+        return f"sent {amount} to {to}"
+
+    def reply(request: ModelRequest) -> Reply | str:
+        asked.append(repr(request.messages))
+        if len(asked) == 1:
+            return Reply(calls=[call("transfer", {"amount": 5, "to": "bob"}, id="t")])
+        return "It is sunny."
+
+    agent = Agent(FunctionModel(reply), tools=[transfer], store=InMemoryStore())
+    async with (
+        serving(create_app(agent)) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+    ):
+        first = (await client.post("/api/runs", json={"input": "pay bob"})).json()
+        waited = [e for _, e in await _events(client, first["events"])]
+        session = first["session"]
+        second = await client.post(
+            "/api/runs", json={"input": "and the weather?", "session": session}
+        )
+        assert second.status_code == 201, second.text
+        answered = [e for _, e in await _events(client, second.json()["events"])]
+        late = await client.post(
+            f"/api/sessions/{session}/resume", json={"decisions": {"t": {"decision": "approve"}}}
+        )
+        assert late.status_code == 409, late.text  # on main: the old call ran, after the new run
+        history = (await client.get(f"/api/sessions/{session}")).json()["history"]
+        third = await client.post("/api/runs", json={"input": "more?", "session": session})
+        await _events(client, third.json()["events"])
+    assert waited[-1]["type"] == "run_waiting"
+    assert answered[-1]["type"] == "run_finished"
+    ends = {r["run_id"]: r for r in history if r["type"] == "run_end"}
+    assert ends[waited[0]["run_id"]]["status"] == "abandoned", history
+    assert sent == []
+    assert "and the weather?" in asked[-1] and "pay bob" not in asked[-1]

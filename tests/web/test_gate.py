@@ -237,3 +237,90 @@ async def test_racing_opens_of_one_new_thread_are_409_not_500(
     assert 500 not in codes, codes
     assert set(codes) <= {200, 409}, codes
     assert codes.count(200) >= 1
+
+
+CROSS_SITE = [
+    {"origin": "http://evil.example"},  # EventSource, fetch, XHR from another site
+    {"origin": "null"},
+    {"origin": "http://localhost:1"},
+    {"sec-fetch-site": "cross-site", "sec-fetch-mode": "no-cors"},  # <img>, <script>, <link>
+    {"sec-fetch-site": "same-site", "sec-fetch-mode": "no-cors"},
+    {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "iframe"},
+    {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document"},
+]
+
+
+async def _reads(client: httpx2.AsyncClient, headers: dict[str, str]) -> list[int]:
+    """A run started by a program, then the statuses of the GETs that read it with ``headers``:
+    its events (SSE), its session's history and the chat stream that rejoins it."""
+    started = (await client.post("/api/runs", json=RUN)).json()
+    codes = []
+    for path in (
+        started["events"],
+        started["events"] + "?protocol=ag-ui",
+        f"/api/sessions/{started['session']}",
+        f"/api/chat/{started['session']}/stream",
+    ):
+        async with client.stream("GET", path, headers=headers) as response:
+            await response.aread()
+            codes.append(response.status_code)
+    return codes
+
+
+@pytest.mark.parametrize(
+    "headers",
+    CROSS_SITE,
+    ids=["foreign", "null", "other-port", "no-cors", "same-site", "frame", "link"],
+)
+async def test_a_read_from_another_origin_is_403_and_opens_no_stream(
+    provider: ProviderServer, anyio_backend: str, headers: dict[str, str]
+) -> None:
+    """A page on another site cannot read run data through the user's browser: not its events
+    (an EventSource sends no preflight; each open stream holds one of the caller's stream
+    slots), not a session's history, not even the page-less answer's status or timing."""
+    async with _served(provider, anyio_backend) as (client, _, app):
+        codes = await _reads(client, headers)
+        streams = dict(app.state.hub._streams)
+    assert codes == [403] * 4
+    assert not any(streams.values()), streams
+
+
+async def test_reads_from_the_own_origin_programs_and_links_to_the_page_are_admitted(
+    provider: ProviderServer, anyio_backend: str
+) -> None:
+    """The page's own reads, a program's (no ``Origin``, no ``Sec-Fetch-Site``) and a typed
+    address pass; a link from another site opens the page, which holds no run data."""
+    allowed = "https://app.example"
+    async with _served(provider, anyio_backend, allow_origins=[allowed]) as (client, _, _app):
+        admitted = [
+            await _reads(client, headers)
+            for headers in (
+                {"origin": _own_origin(client)},
+                {"origin": allowed},
+                {"sec-fetch-site": "same-origin"},
+                {"sec-fetch-site": "none"},
+                {},
+            )
+        ]
+        link = {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}
+        page = await client.get("/", headers={**link, "sec-fetch-dest": "document"})
+    assert all(code in (200, 204) for codes in admitted for code in codes), admitted
+    assert page.status_code == 200
+
+
+async def test_reads_are_checked_under_the_prefix_an_app_is_mounted_at(
+    provider: ProviderServer, anyio_backend: str
+) -> None:
+    """Mounted at ``/agent``, the API's reads are still the API's; the page is still open."""
+    from starlette.routing import Mount
+
+    agent = demo_agent(provider.url, store=InMemoryStore())
+    outer = Starlette(routes=[Mount("/agent", app=create_app(agent))])
+    cross = {"sec-fetch-site": "cross-site", "sec-fetch-mode": "no-cors"}
+    try:
+        async with _client(outer, anyio_backend) as client:
+            read = await client.get("/agent/api/sessions/s1", headers=cross)
+            page = await client.get("/agent/", headers={**cross, "sec-fetch-mode": "navigate"})
+    finally:
+        await agent.model.aclose()  # type: ignore[union-attr]
+    assert (read.status_code, page.status_code) == (403, 200)
