@@ -11,7 +11,17 @@ for them all (after one warm-up run per replica, which imports the model SDK), a
 figures as ratios of the in-process ones. Both keep their sessions in a SQLite file (the
 durable replicas and workers share one).
 
+With ``--floor``, instead: the web path against its floor, ``benchmarks._web_floor`` (bare
+Starlette and uvicorn relaying the same emulated stream with aiohttp, one SSE event per text
+delta, no engine), beside one in-memory ``agentloop serve`` streaming in its three protocols
+(agentloop's own SSE: ``POST /api/runs`` then ``GET`` its events; AG-UI: ``POST /api/ag-ui``;
+the Vercel stream: ``POST /api/chat``). For 100 and 1,000 clients at once, the four take turns
+(the order rotated each repetition); reported per target, medians of the repetitions: the
+server process's CPU per streamed run (``/proc``), p50 and p99 time to the first delta, and
+each as a ratio of the floor's.
+
 Run: ``python -m benchmarks.bench_web [--smoke] [--clients 1000]`` (``--smoke``: 20 clients)
+or ``python -m benchmarks.bench_web --floor [--clients 100,1000] [--repeat 3]``
 """
 
 from __future__ import annotations
@@ -44,34 +54,62 @@ def _free_port() -> int:
         return port
 
 
-async def _client(session, base: str) -> tuple[float, bool]:
+async def _client(session, base: str, target: str = "agentloop") -> tuple[float, bool]:
     """One client's time to its first delta, and whether its stream reached the run's end (a
     connection the server dropped is a stream that did not)."""
     import aiohttp
 
     try:
-        return await _stream(session, base)
+        return await _stream(session, base, target)
     except aiohttp.ClientError:
         return float("nan"), False
 
 
-async def _stream(session, base: str) -> tuple[float, bool]:
+# How each target is asked for a run: (path, body), and the event types of a delta and an end.
+_TARGETS: dict[str, tuple[str, dict[str, object], str, str]] = {
+    "floor": ("/relay", {"input": "hello"}, "text_delta", "run_finished"),
+    "agentloop": ("/api/runs", {"input": "hello"}, "text_delta", "run_finished"),
+    "ag-ui": (
+        "/api/ag-ui",
+        {"messages": [{"id": "m1", "role": "user", "content": "hello"}]},
+        "TEXT_MESSAGE_CONTENT",
+        "RUN_FINISHED",
+    ),
+    "vercel": (
+        "/api/chat",
+        {"messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]},
+        "text-delta",
+        "finish",
+    ),
+}
+
+
+async def _stream(session, base: str, target: str = "agentloop") -> tuple[float, bool]:
+    path, body, delta, end = _TARGETS[target]
     start = time.perf_counter()
-    first: float | None = None
-    async with session.post(f"{base}/api/runs", json={"input": "hello"}) as started:
+    async with session.post(base + path, json=body) as started:
+        if target != "agentloop":  # the POST streams
+            return await _read(started, start, delta, end)
         if started.status != 201:
             return float("nan"), False
         events = (await started.json())["events"]
-    finished = False
     async with session.get(base + events) as response:
-        async for raw in response.content:
-            line = raw.decode().strip()
-            if not line.startswith("data:"):
-                continue
-            kind = json.loads(line[5:])["type"]
-            if first is None and kind == "text_delta":
-                first = time.perf_counter() - start
-            finished = finished or kind == "run_finished"
+        return await _read(response, start, delta, end)
+
+
+async def _read(response, start: float, delta: str, end: str) -> tuple[float, bool]:
+    if response.status != 200:
+        return float("nan"), False
+    first: float | None = None
+    finished = False
+    async for raw in response.content:
+        line = raw.decode().strip()
+        if not line.startswith("data:") or line == "data: [DONE]":
+            continue
+        kind = json.loads(line[5:])["type"]
+        if first is None and kind == delta:
+            first = time.perf_counter() - start
+        finished = finished or kind == end
     return (first if first is not None else float("nan")), finished
 
 
@@ -177,12 +215,147 @@ def _measure(
     return Measured(mode, clients, done, p50, p99, wall, _errors(logs))
 
 
+def _cpu(pid: int) -> float:
+    """Seconds of CPU (user and system) process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Sample:
+    target: str
+    clients: int
+    cpu_ms: float  # the server's CPU per streamed run
+    p50: float
+    p99: float
+    done: int
+
+
+async def _round(
+    servers: dict[str, tuple[str, int]], order: list[str], clients: int
+) -> list[Sample]:
+    """``clients`` at once against each target in ``order``, one target after another."""
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=600)
+    samples = []
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        for target in order:
+            base, pid = servers[target]
+            await _client(session, base, target)  # warm: imports, the provider connection
+            before = _cpu(pid)
+            results = await asyncio.gather(
+                *(_client(session, base, target) for _ in range(clients))
+            )
+            used = _cpu(pid) - before
+            firsts = sorted(first for first, _ in results if first == first)
+            samples.append(
+                Sample(
+                    target,
+                    clients,
+                    used * 1000 / clients,
+                    statistics.median(firsts) * 1000 if firsts else float("nan"),
+                    _percentile(firsts, 0.99) * 1000 if firsts else float("nan"),
+                    sum(finished for _, finished in results),
+                )
+            )
+    return samples
+
+
+async def _ready(bases: list[str], path: str = "/app.js") -> None:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        for base in bases:
+            for _ in range(600):
+                try:
+                    async with session.get(base + path) as ready:
+                        if ready.status < 500:
+                            break
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.1)
+
+
+def floor(counts: list[int], repeat: int) -> int:
+    """The web path against its floor (``--floor``): prints a table, nonzero if a stream failed."""
+    raise_fd_limit(8 * max(counts) + 400)
+    targets = list(_TARGETS)
+    samples: list[Sample] = []
+    with (
+        ProviderServerProcess(min_fds=4 * max(counts)) as provider,
+        tempfile.TemporaryDirectory() as folder,
+    ):
+        env = {**os.environ, "AGENTLOOP_BENCH_PROVIDER_URL": provider.url, "PYTHONPATH": str(ROOT)}
+        n = str(max(counts))
+        limits = ["--max-runs-per-caller", n, "--max-streams-per-caller", n]
+        ports = [_free_port(), _free_port()]
+        logs = [Path(folder) / "serve.err", Path(folder) / "floor.err"]
+        serve = _spawn(
+            ["serve", AGENT, "--port", str(ports[0]), *limits, "--max-pending-connections", n],
+            env,
+            logs[0],
+        )
+        with logs[1].open("wb") as errors:
+            relay = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks._web_floor", str(ports[1])],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+            )
+        try:
+            bases = [f"http://127.0.0.1:{port}" for port in ports]
+            asyncio.run(_ready(bases[:1]))
+            asyncio.run(_ready(bases[1:], "/"))
+            servers = dict.fromkeys(targets[1:], (bases[0], serve.pid))
+            servers["floor"] = (bases[1], relay.pid)
+            for clients in counts:
+                for rep in range(repeat):
+                    order = targets[rep % len(targets) :] + targets[: rep % len(targets)]
+                    samples += asyncio.run(_round(servers, order, clients))
+        finally:
+            _stop([serve, relay])
+    print(
+        "| clients | target | completed | CPU per run | × floor | first delta p50 | × floor "
+        "| first delta p99 | × floor |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    failed = False
+    for clients in counts:
+        rows = {t: [s for s in samples if s.target == t and s.clients == clients] for t in targets}
+        med = {
+            t: [statistics.median(getattr(s, f) for s in rows[t]) for f in ("cpu_ms", "p50", "p99")]
+            for t in targets
+        }
+        for t in targets:
+            done = sum(s.done for s in rows[t])
+            failed = failed or done != clients * repeat
+            cpu, p50, p99 = med[t]
+            base = med["floor"]
+            print(
+                f"| {clients} | {t} | {done}/{clients * repeat} | {cpu:.2f} ms | "
+                f"{cpu / base[0]:.2f}× | {p50:.0f} ms | {p50 / base[1]:.2f}× | {p99:.0f} ms | "
+                f"{p99 / base[2]:.2f}× |"
+            )
+    print(f"\n(medians of {repeat} repetitions, the targets taking turns in a rotated order)")
+    if failed:
+        print(_errors(logs))
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_web")
     parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--clients", type=int, default=None)
+    parser.add_argument("--clients", default=None, help="a count; with --floor, a list: 100,1000")
+    parser.add_argument("--floor", action="store_true", help="the web path against its floor")
+    parser.add_argument("--repeat", type=int, default=3, help="with --floor: repetitions")
     args = parser.parse_args(argv)
-    clients = args.clients or (20 if args.smoke else 1000)
+    if args.floor:
+        counts = [int(c) for c in (args.clients or ("20" if args.smoke else "100,1000")).split(",")]
+        return floor(counts, 1 if args.smoke else args.repeat)
+    clients = int(args.clients) if args.clients else (20 if args.smoke else 1000)
     raise_fd_limit(8 * clients + 400)  # the children inherit it
     from tests.support.temporal import TemporalUnavailableHere, start_dev_server
 

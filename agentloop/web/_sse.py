@@ -9,7 +9,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 
 from agentloop import Event
@@ -68,18 +68,19 @@ def sse_response(
 
 async def _frames(
     events: AsyncIterator[tuple[Event, bool]], codec: Encoder
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncIterator[bytes]:
+    """Each event's frames as one chunk, so one write: the last frame carries the ``id:``.
+    Framed here, not by ``ServerSentEvent``: the data is JSON (or a bare word), one line."""
     async for event, new in events:
         messages = codec.encode(event)  # the events sent before rebuild the encoder's state
-        if not new:
+        if not new or not messages:
             continue
-        for n, message in enumerate(messages):
-            last = n == len(messages) - 1
-            yield ServerSentEvent(
-                data=_data(message), id=str(event.seq) if last else None, sep=_SEP
-            )
-    for message in codec.end():
-        yield ServerSentEvent(data=_data(message), sep=_SEP)
+        *first, last = messages
+        head = "".join(f"data: {_data(message)}\n\n" for message in first)
+        yield f"{head}id: {event.seq}\ndata: {_data(last)}\n\n".encode()
+    ending = "".join(f"data: {_data(message)}\n\n" for message in codec.end())
+    if ending:
+        yield ending.encode()
 
 
 def _data(message: Any) -> str:

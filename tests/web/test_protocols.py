@@ -158,3 +158,24 @@ async def test_native_tool_calls_stream_their_arguments_under_one_id_each() -> N
         if isinstance(p, dict) and p["type"] == "tool-output-available"
     ]
     assert sorted(opened) == sorted(done) and len(opened) == 2
+
+
+@pytest.mark.parametrize("protocol", ["agentloop", "ag-ui", "vercel"])
+async def test_each_events_frames_go_out_as_one_chunk_its_last_frame_with_the_seq(
+    events: list[Event], protocol: str
+) -> None:
+    import json
+
+    from agentloop.web._sse import _frames
+
+    async def replay() -> AsyncIterator[tuple[Event, bool]]:
+        for event in events:
+            yield event, True
+
+    chunks = [c async for c in _frames(replay(), encoder(protocol, thread_id="s"))]
+    assert all(isinstance(c, bytes) for c in chunks)  # one write per event, not one per frame
+    frames = [f for c in chunks for f in c.decode().split("\n\n") if f]
+    data = [f.split("data: ", 1)[1] for f in frames]
+    assert [d if d == "[DONE]" else json.loads(d) for d in data] == _encode(protocol, events)
+    ids = [int(line[4:]) for c in chunks for line in c.decode().splitlines() if line[:4] == "id: "]
+    assert len(chunks) >= len(ids) and ids == sorted(ids) and set(ids) <= {e.seq for e in events}
