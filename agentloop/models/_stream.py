@@ -28,7 +28,7 @@ from agentloop._errors import (
 from ._bounds import CHECKPOINT_BYTES, Chunks, Meter, event_cap, wire_budget
 from ._errors_map import error_from_exception, scrub_error
 from ._sse import SSEDecoder, SSEEvent, SSEEventTooLarge
-from ._transport import RawResponse
+from ._transport import RawResponse, logger
 from ._types import (
     CitationDelta,
     ModelDelta,
@@ -225,13 +225,18 @@ class DeltaStream:
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
-            try:
-                if self._raw is not None:
-                    await self._raw.aclose()
-                if self._response is not None:
-                    await self._response.aclose()
-            except Exception:
-                pass
+            # Closing a connection that broke may fail; the reply is already read or given up,
+            # so each failure is logged, not raised, and the response is closed whatever the
+            # body's close did (else its connection would leak).
+            for part, closable in (("body", self._raw), ("response", self._response)):
+                if closable is None:
+                    continue
+                try:
+                    await closable.aclose()
+                except Exception as exc:
+                    logger.warning(
+                        "closing the %s reply's %s failed: %r", self._provider, part, exc
+                    )
 
     def __aiter__(self) -> DeltaStream:
         return self
