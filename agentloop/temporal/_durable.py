@@ -51,7 +51,9 @@ STREAMING_QUERY = "agentloop.streaming"
 MODEL_ACTIVITY = "agentloop.model"
 TOOL_ACTIVITY = "agentloop.tool"
 POLL_INTERVAL = 0.1  # the least time between two polls of one caller
-IDLE_POLLS = 20  # empty queries in a row (2 s) before the caller long-polls with an update
+IDLE_POLLS = 20  # empty queries in a row (2 s) before the caller polls less often
+DECIDE_ATTEMPTS = 5  # sends of a decide the server rejected unprocessed
+IDLE_INTERVAL = 0.5  # the least time between two polls of a run idle that long
 CALLER_CACHE_CHARS = 8 * 1024 * 1024  # of the strings one caller read back by reference
 
 
@@ -315,9 +317,10 @@ class DurableRun(Generic[OutputT]):
     last one seen; a caller that reconnects with ``TemporalAgent.attach(after_seq=...)`` goes
     on from there), then ``await run.result()``.
 
-    The events come in batches from a workflow query, polled at most every 0.1 s (not
-    recorded, no per-run limit); after 2 s without events, from a long-poll workflow update
-    (recorded, 2,000 per run on Temporal's defaults) until events come again. ``RunWaiting``
+    The events come in batches from a workflow query, polled at most every 0.1 s, every 0.5 s
+    after 2 s without events (a query is not recorded and has no per-run limit, so any number
+    of callers can stream one run; a long-poll update, recorded and limited to a few in
+    flight, is used only while no worker answers queries). ``RunWaiting``
     does not end the iteration: the run goes on once decided (``decide``). A finished run
     waits up to ``TemporalAgent.linger`` seconds for a caller that streams it to read its
     last event (a caller that stops reading at ``RunWaiting`` is not waited for once the run
@@ -370,35 +373,32 @@ class DurableRun(Generic[OutputT]):
         return event
 
     async def _poll(self) -> None:
-        wait = self._last_poll + POLL_INTERVAL - anyio.current_time()
+        idle = self._empty_polls >= IDLE_POLLS
+        wait = self._last_poll + (IDLE_INTERVAL if idle else POLL_INTERVAL) - anyio.current_time()
         if wait > 0:
             await anyio.sleep(wait)
         self._last_poll = anyio.current_time()
         if not self._announced:
             self._announced = True
             await self._ack()  # a caller streams: the finished run lingers for it
-        reply: dict[str, Any] | None = None
-        if self._empty_polls < IDLE_POLLS:
-            reply = await self._peek()
-            if reply is not None and not reply["events"] and not reply["end"]:
-                self._empty_polls += 1
-                return
-        try:
-            if reply is None:
+        # By query, also once the run closed (a worker replays it): a caller slower than the
+        # one whose ack ended the linger still reads every event, not just the terminal one.
+        reply = await self._peek()
+        if reply is None:  # no worker answered now (as after a crash): long-poll for one
+            try:
                 polled: dict[str, Any] = await self._handle.execute_update(
                     EVENTS_UPDATE, self.last_seq, result_type=dict
                 )
                 reply = polled
-        except Exception as exc:  # the workflow closed between two polls
-            if not await self._closed():
-                raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
-            await self._end_from_outcome()
-            return
+            except Exception as exc:  # the workflow closed between two polls
+                if not await self._closed():
+                    raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
+                await self._end_from_outcome()
+                return
         if reply["end"] and not reply["events"]:  # it ended with no terminal event (cancelled)
             await self._end_from_outcome()
             return
-        if reply["events"]:
-            self._empty_polls = 0
+        self._empty_polls = 0 if reply["events"] else self._empty_polls + 1
         self._batch = deque([await self._event(e) for e in reply["events"]])
 
     async def _event(self, data: str) -> ev.Event:
@@ -527,9 +527,10 @@ class DurableRun(Generic[OutputT]):
                 f"Temporal's payload limit; these are {size / 2**20:.2f} MB (an Edit's arguments "
                 "or an ExternalResult's output): pass large values by reference"
             )
+        self._empty_polls = 0  # the run goes on now: this caller polls at the busy pace
         for retry in (True, False):
             try:
-                await self._handle.execute_update(DECIDE_UPDATE, data)
+                await self._decide_update(data)
                 return
             except WorkflowUpdateFailedError as exc:
                 cause = exc.cause
@@ -544,6 +545,21 @@ class DurableRun(Generic[OutputT]):
                 if await self._closed():
                     raise DecisionError(f"{NOT_WAITING}: it has ended") from None
                 raise DurableRunFailed(f"deciding failed: {exc}") from exc
+
+    async def _decide_update(self, data: dict[str, Any]) -> None:
+        """The ``decide`` update, sent again (a bounded number of times) when the server
+        rejects it unprocessed, as it may while many callers query the run: a rejected update
+        was not recorded, so sending it again cannot decide twice."""
+        from temporalio.client import WorkflowUpdateFailedError
+
+        for attempt in range(DECIDE_ATTEMPTS):
+            try:
+                await self._handle.execute_update(DECIDE_UPDATE, data)
+                return
+            except WorkflowUpdateFailedError as exc:
+                if attempt + 1 == DECIDE_ATTEMPTS or "UnprocessedUpdate" not in str(exc.cause):
+                    raise
+                await anyio.sleep(0.1 * 2**attempt)
 
     async def cancel(self) -> None:
         """Ask Temporal to cancel the run (its activities are cancelled too)."""
