@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast, final
 
 import anyio
 from anyio import BrokenResourceError, ClosedResourceError, WouldBlock
-from anyio.streams.memory import MemoryObjectSendStream
 
 import agentloop._events as ev
 
@@ -71,6 +70,14 @@ class _Done:
 DONE: Awaitable[None] = _Done()
 
 
+class EventSink(Protocol):
+    """Where a run's events go: a ``MemoryObjectSendStream``, or a stream's ``EventChannel``."""
+
+    def send_nowait(self, item: ev.Event) -> None: ...
+
+    async def send(self, item: ev.Event) -> None: ...
+
+
 class Emitter:
     """Numbers events (one counter per root run) and sends them to the caller's stream.
 
@@ -81,7 +88,7 @@ class Emitter:
 
     __slots__ = ("_lock", "_send", "_seq", "_waiting")
 
-    def __init__(self, send: MemoryObjectSendStream[ev.Event] | None) -> None:
+    def __init__(self, send: EventSink | None) -> None:
         self._send = send
         self._seq = 0
         self._waiting = 0
@@ -112,7 +119,7 @@ class Emitter:
 
     async def _emit_waiting(
         self,
-        send: MemoryObjectSendStream[ev.Event],
+        send: EventSink,
         run: RunCore,
         cls: type[ev.Event],
         fields: dict[str, Any],
