@@ -86,17 +86,14 @@ class Emitter:
     (backpressure) instead of growing a buffer.
     """
 
-    __slots__ = ("_lock", "_send", "_seq", "_waiting")
+    __slots__ = ("_lock", "_send", "_seq", "_waiting", "active")
 
     def __init__(self, send: EventSink | None) -> None:
         self._send = send
+        self.active = send is not None  # an attribute, not a property: read on every delta
         self._seq = 0
         self._waiting = 0
         self._lock: anyio.Lock | None = None  # made when the buffer first fills
-
-    @property
-    def active(self) -> bool:
-        return self._send is not None
 
     def emit(self, run: RunCore, cls: type[ev.Event], fields: dict[str, Any]) -> Awaitable[None]:
         """Send the event; await what this returns. It is already done (no coroutine, no
@@ -113,6 +110,7 @@ class Emitter:
                 pass
             except (BrokenResourceError, ClosedResourceError):
                 self._send = None
+                self.active = False
                 return DONE
             return self._emit_waiting(send, run, cls, fields, event)
         return self._emit_waiting(send, run, cls, fields, None)
@@ -137,6 +135,7 @@ class Emitter:
                     await send.send(event)
                 except (BrokenResourceError, ClosedResourceError):
                     self._send = None
+                    self.active = False
         finally:
             self._waiting -= 1
 
