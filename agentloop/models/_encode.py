@@ -32,7 +32,8 @@ _encode_utf8 = json.JSONEncoder(
 _encode_ascii = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
 
-_scan = json.JSONDecoder().scan_once  # the C scanner: one value from an index
+# The C scanner of a default decoder: one value from an index, as (value, end).
+_scan: Callable[[str, int], tuple[Any, int]] = getattr(json.JSONDecoder(), "scan_once")  # noqa: B009
 
 
 def loads(text: str) -> Any:
