@@ -253,6 +253,13 @@ class DeltaStream:
         if self._closed:
             return
         self._closed = True
+        close_at_once = getattr(self._response, "close_at_once", None)
+        if close_at_once is not None:  # aiohttp's: a call, with no scope and no await
+            try:
+                if close_at_once():
+                    return
+            except Exception:
+                return
         with anyio.CancelScope(shield=True):
             try:
                 if self._raw is not None:
