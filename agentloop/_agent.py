@@ -10,15 +10,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, cast, final, overload
 
 import anyio
-import anyio.lowlevel
 import sniffio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from typing_extensions import TypeVar
 
 import agentloop._events as ev
 
 from ._actions import SUBAGENT, SubrunOutput, Toolbox
+from ._channel import EventChannel
 from ._context import StateView
 from ._errors import RunCancelled, ToolError, UserError, as_given
 from ._generic import subscript_callable
@@ -977,7 +976,7 @@ class RunStream(Generic[OutputT]):
         self._buffer = buffer
         self._raise_on_error = raise_on_error
         self._scope = anyio.CancelScope()
-        self._receive: MemoryObjectReceiveStream[ev.Event] | None = None
+        self._channel: EventChannel[ev.Event] | None = None
         self._tg: TaskGroup | None = None
         self._result: RunResult[OutputT] | None = None
         self._error: BaseException | None = None
@@ -986,17 +985,17 @@ class RunStream(Generic[OutputT]):
         self.run_id: str | None = None
 
     async def __aenter__(self) -> Self:
-        send, receive = anyio.create_memory_object_stream[ev.Event](self._buffer)
-        launch = self._launch(Emitter(send))
+        channel = EventChannel[ev.Event](self._buffer)
+        launch = self._launch(Emitter(channel))
         self.run_id = launch.run_id
-        self._receive = receive
+        self._channel = channel
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._tg.start_soon(self._drive, launch, send)
+        self._tg.start_soon(self._drive, launch, channel)
         return self
 
-    async def _drive(self, launch: Launch, send: MemoryObjectSendStream[ev.Event]) -> None:
-        async with send:
+    async def _drive(self, launch: Launch, channel: EventChannel[ev.Event]) -> None:
+        async with channel:
             try:
                 with self._scope:
                     try:
@@ -1021,31 +1020,24 @@ class RunStream(Generic[OutputT]):
                 by_host = isinstance(exc, anyio.get_cancelled_exc_class())
                 self._cancel_reason = _HOST_CANCELLED if by_host else "the caller left the stream"
             self._scope.cancel()
-        if self._tg is None or self._receive is None:
+        if self._tg is None or self._channel is None:
             raise RuntimeError("RunStream left without being entered")
         try:
             return await self._tg.__aexit__(exc_type, exc, tb)
         finally:
-            self._receive.close()
+            self._channel.close_reader()
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> ev.Event:
-        if self._receive is None:
+        channel = self._channel
+        if channel is None:
             raise UserError("use the stream as `async with agent.stream(...) as run:`")
-        receive = self._receive
         try:
-            # Buffered events are taken without a scheduling round trip each (the run emits
-            # them in bursts); the check keeps this a cancellation point all the same.
-            await anyio.lowlevel.checkpoint_if_cancelled()
-            return receive.receive_nowait()
-        except anyio.WouldBlock:
-            pass
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-        try:
-            return await receive.receive()
+            # A cancellation point even when events are buffered; the events of one wake-up
+            # are read without a scheduling round trip each (``EventChannel``).
+            return await channel.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast, final
 
 import anyio
 from anyio import BrokenResourceError, ClosedResourceError, WouldBlock
-from anyio.streams.memory import MemoryObjectSendStream
 
 import agentloop._events as ev
 
@@ -71,6 +70,14 @@ class _Done:
 DONE: Awaitable[None] = _Done()
 
 
+class EventSink(Protocol):
+    """Where a run's events go: a ``MemoryObjectSendStream``, or a stream's ``EventChannel``."""
+
+    def send_nowait(self, item: ev.Event) -> None: ...
+
+    async def send(self, item: ev.Event) -> None: ...
+
+
 class Emitter:
     """Numbers events (one counter per root run) and sends them to the caller's stream.
 
@@ -79,17 +86,14 @@ class Emitter:
     (backpressure) instead of growing a buffer.
     """
 
-    __slots__ = ("_lock", "_send", "_seq", "_waiting")
+    __slots__ = ("_lock", "_send", "_seq", "_waiting", "active")
 
-    def __init__(self, send: MemoryObjectSendStream[ev.Event] | None) -> None:
+    def __init__(self, send: EventSink | None) -> None:
         self._send = send
+        self.active = send is not None  # an attribute, not a property: read on every delta
         self._seq = 0
         self._waiting = 0
         self._lock: anyio.Lock | None = None  # made when the buffer first fills
-
-    @property
-    def active(self) -> bool:
-        return self._send is not None
 
     def emit(self, run: RunCore, cls: type[ev.Event], fields: dict[str, Any]) -> Awaitable[None]:
         """Send the event; await what this returns. It is already done (no coroutine, no
@@ -106,13 +110,14 @@ class Emitter:
                 pass
             except (BrokenResourceError, ClosedResourceError):
                 self._send = None
+                self.active = False
                 return DONE
             return self._emit_waiting(send, run, cls, fields, event)
         return self._emit_waiting(send, run, cls, fields, None)
 
     async def _emit_waiting(
         self,
-        send: MemoryObjectSendStream[ev.Event],
+        send: EventSink,
         run: RunCore,
         cls: type[ev.Event],
         fields: dict[str, Any],
@@ -130,6 +135,7 @@ class Emitter:
                     await send.send(event)
                 except (BrokenResourceError, ClosedResourceError):
                     self._send = None
+                    self.active = False
         finally:
             self._waiting -= 1
 

@@ -217,23 +217,23 @@ class _Attempt:
                 self._count(text)
                 if self.partial is not None:
                     return self._text_and_partial(text)
-                if run.emitting:
+                if run.emitter.active:
                     return run.emit(ev.TextDelta, attempt=n, text=text)
             case mt.ThoughtPiece(text=text):
                 self._count(text)
-                if run.emitting:
+                if run.emitter.active:
                     return run.emit(ev.ThoughtDelta, attempt=n, text=text)
             case mt.ToolCallStart(id=id, name=name):
                 self.calls[id] = (len(self.calls), mt.split_wire_tool_name(name)[0])
                 self.record.streamed = True
-                if run.emitting:
+                if run.emitter.active:
                     index, tool_name = self.calls[id]
                     return run.emit(
                         ev.ActionArgsDelta, attempt=n, index=index, tag=id, name=tool_name, text=""
                     )
             case mt.ToolCallArgsDelta(id=id, text=text):
                 self._count(text)
-                if run.emitting:
+                if run.emitter.active:
                     index, tool_name = self.calls.get(id) or (-1, "")
                     return run.emit(
                         ev.ActionArgsDelta,
@@ -247,7 +247,7 @@ class _Attempt:
                 return self._seal(self.builder.sealed_call(id))
             case mt.ProviderBlock(part=part):
                 self.record.streamed = True
-                if run.emitting:
+                if run.emitter.active:
                     return run.emit(ev.ProviderEvent, attempt=n, part=part)
             case _:
                 pass
@@ -259,15 +259,15 @@ class _Attempt:
             match event:
                 case rp.TextPiece(text=text):
                     self._piece(_TEXT, text)
-                    if run.emitting:
+                    if run.emitter.active:
                         await run.emit(ev.TextDelta, attempt=n, text=text)
                 case rp.ThoughtPiece(text=text):
                     self._piece(_THOUGHT, text)
-                    if run.emitting:
+                    if run.emitter.active:
                         await run.emit(ev.ThoughtDelta, attempt=n, text=text)
                 case rp.AnswerPiece(text=text, section=section):
                     self._piece(section, text)
-                    if run.emitting:
+                    if run.emitter.active:
                         await run.emit(ev.AnswerDelta, attempt=n, text=text, section=section)
                     if self.partial is not None:
                         if section != self.partial_section:  # a new answer replaces the last
@@ -276,7 +276,7 @@ class _Attempt:
                         await self._partial(text)
                 case rp.ActionPiece(index=index, text=text):
                     self.record.streamed = True
-                    if run.emitting:
+                    if run.emitter.active:
                         await run.emit(ev.ActionArgsDelta, attempt=n, index=index, text=text)
                 case rp.ActionParsed():
                     # A plain tool's path is its own name in ReAct; natively it has none.

@@ -84,10 +84,11 @@ async def test_a_request_of_many_small_strings_is_referred_more_or_refused() -> 
 
 
 def test_a_large_delta_is_cut_into_pieces_that_fit_and_join_again() -> None:
-    delta = ["TextPiece", {"text": "é" * 1_000_000}]
+    text = "é" * 1_000_000
+    delta: list[Any] = ["TextPiece", {"text": text}]
     pieces = split_delta(delta, 256 * 1024)
     assert all(size == size_of(p) <= 256 * 1024 for p, size in pieces)
-    assert "".join(p[1]["text"] for p, _ in pieces) == delta[1]["text"]
+    assert "".join(p[1]["text"] for p, _ in pieces) == text
     small = ["ToolCallStart", {"id": "c", "name": "t"}]
     assert split_delta(small, 256 * 1024) == [(small, size_of(small))]
 

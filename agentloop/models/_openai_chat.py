@@ -13,13 +13,12 @@ Completions field and is not sent. ``extra`` is merged into the body (it cannot 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentloop._errors import ModelConnectionError, ModelStreamError
 
 from ._bounds import STRUCTURE_CHARS, Meter
-from ._encode import FragmentCache, assemble, dumps, is_strict_schema, join_items
+from ._encode import FragmentCache, assemble, dumps, is_strict_schema, join_items, loads
 from ._errors_map import stream_error
 from ._media import chat_block
 from ._sse import SSEEvent
@@ -232,8 +231,11 @@ class ChatDecoder:
         if data[:6] == "[DONE]":
             self._done = True
             return
-        chunk = json.loads(data)
-        error = chunk.get("error")
+        chunk = loads(data)
+        if type(chunk) is not dict:
+            raise TypeError(f"a chunk is a JSON object, not {type(chunk).__name__}")
+        # ``in`` before a lookup: most chunks hold only ``choices`` (no call per absent key).
+        error = chunk["error"] if "error" in chunk else None
         if error:
             message = error.get("message") if isinstance(error, dict) else str(error)
             kind = (error.get("type") or error.get("code")) if isinstance(error, dict) else None
@@ -244,9 +246,10 @@ class ChatDecoder:
                 if choice.get("index", 0) == 0:
                     self._choice(choice, out)
                     break
-        usage = chunk.get("usage")
-        if usage:
-            out.append(UsageDelta(chat_usage(usage)))
+        if "usage" in chunk:
+            usage = chunk["usage"]
+            if usage:
+                out.append(UsageDelta(chat_usage(usage)))
 
     def _choice(self, choice: dict[str, Any], out: list[ModelDelta]) -> None:
         delta = choice.get("delta")
@@ -255,23 +258,27 @@ class ChatDecoder:
             if content:
                 out.append(TextPiece(content))
                 self.meter.used += len(content)
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning and isinstance(reasoning, str):
-                out.append(ThoughtPiece(reasoning))
-                self.meter.used += len(reasoning)
-            refusal = delta.get("refusal")
-            if refusal:
-                self._refusal.append(refusal)
-                self.meter.used += len(refusal)
-            tool_calls = delta.get("tool_calls")
-            if tool_calls:
-                for fragment in tool_calls:
-                    self._fragment(fragment, out)
-        finish = choice.get("finish_reason")
-        if finish:
-            self._seal(out)
-            self._finish = finish
-            out.append(self._finish_delta(finish))
+            if "reasoning_content" in delta or "reasoning" in delta:
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if reasoning and isinstance(reasoning, str):
+                    out.append(ThoughtPiece(reasoning))
+                    self.meter.used += len(reasoning)
+            if "refusal" in delta:
+                refusal = delta["refusal"]
+                if refusal:
+                    self._refusal.append(refusal)
+                    self.meter.used += len(refusal)
+            if "tool_calls" in delta:
+                tool_calls = delta["tool_calls"]
+                if tool_calls:
+                    for fragment in tool_calls:
+                        self._fragment(fragment, out)
+        if "finish_reason" in choice:
+            finish = choice["finish_reason"]
+            if finish:
+                self._seal(out)
+                self._finish = finish
+                out.append(self._finish_delta(finish))
 
     def _fragment(self, fragment: dict[str, Any], out: list[ModelDelta]) -> None:
         index = fragment.get("index", len(self._calls))

@@ -92,7 +92,14 @@ class SSEDecoder:
         events: list[SSEEvent] = []
         line_fn = self._line
         for i in range(len(lines) - 1):
-            event = line_fn(lines[i])
+            line = lines[i]
+            if line[:6] == b"data: ":  # the usual line, taken here (``_line`` does the rest)
+                value = line[6:]
+                self._data.append(value)
+                self._size += len(value)
+                self._has_data = True
+                continue
+            event = line_fn(line)
             if event is not None:
                 events.append(event)
         self._check_size(len(self._partial))

@@ -51,37 +51,66 @@ _SHAPE_ERRORS = (TypeError, AttributeError, KeyError, IndexError, RecursionError
 _STREAM_TYPES = ("event-stream", "json")
 
 
+def _text_typed(delta: Any) -> bool:
+    return type(delta.text) is str
+
+
+def _start_typed(delta: ToolCallStart) -> bool:
+    return type(delta.id) is str and type(delta.name) is str
+
+
+def _args_typed(delta: ToolCallArgsDelta) -> bool:
+    return type(delta.id) is str and type(delta.text) is str
+
+
+def _end_typed(delta: ToolCallEnd) -> bool:
+    arguments = delta.arguments
+    return type(delta.id) is str and (arguments is None or type(arguments) is str)
+
+
+def _thought_done_typed(delta: ThoughtDone) -> bool:
+    signature, id = delta.signature, delta.id
+    return (signature is None or type(signature) is str) and (id is None or type(id) is str)
+
+
+def _usage_typed(delta: UsageDelta) -> bool:
+    u = delta.usage
+    return (
+        type(u.requests) is int
+        and type(u.input_tokens) is int
+        and type(u.output_tokens) is int
+        and type(u.cache_read_tokens) is int
+        and type(u.cache_write_tokens) is int
+        and type(u.reasoning_tokens) is int
+        and type(u.unknown) is int
+    )
+
+
+def _citation_typed(delta: CitationDelta) -> bool:
+    return isinstance(as_given(delta.data), Mapping)
+
+
+# The check of each kind of delta, found by its type (a subclass by its bases); a kind not here
+# holds nothing a decoder took from the wire unchecked.
+_CHECKS: dict[type[Any], Callable[[Any], bool]] = {
+    TextPiece: _text_typed,
+    ThoughtPiece: _text_typed,
+    ToolCallStart: _start_typed,
+    ToolCallArgsDelta: _args_typed,
+    ToolCallEnd: _end_typed,
+    ThoughtDone: _thought_done_typed,
+    UsageDelta: _usage_typed,
+    CitationDelta: _citation_typed,
+}
+
+
 def _well_typed(delta: ModelDelta) -> bool:
     """A decoder builds deltas from JSON it did not write: reject values of the wrong type
     (a number where text belongs) before they reach the runtime."""
-    match delta:
-        case TextPiece(text=text) | ThoughtPiece(text=text):
-            return type(text) is str
-        case ToolCallStart(id=id, name=name):
-            return type(id) is str and type(name) is str
-        case ToolCallArgsDelta(id=id, text=text):
-            return type(id) is str and type(text) is str
-        case ToolCallEnd(id=id, arguments=arguments):
-            return type(id) is str and (arguments is None or type(arguments) is str)
-        case ThoughtDone(signature=signature, id=id):
-            return (signature is None or type(signature) is str) and (id is None or type(id) is str)
-        case UsageDelta(usage=usage):
-            return all(
-                type(getattr(usage, name)) is int
-                for name in (
-                    "requests",
-                    "input_tokens",
-                    "output_tokens",
-                    "cache_read_tokens",
-                    "cache_write_tokens",
-                    "reasoning_tokens",
-                    "unknown",
-                )
-            )
-        case CitationDelta(data=data):
-            return isinstance(as_given(data), Mapping)
-        case _:
-            return True
+    check = _CHECKS.get(type(delta))
+    if check is None:
+        check = next((_CHECKS[t] for t in type(delta).__mro__ if t in _CHECKS), None)
+    return check is None or check(delta)
 
 
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0:0:0:0:0:0:0:1"})
@@ -224,6 +253,13 @@ class DeltaStream:
         if self._closed:
             return
         self._closed = True
+        close_at_once = getattr(self._response, "close_at_once", None)
+        if close_at_once is not None:  # aiohttp's: a call, with no scope and no await
+            try:
+                if close_at_once():
+                    return
+            except Exception:
+                return
         with anyio.CancelScope(shield=True):
             # Closing a connection that broke may fail; the reply is already read or given up,
             # so each failure is logged, not raised, and the response is closed whatever the

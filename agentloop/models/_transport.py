@@ -310,6 +310,17 @@ class _AiohttpRaw:
         return self._body
 
     async def aclose(self) -> None:
+        self._close()
+
+    def close_at_once(self) -> bool:
+        """Close without awaiting anything, when nothing needs it (no decompressor to close):
+        the caller then needs no shielded scope for it. True when closed."""
+        if self._body is not self._chunks:
+            return False
+        self._close()
+        return True
+
+    def _close(self) -> None:
         if self._chunks.eof:
             self._response.release()  # read to the end: the connection goes back to the pool
         else:

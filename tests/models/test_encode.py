@@ -4,9 +4,12 @@ kept alive by it (a long-lived driver holds nothing of finished runs)."""
 from __future__ import annotations
 
 import gc
+import json
+
+import pytest
 
 from agentloop.models import Message
-from agentloop.models._encode import FragmentCache
+from agentloop.models._encode import FragmentCache, loads
 
 
 def _encode(message: Message) -> bytes:
@@ -53,3 +56,18 @@ def test_objects_without_weak_references_are_encoded_every_time() -> None:
     assert cache.get(value, lambda v: b"1") == b"1"
     assert cache.get(value, lambda v: b"2") == b"2"
     assert len(cache) == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a":[1,2.5,"x"]}', ' {"a":1}', '{"a":1} ', "[1]", '"s"', "3", "null", '{"a":"\\u00e9"}'],
+)
+def test_loads_is_json_loads(text: str) -> None:
+    """The one-call parse of stream events reads what ``json.loads`` reads."""
+    assert loads(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a":1} x', "nope", '{"a":1}{"b":2}'])
+def test_loads_refuses_what_json_loads_refuses(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError):
+        loads(text)

@@ -1,0 +1,134 @@
+"""The bounded channel a streamed run's events take from its task to the reader.
+
+``anyio``'s memory object stream does more than one writer and one reader need, on the hottest
+path of a streamed run: a dict of waiting receivers with a task handle each, and a full
+scheduling round trip (``checkpoint``) before every wait, on top of the wake-up itself. This
+channel is a deque: a read takes a buffered event at once (all the events of one wake-up are
+read without another), and a reader with nothing to read waits once, woken by the next event.
+Its promises are the stream's: at most ``capacity`` events are held (a writer with a full
+buffer waits for the reader: backpressure), and every read is a cancellation point, even when
+events are buffered.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Generic, TypeVar
+
+import anyio
+from anyio import BrokenResourceError, ClosedResourceError, EndOfStream, WouldBlock
+from anyio._core._eventloop import get_async_backend  # the backend, looked up once per run
+
+__all__ = ["EventChannel"]
+
+T = TypeVar("T")
+
+
+class EventChannel(Generic[T]):
+    """One writer (the run, whose ``Emitter`` keeps its sends in order) and one reader.
+
+    The writer's side is a ``MemoryObjectSendStream``'s: ``send_nowait`` (``WouldBlock`` when
+    full, ``BrokenResourceError`` once the reader left), ``send`` and ``close``.
+
+    Args:
+        capacity: The most events held for the reader.
+    """
+
+    __slots__ = (
+        "_backend",
+        "_buffer",
+        "_capacity",
+        "_reader",
+        "_reader_closed",
+        "_writer",
+        "_writer_closed",
+    )
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("an event channel holds at least one event")
+        self._buffer: deque[T] = deque()
+        self._capacity = capacity
+        self._backend: Any = get_async_backend()
+        self._reader: anyio.Event | None = None  # the reader waits for an event
+        self._writer: anyio.Event | None = None  # the writer waits for room
+        self._reader_closed = False
+        self._writer_closed = False
+
+    # -- the writer ----------------------------------------------------------------------------
+
+    def send_nowait(self, item: T) -> None:
+        if self._writer_closed:
+            raise ClosedResourceError
+        if self._reader_closed:
+            raise BrokenResourceError
+        buffer = self._buffer
+        if len(buffer) >= self._capacity:
+            raise WouldBlock
+        buffer.append(item)
+        reader = self._reader
+        if reader is not None:
+            self._reader = None
+            reader.set()
+
+    async def send(self, item: T) -> None:
+        """Send, waiting while the buffer is full (cancellable meanwhile)."""
+        await self._backend.checkpoint_if_cancelled()
+        while True:
+            try:
+                return self.send_nowait(item)
+            except WouldBlock:
+                pass
+            room = self._writer = self._backend.create_event()
+            await room.wait()
+
+    def close(self) -> None:
+        """The writer is done: the reader gets ``EndOfStream`` once the buffer is empty."""
+        self._writer_closed = True
+        reader = self._reader
+        if reader is not None:
+            self._reader = None
+            reader.set()
+
+    async def __aenter__(self) -> EventChannel[T]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the reader ----------------------------------------------------------------------------
+
+    async def receive(self) -> T:
+        """The next event: a cancellation point even when one is buffered; ``EndOfStream``
+        after the last, ``ClosedResourceError`` once the reader closed."""
+        backend = self._backend
+        await backend.checkpoint_if_cancelled()
+        buffer = self._buffer
+        while not buffer:
+            if self._reader_closed:
+                raise ClosedResourceError
+            if self._writer_closed:
+                raise EndOfStream
+            event = self._reader = backend.create_event()
+            try:
+                await event.wait()
+            finally:
+                self._reader = None
+        if self._reader_closed:
+            raise ClosedResourceError
+        item = buffer.popleft()
+        writer = self._writer
+        if writer is not None:
+            self._writer = None
+            writer.set()
+        return item
+
+    def close_reader(self) -> None:
+        """The reader left: the writer's next send raises ``BrokenResourceError``, and a writer
+        waiting for room wakes to it. What was buffered is dropped."""
+        self._reader_closed = True
+        self._buffer.clear()
+        writer = self._writer
+        if writer is not None:
+            self._writer = None
+            writer.set()
