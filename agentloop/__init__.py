@@ -22,7 +22,7 @@ and those below, and no modules import each other in a cycle.
    signed and single-use, for a client to hold).
 5. ``tools``: definitions only (``Tool``, schemas, ``Toolset``, ``ToolContext``, ``ToolLimits``).
 6. The engine, each module on those before it: ``_react_parser``, ``_prompt``, ``_window`` (the
-   context window), ``_threads``,
+   context window), ``_threads``, ``_channel`` (a stream's bounded event channel),
    ``_actions`` (the action executor), ``_session_run`` (the session lifecycle, ``SessionScope``),
    ``_waiting`` (calls that wait for a decision, and a waiting run's resume state),
    ``_plan`` (what a run reads of its agent, ``RunnableAgent``, and its frozen ``Plan``),

@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentloop._prompt",),
     ("agentloop._window",),
     ("agentloop._threads",),
+    ("agentloop._channel",),
     ("agentloop._actions",),
     ("agentloop._session_run",),
     ("agentloop._waiting",),
