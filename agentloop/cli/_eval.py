@@ -113,13 +113,13 @@ async def _progress(fancy: bool, total: int) -> AsyncGenerator[Callable[..., Non
     if not fancy:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TimeElapsedColumn
 
     failed = 0
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
-        MofNCompleteColumn(),
+        "{task.completed}/{task.total}",  # MofNCompleteColumn, on rich before 12 too
         TimeElapsedColumn(),
         transient=True,
     ) as bar:

@@ -253,9 +253,10 @@ class Report(BaseModel):
         table = Table(title=f"{self.name}: {self.pass_rate:.0%} of {self.runs} runs passed")
         for i, head in enumerate(rows[0]):
             table.add_column(head, justify="left" if i == 0 else "right")
-        for row in rows[1:-1]:
-            table.add_row(*row, style=None if row[1] == "100%" else "red")
-        table.add_section()
+        body = rows[1:-1]
+        for i, row in enumerate(body):  # the total below a rule (end_section: rich 10 has it)
+            end = i == len(body) - 1
+            table.add_row(*row, style=None if row[1] == "100%" else "red", end_section=end)
         table.add_row(*rows[-1], style="bold")
         out = console or Console()
         out.print(table)
