@@ -26,6 +26,7 @@ from tests.support.temporal import import_temporal
 
 import_temporal()
 from agentloop.temporal import TemporalAgent, connect, worker  # noqa: E402
+from tests.test_temporal import add  # noqa: E402
 
 pytestmark = pytest.mark.temporal
 
@@ -36,17 +37,6 @@ PEERS_EVENTS = 29
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # Temporal's SDK is asyncio-only
-
-
-@tool
-async def add(a: int, b: int) -> int:
-    """Add two numbers.
-
-    Args:
-        a: the first
-        b: the second
-    """
-    return a + b
 
 
 def _names(history: Any) -> list[str]:
