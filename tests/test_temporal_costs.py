@@ -108,3 +108,69 @@ async def test_a_tool_starts_while_the_reply_streams_with_nobody_streaming(
     assert len(scheduled) == 3 and scheduled[1] < completed[0]
     assert names.count("WORKFLOW_EXECUTION_SIGNALED") == 1, names
     assert result.steps[0].actions[0].output == 1
+
+
+def _deltas_signalled_in_last_model_call(history: Any) -> tuple[int, int]:
+    """The ``agentloop.deltas`` signals before and after the last activity was scheduled."""
+    before = after = 0
+    seen_last = False
+    last = max(
+        i
+        for i, e in enumerate(history.events)
+        if e.HasField("activity_task_scheduled_event_attributes")
+    )
+    for i, e in enumerate(history.events):
+        seen_last = seen_last or i == last
+        if (
+            e.HasField("workflow_execution_signaled_event_attributes")
+            and e.workflow_execution_signaled_event_attributes.signal_name == "agentloop.deltas"
+        ):
+            if seen_last:
+                after += 1
+            else:
+                before += 1
+    return before, after
+
+
+async def test_a_caller_that_stops_reading_stops_costing_signals(temporal_target: str) -> None:
+    """A caller streams the first model call, then stops reading: past its ``stream_lease``
+    the second call's text is not signalled. A caller that reads on across the same slow
+    tool keeps its lease (it acks while it reads), and gets the second call live."""
+
+    @tool(name="slow")
+    async def slow() -> str:
+        """Take longer than the lease."""
+        await anyio.sleep(2.5)
+        return "ok"
+
+    def replies() -> list[Reply]:
+        first = [(0.05 * i, f"part {i}. ") for i in range(1, 6)]
+        second = [(0.1 * i, f"word {i}. ") for i in range(1, 9)]
+        return [
+            Reply(timeline=[*first, (0.3, call("slow", {}, id="s")), (0.35, "")]),
+            Reply(timeline=second),
+        ]
+
+    model = ScriptedModel([*replies(), *replies()])
+    durable = TemporalAgent(
+        Agent(model, name="leased", tools=[slow]),
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+        stream_lease=1.0,
+        linger=0.5,
+    )
+    client = await connect(temporal_target)
+    async with worker(client, [durable]):
+        gone = await durable.start(client, "go")
+        async for event in gone:
+            if isinstance(event, ev.ActionStarted):
+                break  # and reads no more
+        await client.get_workflow_handle(gone.run_id).result()
+        left = await client.get_workflow_handle(gone.run_id).fetch_history()
+        stayed = await durable.start(client, "go")
+        texts = [e.text async for e in stayed if isinstance(e, ev.TextDelta)]
+        kept = await client.get_workflow_handle(stayed.run_id).fetch_history()
+    first_call, second_call = _deltas_signalled_in_last_model_call(left)
+    assert first_call > 1, "the first call streamed to the caller"
+    assert second_call == 0, "nobody streams the second call: its text comes with its result"
+    assert _deltas_signalled_in_last_model_call(kept)[1] > 1, "the caller that stayed streams"
+    assert "".join(texts).endswith("word 8. ")

@@ -87,6 +87,10 @@ class TemporalAgent(Generic[OutputT]):
         tool_activity: How tool calls are scheduled (timeouts, heartbeats, retry policy).
         tool_activities: Per tool name, options that replace ``tool_activity``.
         linger: Seconds a finished run waits for a streaming caller to read its last events.
+        stream_lease: Seconds a caller counts as streaming the run after its last ack (a
+            streaming caller acks every third of it while it reads): a caller that stops
+            reading or dies stops costing text deltas in the history from the next model
+            call on.
         workflow_task_timeout: Seconds a worker may hold one workflow task (Temporal's default
             is 10): after a worker dies in the middle of one, its run waits this long before
             another worker takes over.
@@ -110,6 +114,7 @@ class TemporalAgent(Generic[OutputT]):
         tool_activity: ActivityOptions | None = None,
         tool_activities: Mapping[str, ActivityOptions] | None = None,
         linger: float = 60.0,
+        stream_lease: float = 30.0,
         workflow_task_timeout: float = 10.0,
         store_seconds: float = 30.0,
         decision_timeout: float | None = None,
@@ -129,7 +134,10 @@ class TemporalAgent(Generic[OutputT]):
         }
         if unknown:
             raise UserError(f"tool_activities names unknown tools: {', '.join(sorted(unknown))}")
+        if not stream_lease > 0:
+            raise UserError(f"stream_lease must be positive seconds, not {stream_lease!r}")
         self.linger = linger
+        self.stream_lease = stream_lease
         self.workflow_task_timeout = workflow_task_timeout
         self.store_seconds = store_seconds
         self.decision_timeout = decision_timeout
@@ -344,6 +352,7 @@ class DurableRun(Generic[OutputT]):
         self._streamed = False
         self._terminal_event: ev.Event | None = None
         self._last_poll = -POLL_INTERVAL
+        self._renew_at = 0.0  # when this caller acks again, to keep its ``stream_lease``
         self._empty_polls = 0
         self._announced = False
         self._rearm = False
@@ -381,6 +390,8 @@ class DurableRun(Generic[OutputT]):
         if not self._announced:
             self._announced = True
             await self._ack()  # a caller streams: the finished run lingers for it
+        elif self._last_poll >= self._renew_at and not self._rearm:
+            await self._ack()  # still streaming (not while the run waits: no model calls)
         # By query, also once the run closed (a worker replays it): a caller slower than the
         # one whose ack ended the linger still reads every event, not just the terminal one.
         reply = await self._peek()
@@ -440,6 +451,7 @@ class DurableRun(Generic[OutputT]):
         return description.close_time is not None
 
     async def _ack(self) -> None:
+        self._renew_at = anyio.current_time() + self._durable.stream_lease / 3
         try:
             await self._handle.signal(ACK_SIGNAL, self.last_seq)
         except RPCError:

@@ -345,6 +345,9 @@ class AgentRunWorkflow:
         self._finished = False
         self._polled = False
         self._acked = 0
+        # When a streaming caller last acked (workflow time), and how long that holds.
+        self._acked_at = 0.0
+        self._lease = 30.0
         self._calls: dict[int, _Call] = {}
         self._call_count = 0
         # While the run waits on decisions: the step it waits in, and its RunWaiting event.
@@ -412,20 +415,23 @@ class AgentRunWorkflow:
     @workflow.signal(name=ACK_SIGNAL)
     def ack(self, seq: int) -> None:
         """The streaming caller has read up to ``seq`` (its first ack says it streams: the
-        finished run then lingers for it to read the end)."""
+        finished run then lingers for it to read the end; the later ones renew its lease)."""
         self._polled = True
         self._acked = max(self._acked, seq)
+        self._acked_at = workflow.now().timestamp()
 
     @property
     def streamed(self) -> bool:
-        """Whether a caller streams the run (it said so by its first poll)."""
-        return self._polled
+        """Whether a caller streams the run: one said so by a poll, and has acked within
+        ``stream_lease`` (workflow time: replayed alike). A caller gone stops the signalling
+        of text deltas from the next model call on."""
+        return self._polled and workflow.now().timestamp() - self._acked_at <= self._lease
 
     @workflow.query(name=STREAMING_QUERY)
     def streaming(self) -> bool:
         """Whether a caller streams the run: a model activity started before one did asks,
         to send its text as it comes from then on."""
-        return self._polled
+        return self.streamed
 
     @workflow.query(name=EVENTS_QUERY)
     def peek(self, after: int) -> dict[str, Any]:
@@ -443,6 +449,7 @@ class AgentRunWorkflow:
         time passed: then none)."""
         self._polled = True
         self._acked = max(self._acked, after)
+        self._acked_at = workflow.now().timestamp()
         try:
             await workflow.wait_condition(
                 lambda: len(self._log) > after or self._finished,
@@ -519,6 +526,7 @@ class AgentRunWorkflow:
                 non_retryable=True,
             )
         durable, facts = served[start["agent"]]
+        self._lease = durable.stream_lease
         changed = mismatch(start, durable)
         if changed is not None:
             raise AgentMismatch(changed, type="AgentMismatch", non_retryable=True)
