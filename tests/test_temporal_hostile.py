@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -262,3 +263,54 @@ def test_the_fingerprint_covers_instructions_middleware_and_version() -> None:
     assert _waiting_agent(queue, tool_middleware=[logged]).fingerprint != base.fingerprint
     versioned = TemporalAgent(base.agent, task_queue=queue, version="2")
     assert versioned.fingerprint != base.fingerprint
+
+
+@tool(name="slow_lookup")
+async def slow_lookup() -> str:
+    """Look something up, slowly: the test swaps workers meanwhile."""
+    ran["slow_lookup"] += 1
+    await anyio.sleep(1.5)
+    return "found"
+
+
+def _running_agent(queue: str, **changes: Any) -> tuple[TemporalAgent[Any], ScriptedModel]:
+    model = ScriptedModel([Reply(calls=[call("slow_lookup", {}, id="look")]), "done"])
+    fields: dict[str, Any] = {"instructions": "Version one.", "tools": [slow_lookup]} | changes
+    agent = Agent(model, name="changing-mid-run", **fields)
+    return TemporalAgent(agent, task_queue=queue), model
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"tools": [slow_lookup, audit]}, {"instructions": "Version two."}],
+    ids=["a-tool-added", "new-instructions"],
+)
+async def test_a_changed_agent_picking_up_a_running_run_ends_it_with_agent_mismatch(
+    temporal_target: str, change: dict[str, Any]
+) -> None:
+    """A run's first model call starts a slow tool; its worker stops (letting the tool finish)
+    and one whose agent of the same name changed takes over. The run ends, within a bound, as
+    ``AgentMismatch`` naming both fingerprints: no second model call with the new definition,
+    no workflow task retried forever."""
+    queue = _queue()
+    (before, old_model), (after, new_model) = _running_agent(queue), _running_agent(queue, **change)
+    assert before.fingerprint != after.fingerprint
+    client = await connect(temporal_target)
+    async with worker(
+        client,
+        [before],
+        sticky_queue_schedule_to_start_timeout=1.0,
+        graceful_shutdown_timeout=timedelta(seconds=10),  # the tool finishes on this worker
+    ):
+        run = await before.start(client, "look it up")
+        with anyio.fail_after(20):
+            async for event in run:
+                if isinstance(event, ev.ActionStarted):
+                    break  # the tool runs: swap the workers under it
+    async with worker(client, [after], sticky_queue_schedule_to_start_timeout=1.0):
+        with anyio.fail_after(30), pytest.raises(DurableRunFailed) as caught:
+            await after.attach(client, run.run_id).result()
+    assert caught.value.kind == "AgentMismatch"
+    assert before.fingerprint in str(caught.value) and after.fingerprint in str(caught.value)
+    assert ran == {"slow_lookup": 1}
+    assert len(old_model.requests) == 1 and new_model.requests == []  # no call 2 at all
