@@ -161,3 +161,30 @@ async def test_held_text_is_sent_past_its_bound(
         sender.add(TextPiece("x" * 80))
         assert await workflow.next_batch() == [["TextPiece", {"text": "x" * 80}]]
         await sender.close()
+
+
+async def test_a_call_goes_quiet_once_its_caller_stops_streaming(
+    anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked again while streaming, the workflow says nobody streams now (the caller's lease
+    lapsed): the rest of the call's text waits for the result, merged."""
+    monkeypatch.setattr(_batches, "RECHECK_SECONDS", 0.01)
+    workflow = _Workflow()
+    asked = anyio.Event()
+
+    async def ask() -> bool:
+        asked.set()
+        return False
+
+    sender = _batches.Batches(1, workflow.send, streaming=True, ask=ask)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sender.run)
+        with anyio.fail_after(10):
+            await asked.wait()
+        await anyio.sleep(0.05)
+        for piece in ("nobody", " reads"):
+            sender.add(TextPiece(piece))
+        await anyio.sleep(0.05)
+        await sender.close()
+    assert workflow.batches == [] and not sender.streaming
+    assert await sender.rest() == [["TextPiece", {"text": "nobody reads"}]]

@@ -242,17 +242,18 @@ def _sender(
     async def send(batch: dict[str, Any]) -> None:
         await handle.signal(DELTAS_SIGNAL, batch)
 
-    async def ask() -> bool:
+    async def ask() -> bool | None:
         try:
             return bool(await handle.query(STREAMING_QUERY, rpc_timeout=timedelta(seconds=5)))
         except (RPCError, WorkflowQueryFailedError):
-            return False  # asked again later
+            return None  # asked again later
 
+    react = request.tool_mode == "react"  # its text carries its tool calls: always sent
     return Batches(
         payload["call"],
         send,
-        streaming=bool(payload.get("stream", True)) or request.tool_mode == "react",
-        ask=ask,
+        streaming=bool(payload.get("stream", True)) or react,
+        ask=None if react else ask,
         beat=activity.heartbeat,
         heartbeat=every,
     )

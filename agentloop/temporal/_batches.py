@@ -4,7 +4,8 @@ goes by signal:
 
 - a sealed tool call at once (``ToolCallEnd``), with everything before it: the workflow starts
   its tool while the reply still streams (eager dispatch);
-- text and thoughts in batches of about ``BATCH_SECONDS``, while a caller streams the run;
+- text and thoughts in batches of about ``BATCH_SECONDS``, while a caller streams the run
+  (asked again every ``RECHECK_SECONDS``: one whose lease lapsed stops the batches);
 - the rest with the activity's result, when the reply ends. With no caller streaming that is
   every text and thought delta, merged: a caller that attaches during the call gets its text
   at once when it ends, and live deltas from the next call on.
@@ -28,7 +29,7 @@ from ..models._types import (
 from . import _codec, _payloads
 
 BATCH_SECONDS = 0.05  # text and thoughts gathered into one signal while a caller streams
-RECHECK_SECONDS = 1.0  # a quiet activity asks again this often whether a caller streams now
+RECHECK_SECONDS = 1.0  # an activity asks again this often whether a caller streams now
 # After the reply's ``FinishDelta`` the stream closes within a moment: a due batch waits this
 # long for the result to carry it rather than cost a signal of its own.
 FINISH_GRACE = 0.005
@@ -39,7 +40,7 @@ MAX_HELD = 32 * 1024
 SIGNAL_BYTES = 256 * 1024  # a delta larger than this is cut into pieces (a signal fits many)
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-Ask = Callable[[], Awaitable[bool]]
+Ask = Callable[[], Awaitable[bool | None]]  # ``None``: no answer now
 
 
 class Batches:
@@ -51,7 +52,8 @@ class Batches:
         call: The call's number in the workflow.
         send: Signals one batch to the workflow.
         streaming: Whether a caller streams the run (text and thoughts then go in batches).
-        ask: Asks the workflow whether a caller streams now (``None``: never asked).
+        ask: Asks the workflow whether a caller streams now (``None``: never asked, and
+            ``streaming`` holds for the whole call).
         beat: Heartbeats the activity.
         heartbeat: Seconds between heartbeats while nothing is sent.
     """
@@ -116,7 +118,7 @@ class Batches:
     async def run(self) -> None:
         try:
             async with anyio.create_task_group() as tg:
-                if not self.streaming and self._ask is not None:
+                if self._ask is not None:
                     tg.start_soon(self._asks, self._ask)
                 await self._loop()
                 tg.cancel_scope.cancel()
@@ -156,18 +158,22 @@ class Batches:
                 await self._urgent.wait()
 
     async def _asks(self, ask: Ask) -> None:
-        """While quiet: whether a caller streams now, asked when there are deltas held back
-        and at most every ``RECHECK_SECONDS``. Concurrent with the sending: a slow answer
-        delays no seal."""
-        while not self.streaming:
-            if not self._pending:
+        """Whether a caller streams now: while quiet, asked when there are deltas held back
+        and at most every ``RECHECK_SECONDS``; while streaming, every ``RECHECK_SECONDS`` (a
+        caller gone, its lease lapsed: the rest of the call is quiet). Concurrent with the
+        sending: a slow answer delays no seal."""
+        while True:
+            if self.streaming:
+                await anyio.sleep(RECHECK_SECONDS)
+            elif not self._pending:
                 self._added = anyio.Event()
                 await self._added.wait()
-            if await ask():
-                self.streaming = True
+            streams = await ask()
+            if streams is not None and streams != self.streaming:
+                self.streaming = streams
                 self._wake.set()
-                return
-            await anyio.sleep(RECHECK_SECONDS)
+            if not self.streaming:
+                await anyio.sleep(RECHECK_SECONDS)
 
     async def _flush(self) -> None:
         await self._send_pieces(self._take())
