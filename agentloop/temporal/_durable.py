@@ -88,9 +88,9 @@ class TemporalAgent(Generic[OutputT]):
         tool_activities: Per tool name, options that replace ``tool_activity``.
         linger: Seconds a finished run waits for a streaming caller to read its last events.
         stream_lease: Seconds a caller counts as streaming the run after its last ack (a
-            streaming caller acks every third of it while it reads): a caller that stops
-            reading or dies stops costing text deltas in the history from the next model
-            call on.
+            streaming caller acks every third of it while it reads): the text deltas of a
+            caller that stops reading or dies stop going into the history about a second
+            after its lease lapses.
         workflow_task_timeout: Seconds a worker may hold one workflow task (Temporal's default
             is 10): after a worker dies in the middle of one, its run waits this long before
             another worker takes over.

@@ -423,8 +423,8 @@ class AgentRunWorkflow:
     @property
     def streamed(self) -> bool:
         """Whether a caller streams the run: one said so by a poll, and has acked within
-        ``stream_lease`` (workflow time: replayed alike). A caller gone stops the signalling
-        of text deltas from the next model call on."""
+        ``stream_lease`` (workflow time: replayed alike; a query reads the time of the last
+        workflow task). A caller gone stops costing text deltas' signals."""
         return self._polled and workflow.now().timestamp() - self._acked_at <= self._lease
 
     @workflow.query(name=STREAMING_QUERY)
