@@ -54,6 +54,7 @@ POLL_INTERVAL = 0.1  # the least time between two polls of one caller
 IDLE_POLLS = 20  # empty queries in a row (2 s) before the caller polls less often
 DECIDE_ATTEMPTS = 5  # sends of a decide the server rejected unprocessed
 IDLE_INTERVAL = 0.5  # the least time between two polls of a run idle that long
+CLOSED_READS = 5  # queries of a closed run (each answered by a replay) before its outcome
 CALLER_CACHE_CHARS = 8 * 1024 * 1024  # of the strings one caller read back by reference
 
 
@@ -404,8 +405,10 @@ class DurableRun(Generic[OutputT]):
             except Exception as exc:  # the workflow closed between two polls
                 if not await self._closed():
                     raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
-                await self._end_from_outcome()
-                return
+                reply = await self._peek_closed()
+                if reply is None:  # no worker replays it: the end is all there is to read
+                    await self._end_from_outcome()
+                    return
         if reply["end"] and not reply["events"]:  # it ended with no terminal event (cancelled)
             await self._end_from_outcome()
             return
@@ -442,6 +445,18 @@ class DurableRun(Generic[OutputT]):
         except (RPCError, WorkflowQueryFailedError):
             return None
         return reply
+
+    async def _peek_closed(self) -> dict[str, Any] | None:
+        """The events after the last seen, from a run that has closed: a worker answers by
+        replaying its history, which a busy worker (a hundred callers reading at once) may
+        not do in a query's time. Asked again before giving up, so a slow replay does not
+        make the caller skip from the last event it saw to the terminal one."""
+        for attempt in range(CLOSED_READS):
+            reply = await self._peek()
+            if reply is not None:
+                return reply
+            await anyio.sleep(0.2 * 2**attempt)
+        return None
 
     async def _closed(self) -> bool:
         try:
