@@ -334,7 +334,7 @@ class RunLog:
         async def batches() -> AsyncIterator[list[tuple[Event, bool]]]:
             if seen:
                 yield seen
-            async for batch in self._follow_batches(start):
+            async for _, batch in self._follow_batches(start):
                 yield [(event, True) for event in batch]
 
         return batches()
@@ -345,20 +345,13 @@ class RunLog:
         Args:
             index: Where to start (``start_index``).
         """
-        absolute = index + self._dropped
-        while True:
-            local = absolute - self._dropped
-            if local < 0:
-                raise LogTrimmed("the reader fell behind the run's event log bound")
-            if local < len(self._events):
-                yield local, self._events[local]
-                absolute += 1
-                continue
-            if self.done:
-                return
-            await self._changed.wait()
+        async for absolute, batch in self._follow_batches(index):
+            for offset, event in enumerate(batch):
+                yield absolute + offset - self._dropped, event
 
-    async def _follow_batches(self, index: int) -> AsyncIterator[list[Event]]:
+    async def _follow_batches(self, index: int) -> AsyncIterator[tuple[int, list[Event]]]:
+        """``follow``, the events there at each wake-up together (at most ``_BATCH``), each
+        batch with the position of its first event counted from the run's first event."""
         absolute = index + self._dropped
         while True:
             local = absolute - self._dropped
@@ -366,8 +359,8 @@ class RunLog:
                 raise LogTrimmed("the reader fell behind the run's event log bound")
             if local < len(self._events):
                 batch = self._events[local : local + _BATCH]
+                yield absolute, batch
                 absolute += len(batch)
-                yield batch
                 continue
             if self.done:
                 return
