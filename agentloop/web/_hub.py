@@ -37,6 +37,7 @@ from agentloop.sessions import InMemoryStore, Session, SessionStore
 from ._secret import server_secret
 
 TERMINAL = (RunFinished, RunFailed, RunWaiting)
+_BATCH = 256  # events a follower takes at one wake-up
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -311,16 +312,32 @@ class RunLog:
         Args:
             after: The seq the reader last saw (``None``: from the start).
         """
-        start = self.start_index(after)
-        seen = self._events[:start]
+        batches = self.replay_batches(after)
 
         async def events() -> AsyncIterator[tuple[Event, bool]]:
-            for event in seen:
-                yield event, False
-            async for _, event in self.follow(start):
-                yield event, True
+            async for batch in batches:
+                for item in batch:
+                    yield item
 
         return events()
+
+    def replay_batches(self, after: int | None) -> AsyncIterator[list[tuple[Event, bool]]]:
+        """``replay``, each wake-up's events together (at most ``_BATCH``), so that a stream
+        sends what is there in one write; ``LogTrimmed`` now as for ``replay``.
+
+        Args:
+            after: The seq the reader last saw (``None``: from the start).
+        """
+        start = self.start_index(after)
+        seen = [(event, False) for event in self._events[:start]]
+
+        async def batches() -> AsyncIterator[list[tuple[Event, bool]]]:
+            if seen:
+                yield seen
+            async for _, batch in self._follow_batches(start):
+                yield [(event, True) for event in batch]
+
+        return batches()
 
     async def follow(self, index: int) -> AsyncIterator[tuple[int, Event]]:
         """The events from position ``index`` on, waiting for new ones until the run ends.
@@ -328,14 +345,22 @@ class RunLog:
         Args:
             index: Where to start (``start_index``).
         """
+        async for absolute, batch in self._follow_batches(index):
+            for offset, event in enumerate(batch):
+                yield absolute + offset - self._dropped, event
+
+    async def _follow_batches(self, index: int) -> AsyncIterator[tuple[int, list[Event]]]:
+        """``follow``, the events there at each wake-up together (at most ``_BATCH``), each
+        batch with the position of its first event counted from the run's first event."""
         absolute = index + self._dropped
         while True:
             local = absolute - self._dropped
             if local < 0:
                 raise LogTrimmed("the reader fell behind the run's event log bound")
             if local < len(self._events):
-                yield local, self._events[local]
-                absolute += 1
+                batch = self._events[local : local + _BATCH]
+                yield absolute, batch
+                absolute += len(batch)
                 continue
             if self.done:
                 return

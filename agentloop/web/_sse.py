@@ -6,7 +6,7 @@ The log is any ``EventLog``: a ``RunLog`` in this process, or a durable run's on
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from sse_starlette import EventSourceResponse
@@ -14,9 +14,10 @@ from starlette.requests import Request
 
 from agentloop import Event
 
-from ._hub import EventLog
+from ._hub import EventLog, RunLog
 from ._protocols import Encoder, encoder
 
+_CHUNK = 64 * 1024  # characters of frames past which a batch's chunk is cut (one write)
 _SEP = "\n"  # LF line ends: @ag-ui/client splits events on a bare blank line, not on CRLF
 
 
@@ -57,8 +58,9 @@ def sse_response(
             stream is dropped (the run never waits on it: it writes to the log).
     """
     codec = encoder(protocol, thread_id=log.session)
+    batches = log.replay_batches(after) if isinstance(log, RunLog) else _batched(log.replay(after))
     return EventSourceResponse(
-        _frames(log.replay(after), codec),
+        _frames(batches, codec),
         headers={**codec.headers, "cache-control": "no-store"},
         ping=ping,
         sep=_SEP,
@@ -67,20 +69,40 @@ def sse_response(
 
 
 async def _frames(
-    events: AsyncIterator[tuple[Event, bool]], codec: Encoder
+    batches: AsyncIterator[Sequence[tuple[Event, bool]]], codec: Encoder
 ) -> AsyncIterator[bytes]:
-    """Each event's frames as one chunk, so one write: the last frame carries the ``id:``.
-    Framed here, not by ``ServerSentEvent``: the data is JSON (or a bare word), one line."""
-    async for event, new in events:
-        messages = codec.encode(event)  # the events sent before rebuild the encoder's state
-        if not new or not messages:
-            continue
-        *first, last = messages
-        head = "".join(f"data: {_data(message)}\n\n" for message in first)
-        yield f"{head}id: {event.seq}\ndata: {_data(last)}\n\n".encode()
+    """The frames of each batch of events (what a reader found at one wake-up) as one chunk,
+    so one write, cut after the event that takes it past ``_CHUNK`` characters; each event's last
+    frame carries its ``id:``. Framed here, not by ``ServerSentEvent``: the data is JSON (or a
+    bare word), one line."""
+    async for batch in batches:
+        parts: list[str] = []
+        size = 0
+        for event, new in batch:
+            messages = codec.encode(event)  # the events sent before rebuild the encoder's state
+            if not new or not messages:
+                continue
+            *first, last = messages
+            head = "".join(f"data: {_data(message)}\n\n" for message in first)
+            parts.append(f"{head}id: {event.seq}\ndata: {_data(last)}\n\n")
+            size += len(parts[-1])
+            if size >= _CHUNK:
+                yield "".join(parts).encode()
+                parts.clear()
+                size = 0
+        if parts:
+            yield "".join(parts).encode()
     ending = "".join(f"data: {_data(message)}\n\n" for message in codec.end())
     if ending:
         yield ending.encode()
+
+
+async def _batched(
+    events: AsyncIterator[tuple[Event, bool]],
+) -> AsyncIterator[list[tuple[Event, bool]]]:
+    """A log that cannot say what it holds: each event a batch of its own."""
+    async for item in events:
+        yield [item]
 
 
 def _data(message: Any) -> str:

@@ -149,3 +149,20 @@ async def test_refused_runs_give_their_places_back(agent: Agent[Any, Any]) -> No
             await hub.start("alice", "five")
         await first.wait_done()
         await second.wait_done()
+
+
+async def test_a_reader_takes_every_event_already_in_the_log_at_once(
+    agent: Agent[Any, Any],
+) -> None:
+    """A finished run's log replays as one batch (seen events first, on their own), the same
+    events as one at a time; a reader behind the bound is still refused."""
+    async with RunHub(agent) as hub:
+        log = await hub.start("alice", "hello")
+        await log.wait_done()
+        events = await _read(log)
+        batches = [batch async for batch in log.replay_batches(None)]
+        assert [[e for e, new in b if new] for b in batches] == [events]
+        after = events[2].seq
+        batches = [batch async for batch in log.replay_batches(after)]
+        assert [[new for _, new in b] for b in batches] == [[False] * 3, [True] * (len(events) - 3)]
+        assert [e for b in batches for e, _ in b] == events

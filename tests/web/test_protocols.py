@@ -168,9 +168,9 @@ async def test_each_events_frames_go_out_as_one_chunk_its_last_frame_with_the_se
 
     from agentloop.web._sse import _frames
 
-    async def replay() -> AsyncIterator[tuple[Event, bool]]:
-        for event in events:
-            yield event, True
+    async def replay() -> AsyncIterator[list[tuple[Event, bool]]]:
+        for event in events:  # each event found at a wake-up of its own
+            yield [(event, True)]
 
     chunks = [c async for c in _frames(replay(), encoder(protocol, thread_id="s"))]
     assert all(isinstance(c, bytes) for c in chunks)  # one write per event, not one per frame
@@ -179,3 +179,39 @@ async def test_each_events_frames_go_out_as_one_chunk_its_last_frame_with_the_se
     assert [d if d == "[DONE]" else json.loads(d) for d in data] == _encode(protocol, events)
     ids = [int(line[4:]) for c in chunks for line in c.decode().splitlines() if line[:4] == "id: "]
     assert len(chunks) >= len(ids) and ids == sorted(ids) and set(ids) <= {e.seq for e in events}
+
+
+@pytest.mark.parametrize("protocol", ["agentloop", "ag-ui", "vercel"])
+async def test_the_events_found_at_one_wake_up_go_out_as_one_chunk_cut_at_the_bound(
+    events: list[Event], protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that finds many events sends them in one write (the same frames), and no
+    chunk grows much past the bound: it is cut after the event that crosses it."""
+    from agentloop.web import _sse
+
+    async def replay() -> AsyncIterator[list[tuple[Event, bool]]]:
+        yield [(event, True) for event in events]
+
+    async def chunks() -> list[bytes]:
+        return [c async for c in _sse._frames(replay(), encoder(protocol, thread_id="s"))]
+
+    whole = await chunks()
+    ending = encoder(protocol, thread_id="s")
+    for event in events:
+        ending.encode(event)
+    assert len(whole) == 1 + bool(ending.end())  # the batch, then the protocol's ending
+    monkeypatch.setattr(_sse, "_CHUNK", 200)
+    cut = await chunks()
+    assert b"".join(cut) == b"".join(whole) and len(cut) > len(whole)
+    largest_event = max(len(c) for c in (await _one_chunk_per_event(events, protocol)))
+    assert all(len(c) < 200 + largest_event for c in cut)
+
+
+async def _one_chunk_per_event(events: list[Event], protocol: str) -> list[bytes]:
+    from agentloop.web._sse import _frames
+
+    async def replay() -> AsyncIterator[list[tuple[Event, bool]]]:
+        for event in events:
+            yield [(event, True)]
+
+    return [c async for c in _frames(replay(), encoder(protocol, thread_id="s"))]
