@@ -70,8 +70,8 @@ logger = logging.getLogger("agentloop")
 CHECKED: Final = {
     "httpx2": ((2, 16), (2, 17)),
     "httpcore2": ((2, 16), (2, 17)),
-    "openai": ((3, 57), (3, 58)),
-    "anthropic": ((2, 14), (2, 15)),
+    "openai": ((3, 57), (3, 61)),
+    "anthropic": ((2, 14), (2, 17)),
 }
 
 
