@@ -87,7 +87,8 @@ class TemporalAgent(Generic[OutputT]):
             ``retry`` policy retries them and the caller sees ``AttemptDiscarded``).
         tool_activity: How tool calls are scheduled (timeouts, heartbeats, retry policy).
         tool_activities: Per tool name, options that replace ``tool_activity``.
-        linger: Seconds a finished run waits for a streaming caller to read its last events.
+        linger: Seconds a finished run waits for a streaming caller to read its last events
+            (only while that caller holds its ``stream_lease``).
         stream_lease: Seconds a caller counts as streaming the run after its last ack (a
             streaming caller acks every third of it while it reads): the text deltas of a
             caller that stops reading or dies stop going into the history about a second

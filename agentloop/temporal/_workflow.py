@@ -547,15 +547,36 @@ class AgentRunWorkflow:
             raise
         self._finished = True
         if self._polled and self._acked < len(self._log):
+            # Patched: a run that ended before this change replays with its one timer.
+            if workflow.patched("agentloop-linger-within-lease"):
+                await self._linger(durable.linger)
+            else:
+                try:
+                    await workflow.wait_condition(
+                        lambda: self._acked >= len(self._log),
+                        timeout=timedelta(seconds=durable.linger),
+                    )
+                except TimeoutError:
+                    pass
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return terminal
+
+    async def _linger(self, linger: float) -> None:
+        """Wait, up to ``linger`` seconds, for the streaming caller to read the end: only while
+        it holds its ``stream_lease`` (each ack renews it), so a caller that stopped reading
+        or went away holds the run no longer than its lease."""
+        until = workflow.now().timestamp() + linger
+        while self._acked < len(self._log):
+            now = workflow.now().timestamp()
+            wait = min(until, self._acked_at + self._lease) - now
+            if wait <= 0:
+                return
             try:
                 await workflow.wait_condition(
-                    lambda: self._acked >= len(self._log),
-                    timeout=timedelta(seconds=durable.linger),
+                    lambda: self._acked >= len(self._log), timeout=timedelta(seconds=wait)
                 )
             except TimeoutError:
                 pass
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        return terminal
 
     async def _execute(
         self, durable: TemporalAgent[Any], facts: AgentFacts, start: dict[str, Any]
