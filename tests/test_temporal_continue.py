@@ -1,0 +1,279 @@
+"""Durable runs that continue as new (Temporal's continue-as-new) at safe points, so that a run
+can stream and wait for hours within Temporal's history limits: between two steps, and while
+it waits on decisions. ``continue_after`` is forced small here. Callers follow the run by its
+workflow id, across the chain; every run of a chain replays."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from agentloop import Agent, Approve, ToolContext, tool
+from agentloop import _events as ev
+from agentloop.testing import Reply, ScriptedModel, call
+from tests.support.temporal import import_temporal
+
+import_temporal()
+from agentloop.temporal import TemporalAgent, connect, replayer, worker  # noqa: E402
+from agentloop.temporal._durable import DELTAS_SIGNAL  # noqa: E402
+
+pytestmark = pytest.mark.temporal
+
+ran: Counter[str] = Counter()
+keys: list[str] = []
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # Temporal's SDK is asyncio-only
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    ran.clear()
+    keys.clear()
+
+
+@tool
+async def note(ctx: ToolContext, n: int) -> str:
+    """Note a number.
+
+    Args:
+        n: The number.
+    """
+    ran[f"note:{n}"] += 1
+    keys.append(ctx.idempotency_key)
+    return f"noted {n}"
+
+
+@tool(requires_approval=True)
+async def transfer(amount: int) -> str:
+    """Move money.
+
+    Args:
+        amount: How much.
+    """
+    ran[f"transfer:{amount}"] += 1
+    return f"sent {amount}"
+
+
+def _script(steps: int) -> list[Reply]:
+    """``steps`` steps of a streamed text and one tool call each, then a streamed answer."""
+    replies = [
+        Reply(
+            timeline=[
+                (0.01, f"step {i} "),
+                (0.02, "goes on. "),
+                (0.03, call("note", {"n": i}, id=f"n{i}")),
+                (0.04, ""),
+            ]
+        )
+        for i in range(steps)
+    ]
+    return [*replies, Reply(timeline=[(0.01, "all "), (0.02, "done.")])]
+
+
+async def _runs_of(client: Any, run_id: str) -> list[str]:
+    """The Temporal run ids of the chain of the run, and how each closed."""
+    found = [
+        f"{w.run_id}:{w.status.name if w.status else '?'}"
+        async for w in client.list_workflows(f"WorkflowId = '{run_id}'")
+    ]
+    return found
+
+
+async def _replay_chain(client: Any, durable: TemporalAgent[Any]) -> int:
+    """Replay every run of every chain on the durable's task queue; how many there were."""
+    count = 0
+
+    async def histories() -> AsyncIterator[Any]:
+        nonlocal count
+        query = f"TaskQueue = '{durable.task_queue}'"
+        async for history in client.list_workflows(query).map_histories():
+            count += 1
+            yield history
+
+    results = await replayer([durable]).replay_workflows(histories())
+    assert results.replay_failures == {}
+    return count
+
+
+@asynccontextmanager
+async def serving(target: str, durable: TemporalAgent[Any]) -> AsyncIterator[Any]:
+    client = await connect(target)
+    async with worker(client, [durable], sticky_queue_schedule_to_start_timeout=1.0):
+        yield client
+
+
+def _plain(events: list[ev.Event]) -> list[tuple[str, str]]:
+    """The events but text deltas, as what they say but their seq."""
+    return [
+        (e.type, re.sub(r'"seq":\d+,?', "", e.to_json().replace(e.run_id, "R")))
+        for e in events
+        if not isinstance(e, ev.TextDelta)
+    ]
+
+
+def _text(events: list[ev.Event]) -> str:
+    return "".join(e.text for e in events if isinstance(e, ev.TextDelta))
+
+
+async def test_a_streamed_run_continues_as_new_and_its_stream_and_result_stay_whole(
+    temporal_target: str,
+) -> None:
+    """Eight streamed steps and an answer, cut between steps at least three times: the caller
+    sees every event once, seqs 1..n in order, the same events as the run uncut; the result
+    (steps, usage) is the uncut run's; the idempotency keys count up across the
+    cuts; every run of the chain replays."""
+    queue = f"c-{uuid.uuid4().hex[:8]}"
+    uncut = TemporalAgent(
+        Agent(ScriptedModel(_script(8)), name="long", tools=[note]), task_queue=queue
+    )
+    cut = TemporalAgent(
+        Agent(ScriptedModel(_script(8)), name="long", tools=[note]),
+        task_queue=queue + "-cut",
+        continue_after=20,
+    )
+    results = []
+    streams = []
+    chains = []
+    for durable in (uncut, cut):
+        async with serving(temporal_target, durable) as client:
+            run = await durable.start(client, "go")
+            with anyio.fail_after(60):
+                streams.append([e async for e in run])
+                results.append(await run.result())
+            chains.append(await _runs_of(client, run.run_id))
+            assert await _replay_chain(client, durable) == len(chains[-1])
+    whole, events = streams
+    assert len(chains[0]) == 1 and len(chains[1]) >= 4, chains  # three cuts at least
+    assert sum(r.endswith("CONTINUED_AS_NEW") for r in chains[1]) == len(chains[1]) - 1
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    # The same events, none twice (a tool's end and its reply's may swap: eager dispatch;
+    # text comes in batches as it streams), and the same text.
+    assert Counter(_plain(events)) == Counter(_plain(whole))
+    assert _text(events) == _text(whole)
+    assert [e.type for e in events].count("run_started") == 1
+    a, b = results
+    assert b.output == a.output == "all done."
+    assert len(b.steps) == len(a.steps) == 9
+    assert b.usage == a.usage and b.usage_by_model == a.usage_by_model
+    assert sum(len(s.actions) for s in b.steps) == 8
+    assert [s.index for s in b.steps] == list(range(9))
+    assert ran == {f"note:{i}": 2 for i in range(8)}
+    uncut_keys, cut_keys = keys[:8], keys[8:]
+    assert [k.split(":")[2] for k in cut_keys] == [str(i) for i in range(8)]
+    assert [k.replace(a.run_id, "R") for k in uncut_keys] == [
+        k.replace(b.run_id, "R") for k in cut_keys
+    ]
+
+
+async def test_a_caller_attached_from_the_start_reads_the_earlier_runs_of_the_chain(
+    temporal_target: str,
+) -> None:
+    """Once the run has continued as new, a fresh caller attached after seq 0 reads the events
+    from the runs before (by their run ids), then the latest run's, and ends at the end."""
+    durable = TemporalAgent(
+        Agent(ScriptedModel(_script(4)), name="late", tools=[note]),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "go")
+        with anyio.fail_after(60):
+            result = await run.result()
+            events = [e async for e in durable.attach(await connect(temporal_target), run.run_id)]
+            middle = [e async for e in durable.attach(client, run.run_id, after_seq=events[5].seq)]
+        assert len(await _runs_of(client, run.run_id)) >= 3
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert events[-1].type == "run_finished" and result.output == "all done."
+    assert [e.seq for e in middle] == [e.seq for e in events[6:]]
+
+
+async def test_a_run_continues_as_new_while_it_waits_and_the_decision_lands(
+    temporal_target: str,
+) -> None:
+    """The run waits on an approval; signals grow its history past ``continue_after``, so it
+    continues as new while it waits; the decision, sent by run id, lands in the new run and the
+    tool runs once. The stream goes on across the cut, whole."""
+    model = ScriptedModel([Reply(calls=[call("transfer", {"amount": 5}, id="pay")]), "paid"])
+    durable = TemporalAgent(
+        Agent(model, name="patient", tools=[transfer]),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "pay")
+        seen: list[ev.Event] = []
+        with anyio.fail_after(60):
+            async for event in run:
+                seen.append(event)
+                if isinstance(event, ev.RunWaiting):
+                    break
+            handle = client.get_workflow_handle(run.run_id)
+            first = (await handle.describe()).run_id
+            while (await handle.describe()).run_id == first:  # acks until it continues
+                await handle.signal("agentloop.ack", 0)
+                await anyio.sleep(0.05)
+            waiting = await run.waiting()
+            assert waiting is not None and [p.id for p in waiting.pending] == ["pay"]
+            await durable.decide(client, run.run_id, {"pay": Approve()})
+            seen.extend([e async for e in run])
+            result = await run.result()
+        assert len(await _runs_of(client, run.run_id)) >= 2
+        assert await _replay_chain(client, durable) >= 2
+    assert result.output == "paid" and ran == {"transfer:5": 1}
+    assert [e.seq for e in seen] == list(range(1, len(seen) + 1))
+    assert [e.type for e in seen].count("run_waiting") == 1
+    assert seen[-1].type == "run_finished"
+
+
+async def test_a_late_deltas_signal_of_the_run_before_is_dropped(temporal_target: str) -> None:
+    """A deltas batch numbered as the first model call (always one of the run before the cut),
+    arriving while the next run's first call streams, is not taken for that call: model calls
+    go on being numbered across the chain."""
+
+    def slow(text: str, *calls: Any) -> Reply:
+        return Reply(timeline=[(1.5, text), *((1.55, c) for c in calls), (1.6, "")])
+
+    replies = [
+        slow("one ", call("note", {"n": 0}, id="n0")),
+        slow("two ", call("note", {"n": 1}, id="n1")),
+        slow("three ", call("note", {"n": 2}, id="n2")),
+        slow("the real answer"),
+    ]
+    durable = TemporalAgent(
+        Agent(ScriptedModel(replies), name="dropping", tools=[note]),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    forged = {"call": 1, "index": 0, "deltas": [["TextPiece", {"text": "INJECTED "}]]}
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "go")
+        handle = client.get_workflow_handle(run.run_id)
+        first: str | None = (await handle.describe()).run_id
+        texts: list[str] = []
+        with anyio.fail_after(60):
+            async for event in run:
+                if isinstance(event, ev.StepFinished) and first is not None:
+                    for _ in range(20):  # the cut comes as the next step's call starts
+                        if (await handle.describe()).run_id != first:
+                            break
+                        await anyio.sleep(0.05)
+                    if (await handle.describe()).run_id != first:
+                        await handle.signal(DELTAS_SIGNAL, forged)  # the new run's call streams
+                        first = None
+                if isinstance(event, ev.TextDelta):
+                    texts.append(event.text)
+            result = await run.result()
+        assert first is None, "the run did not continue as new"
+        assert await _replay_chain(client, durable) >= 2
+    assert "INJECTED" not in "".join(texts)
+    assert result.output == "the real answer"
