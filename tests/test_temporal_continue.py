@@ -17,6 +17,7 @@ import pytest
 
 from agentloop import Agent, Approve, ToolContext, tool
 from agentloop import _events as ev
+from agentloop.sessions import SQLiteStore
 from agentloop.testing import Reply, ScriptedModel, call
 from tests.support.temporal import import_temporal
 
@@ -217,11 +218,7 @@ async def test_a_run_continues_as_new_while_it_waits_and_the_decision_lands(
                 seen.append(event)
                 if isinstance(event, ev.RunWaiting):
                     break
-            handle = client.get_workflow_handle(run.run_id)
-            first = (await handle.describe()).run_id
-            while (await handle.describe()).run_id == first:  # acks until it continues
-                await handle.signal("agentloop.ack", 0)
-                await anyio.sleep(0.05)
+            await _continued_while_waiting(client, run)
             waiting = await run.waiting()
             assert waiting is not None and [p.id for p in waiting.pending] == ["pay"]
             await durable.decide(client, run.run_id, {"pay": Approve()})
@@ -233,6 +230,40 @@ async def test_a_run_continues_as_new_while_it_waits_and_the_decision_lands(
     assert [e.seq for e in seen] == list(range(1, len(seen) + 1))
     assert [e.type for e in seen].count("run_waiting") == 1
     assert seen[-1].type == "run_finished"
+
+
+async def _continued_while_waiting(client: Any, run: Any) -> None:
+    """Acks grow the waiting run's history until it continues as new."""
+    handle = client.get_workflow_handle(run.run_id)
+    first = (await handle.describe()).run_id
+    while (await handle.describe()).run_id == first:
+        await handle.signal("agentloop.ack", 0)
+        await anyio.sleep(0.05)
+
+
+async def test_a_session_run_continues_as_new_while_it_waits(
+    temporal_target: str, tmp_path: Any
+) -> None:
+    """A session's run waits (its step committed to the store), continues as new, and the
+    next run resumes it from the store once decided: the tool runs once, the run ends there."""
+    async with SQLiteStore(str(tmp_path / "s.db")) as store:
+        model = ScriptedModel([Reply(calls=[call("transfer", {"amount": 7}, id="pay")]), "paid"])
+        agent = Agent(model, name="kept", tools=[transfer], store=store)
+        durable = TemporalAgent(agent, task_queue=f"c-{uuid.uuid4().hex[:8]}", continue_after=20)
+        async with serving(temporal_target, durable) as client:
+            run = await durable.start(client, "pay", session="s1", memo={"owner": "ann"})
+            with anyio.fail_after(60):
+                async for event in run:
+                    if isinstance(event, ev.RunWaiting):
+                        break
+                await _continued_while_waiting(client, run)
+                await durable.decide(client, run.run_id, {"pay": Approve()})
+                result = await run.result()
+            description = await client.get_workflow_handle(run.run_id).describe()
+            assert await _replay_chain(client, durable) >= 2
+        assert await agent.unfinished_run(session="s1") is None
+    assert result.output == "paid" and ran == {"transfer:7": 1}
+    assert await description.memo() == {"owner": "ann"}  # the web front's owner goes on
 
 
 async def test_a_late_deltas_signal_of_the_run_before_is_dropped(temporal_target: str) -> None:
