@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import Agent, Approve, ToolContext, tool
+from agentloop import Agent, Approve, RunDeadlineExceeded, ToolContext, tool
 from agentloop import _events as ev
 from agentloop.sessions import SQLiteStore
 from agentloop.testing import Reply, ScriptedModel, call
@@ -308,3 +308,31 @@ async def test_a_late_deltas_signal_of_the_run_before_is_dropped(temporal_target
         assert await _replay_chain(client, durable) >= 2
     assert "INJECTED" not in "".join(texts)
     assert result.output == "the real answer"
+
+
+async def test_the_deadline_counts_across_the_cuts(temporal_target: str) -> None:
+    """An agent's ``deadline`` bounds the whole invocation, not each run of the chain: six
+    steps of a 1 s tool under a 3.5 s deadline end with ``RunDeadlineExceeded``, cut or not."""
+
+    @tool(name="slow")
+    async def slow(n: int) -> str:
+        """Take a second.
+
+        Args:
+            n: Which.
+        """
+        await anyio.sleep(1.0)
+        return f"slow {n}"
+
+    replies = [Reply(calls=[call("slow", {"n": i}, id=f"s{i}")]) for i in range(6)]
+    durable = TemporalAgent(
+        Agent(ScriptedModel([*replies, "done"]), name="hurried", tools=[slow], deadline=3.5),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "go")
+        with anyio.fail_after(60), pytest.raises(RunDeadlineExceeded):
+            await run.result()
+        assert len(await _runs_of(client, run.run_id)) >= 2
+        assert await _replay_chain(client, durable) >= 2

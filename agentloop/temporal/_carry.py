@@ -5,7 +5,8 @@ A run is cut only at a safe point: between two steps (no activity in flight, the
 call not yet started), or while it waits on decisions. The next run in the chain starts with
 the first run's start fields (its fingerprint first: a changed worker still ends it with
 ``AgentMismatch``) and a ``carry``: where the engine goes on from (the steps so far, the
-state and the counters their steps do not hold; or the ``RunWaiting`` it waits in), the event
+state, the counters their steps do not hold and the deadline's time spent; or the
+``RunWaiting`` it waits in), the event
 stream's numbering (``base``) with a tail of its last events, bounded in bytes, for callers a
 little behind, the model calls' numbering (a late ``deltas`` signal matches no call of the new
 run), and the streaming caller's lease. The whole start is measured against Temporal's payload
@@ -40,6 +41,7 @@ class Carry:
     counts: dict[str, Any]
     waiting: str | None  # in a wait: its RunWaiting, whole (no references)
     waited_since: float  # in a wait: when it began (workflow time), for decision_timeout
+    elapsed: float  # between steps: seconds of the agent's deadline already spent
     continued: int  # runs in the chain before this one
 
 
@@ -71,6 +73,7 @@ def encode(carry: Carry) -> dict[str, Any]:
         "counts": carry.counts,
         "waiting": carry.waiting,
         "waited_since": carry.waited_since,
+        "elapsed": carry.elapsed,
         "continued": carry.continued,
     }
 
@@ -95,6 +98,7 @@ def decode(data: Any) -> Carry:
         counts=_typed(data["counts"], dict),
         waiting=None if data["waiting"] is None else _typed(data["waiting"], str),
         waited_since=float(data["waited_since"]),
+        elapsed=float(data["elapsed"]),
         continued=_typed(data["continued"], int),
     )
     if min(carry.base, carry.calls, carry.replayed, carry.continued) < 0:

@@ -400,6 +400,10 @@ class AgentRunWorkflow:
         self._asked_step = -1
         self._drop_through = 0
         self._continued = 0
+        # The engine's invocation in flight: when it began here, and the seconds of its
+        # deadline the runs before spent (a cut between steps carries them).
+        self._invoked_at = 0.0
+        self._spent = 0.0
 
     def open_call(self) -> _Call:
         self._call_count += 1
@@ -655,9 +659,14 @@ class AgentRunWorkflow:
         emitter = Emitter(send)
         loaded = None
         waited: RunResult[Any] | None = None
+        first = agent  # the agent of the first invocation here
         if carry is not None:
             emitter = Emitter(send, seq=self._restore(carry))
             if counts is not None:  # between steps: the engine goes on from the steps so far
+                deadline = agent.deadline
+                if deadline is not None:  # what is left of it (workflow time, as the engine's)
+                    self._spent = carry.elapsed
+                    first = agent.replace(deadline=max(deadline - carry.elapsed, 0.001))
                 loaded = Loaded(
                     state=StateView(carry.state),
                     memory=(),
@@ -679,7 +688,7 @@ class AgentRunWorkflow:
         self.input_parts = list(start.get("input_parts") or ())
         self.input_refs = _codec.input_refs(self.input_parts)
         launch = Launch(
-            agent=agent,
+            agent=first,
             run_id=start["run_id"],
             user_input=start["input"],
             input_parts=parts_from_json(start.get("input_parts")),
@@ -699,12 +708,14 @@ class AgentRunWorkflow:
                 try:
                     # A cut between steps cancels the engine (``cut_between_steps``).
                     with anyio.CancelScope() as self._engine:
+                        self._invoked_at = workflow.now().timestamp()
                         result = waited or await execute(launch)
                         # A run that waits on decisions waits here, durably (for days if
                         # need be), then goes on in this workflow: one stream of events.
                         while result.pending:
                             decided = await self._wait_for_decisions(durable, result)
-                            launch = _resumed(launch, result, decided, spec)
+                            launch = _resumed(launch, agent, result, decided, spec)
+                            self._invoked_at, self._spent = workflow.now().timestamp(), 0.0
                             result = await execute(launch)
                 except _Cut:
                     pass  # in a wait
@@ -823,6 +834,7 @@ class AgentRunWorkflow:
                 steps=[step_to_json(s) for s in run.steps],
                 state=run.state.snapshot(),
                 counts=_counts_json(run),
+                elapsed=self._spent + workflow.now().timestamp() - self._invoked_at,
             )
         )
         if cut is None:
@@ -840,6 +852,7 @@ class AgentRunWorkflow:
         counts: dict[str, Any] | None = None,
         waiting: str | None = None,
         since: float = 0.0,
+        elapsed: float = 0.0,
     ) -> _carry.Carry:
         """The carry of a cut made now; its events and counts are taken at the cut itself
         (``_next_start``), once the engine's last events are in the log."""
@@ -856,6 +869,7 @@ class AgentRunWorkflow:
             counts=counts or {},
             waiting=waiting,
             waited_since=since,
+            elapsed=elapsed,
             continued=self._continued + 1,
         )
 
@@ -978,13 +992,13 @@ def _counts_of(data: dict[str, Any]) -> Counts:
 
 def _resumed(
     launch: Launch,
+    agent: RunnableAgent,
     result: RunResult[Any],
     decisions: dict[str, Decision],
     spec: SessionSpec | None,
 ) -> Launch:
     """The next invocation of a run that waited: from its session, or from its resume state,
     with the decisions; its events numbered on in the same stream."""
-    agent = launch.agent
     loaded = None
     if spec is not None:
         spec = SessionSpec(
