@@ -5,6 +5,7 @@ workflow id, across the chain; every run of a chain replays."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections import Counter
@@ -23,7 +24,8 @@ from tests.support.temporal import import_temporal
 
 import_temporal()
 from agentloop.temporal import TemporalAgent, connect, replayer, worker  # noqa: E402
-from agentloop.temporal._durable import DELTAS_SIGNAL  # noqa: E402
+from agentloop.temporal._durable import DELTAS_SIGNAL, start_of  # noqa: E402
+from tests.test_temporal_payloads import _document, bulky  # noqa: E402
 
 pytestmark = pytest.mark.temporal
 
@@ -336,3 +338,36 @@ async def test_the_deadline_counts_across_the_cuts(temporal_target: str) -> None
             await run.result()
         assert len(await _runs_of(client, run.run_id)) >= 2
         assert await _replay_chain(client, durable) >= 2
+
+
+async def test_a_conversation_over_the_payload_limit_is_carried_by_reference(
+    temporal_target: str,
+) -> None:
+    """24 steps of 99 KB tool outputs: past some 2 MB the steps no longer fit whole in the next
+    run's start, so the cut carries their large strings by digest, and the next run reads them
+    back from the run before; the run ends with every output, and every run replays."""
+    steps = 24
+    script: list[Reply | str] = [
+        Reply(calls=[call("bulky", {"n": n}, id=f"c{n}")]) for n in range(steps)
+    ]
+    durable = TemporalAgent(
+        Agent(ScriptedModel([*script, "done"]), name="bulky", tools=[bulky], max_steps=30),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "read them all")
+        with anyio.fail_after(120):
+            result = await run.result()
+        chain = await _runs_of(client, run.run_id)
+        starts = []
+        async for info in client.list_workflows(f"WorkflowId = '{run.run_id}'"):
+            handle = client.get_workflow_handle(run.run_id, run_id=info.run_id)
+            async for event in handle.fetch_history_events(page_size=1):
+                starts.append(start_of(event))
+                break
+        assert await _replay_chain(client, durable) == len(chain)
+    assert result.output == "done" and len(result.steps) == steps + 1
+    assert [s.actions[0].output for s in result.steps[:-1]] == [_document(n) for n in range(steps)]
+    by_reference = [s for s in starts if s.get("carry") and '"agentloop.blob"' in json.dumps(s)]
+    assert by_reference, f"no cut carried by reference in {len(chain)} runs"

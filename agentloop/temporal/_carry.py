@@ -10,7 +10,9 @@ state, the counters their steps do not hold and the deadline's time spent; or th
 stream's numbering (``base``) with a tail of its last events, bounded in bytes, for callers a
 little behind, the model calls' numbering (a late ``deltas`` signal matches no call of the new
 run), and the streaming caller's lease. The whole start is measured against Temporal's payload
-limit; a carry that cannot fit is not made, and the run goes on uncut.
+limit: past it, the carry's large strings go by digest (``_payloads``), which the next run
+reads back from the run before (the ``agentloop.carried`` activity); a carry that still cannot
+fit is not made, and the run goes on uncut.
 """
 
 from __future__ import annotations

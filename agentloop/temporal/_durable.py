@@ -50,6 +50,7 @@ NOT_WAITING = "the run is not waiting on decisions"  # how the decide update ref
 CONTINUING = "the run is continuing as new"  # ... while it does: the caller sends it again
 STREAMING_QUERY = "agentloop.streaming"
 MODEL_ACTIVITY = "agentloop.model"
+CARRIED_ACTIVITY = "agentloop.carried"
 TOOL_ACTIVITY = "agentloop.tool"
 POLL_INTERVAL = 0.1  # the least time between two polls of one caller
 IDLE_POLLS = 20  # empty queries in a row (2 s) before the caller polls less often

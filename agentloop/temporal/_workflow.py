@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 import agentloop._events as ev
@@ -55,6 +56,7 @@ from ..models._types import ModelDelta, ModelProfile, ModelRequest, ModelStream,
 from . import _carry, _codec, _payloads
 from ._durable import (
     ACK_SIGNAL,
+    CARRIED_ACTIVITY,
     CONTINUING,
     DECIDE_UPDATE,
     DELTAS_SIGNAL,
@@ -661,6 +663,7 @@ class AgentRunWorkflow:
         waited: RunResult[Any] | None = None
         first = agent  # the agent of the first invocation here
         if carry is not None:
+            carry = await self._whole(carry)
             emitter = Emitter(send, seq=self._restore(carry))
             if counts is not None:  # between steps: the engine goes on from the steps so far
                 deadline = agent.deadline
@@ -875,10 +878,25 @@ class AgentRunWorkflow:
 
     def _fits(self, carry: _carry.Carry) -> _carry.Carry | None:
         """``carry`` if the next run's start holds it (with room for a tail) within Temporal's
-        payload limit; else ``None``, and the run goes on uncut (it may meet the history's
-        limit), with a warning."""
-        size = _payloads.size_of({**self._start, "carry": _carry.encode(carry)})
-        if size + _carry.TAIL_BYTES + 4096 <= MAX_START_BYTES:
+        payload limit, whole or else with its large strings by reference (the next run reads
+        them back from this one: ``_whole``); else ``None``, and the run goes on uncut (it may
+        meet the history's limit), with a warning."""
+        size = self._size_of(carry)
+        if size > MAX_START_BYTES:
+            waiting = None if carry.waiting is None else json.loads(carry.waiting)
+            carry = dataclasses.replace(
+                carry,
+                steps=self.blobs.refer(carry.steps),
+                state=self.blobs.refer(carry.state),
+                waiting=None if waiting is None else json.dumps(self.blobs.refer(waiting)),
+            )
+            size = self._size_of(carry)
+            largest = max(
+                (self.blobs.size(d) for d in _payloads.digests_in(_carry.encode(carry))),
+                default=0,
+            )
+            size = max(size, largest)  # each string must fit in the result that reads it back
+        if size <= MAX_START_BYTES:
             return carry
         workflow.logger.warning(
             "run %s cannot continue as new: what it carries is %.2f MB, over the payload limit",
@@ -887,6 +905,47 @@ class AgentRunWorkflow:
         )
         self._uncut = True
         return None
+
+    def _size_of(self, carry: _carry.Carry) -> int:
+        """The next run's start with ``carry``, in bytes, and room for a tail of events."""
+        start = {**self._start, "carry": _carry.encode(carry)}
+        return _payloads.size_of(start) + _carry.TAIL_BYTES + 4096
+
+    async def _whole(self, carry: _carry.Carry) -> _carry.Carry:
+        """``carry`` with the strings it holds by reference read back (``agentloop.carried``,
+        from the run before: its result records them in this run's history, so a replay has
+        them too), and kept here, as the strings this run refers to must be."""
+        waiting = carry.waiting
+        value = (
+            None if waiting is None or _payloads.BLOB_REF not in waiting else json.loads(waiting)
+        )
+        todo = _payloads.digests_in([carry.steps, carry.state, value])
+        while todo:
+            texts: list[str] = await workflow.execute_activity(
+                CARRIED_ACTIVITY,
+                {"previous": carry.previous, "digests": todo},
+                result_type=list,
+                start_to_close_timeout=timedelta(seconds=120),
+                retry_policy=RetryPolicy(maximum_attempts=5),
+            )
+            try:
+                if not texts:
+                    raise ValueError("none read back")
+                for digest, text in zip(todo, texts, strict=False):
+                    self.blobs.hold(digest, text)
+            except ValueError as exc:
+                raise ApplicationError(
+                    f"the strings the run carried from run {carry.previous}: {exc}",
+                    type="agentloop.Fault",
+                    non_retryable=True,
+                ) from None
+            todo = todo[len(texts) :]
+        return dataclasses.replace(
+            carry,
+            steps=self.blobs.whole(carry.steps),
+            state=self.blobs.whole(carry.state),
+            waiting=waiting if value is None else json.dumps(self.blobs.whole(value)),
+        )
 
     def _next_start(self) -> dict[str, Any]:
         """The start of the next run of the chain: the start fields and the cut's carry, with
