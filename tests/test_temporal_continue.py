@@ -23,7 +23,14 @@ from agentloop.testing import Reply, ScriptedModel, call
 from tests.support.temporal import import_temporal
 
 import_temporal()
-from agentloop.temporal import TemporalAgent, connect, replayer, worker  # noqa: E402
+from agentloop.temporal import (  # noqa: E402
+    DurableRunFailed,
+    TemporalAgent,
+    _carry,
+    connect,
+    replayer,
+    worker,
+)
 from agentloop.temporal._durable import DELTAS_SIGNAL, start_of  # noqa: E402
 from tests.test_temporal_payloads import _document, bulky  # noqa: E402
 
@@ -179,10 +186,12 @@ async def test_a_streamed_run_continues_as_new_and_its_stream_and_result_stay_wh
 
 
 async def test_a_caller_attached_from_the_start_reads_the_earlier_runs_of_the_chain(
-    temporal_target: str,
+    temporal_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Once the run has continued as new, a fresh caller attached after seq 0 reads the events
-    from the runs before (by their run ids), then the latest run's, and ends at the end."""
+    """Each run of the chain holds only its last few events (the tail's bound forced small): a
+    fresh caller attached after seq 0 reads the events from the runs before (by their run
+    ids), then the latest run's, and ends at the end; from the middle, the rest."""
+    monkeypatch.setattr(_carry, "TAIL_BYTES", 2048)
     durable = TemporalAgent(
         Agent(ScriptedModel(_script(4)), name="late", tools=[note]),
         task_queue=f"c-{uuid.uuid4().hex[:8]}",
@@ -194,10 +203,17 @@ async def test_a_caller_attached_from_the_start_reads_the_earlier_runs_of_the_ch
             result = await run.result()
             events = [e async for e in durable.attach(await connect(temporal_target), run.run_id)]
             middle = [e async for e in durable.attach(client, run.run_id, after_seq=events[5].seq)]
-        assert len(await _runs_of(client, run.run_id)) >= 3
+        chain = [w async for w in client.list_workflows(f"WorkflowId = '{run.run_id}'")]
+        assert len(chain) >= 3
+        assert await _replay_chain(client, durable) == len(chain)
+        # A run of the chain Temporal no longer keeps (past its retention): refused, saying so.
+        gone = durable.attach(client, run.run_id)
+        with anyio.fail_after(60), pytest.raises(DurableRunFailed, match="could not be read"):
+            await gone._earlier({"previous": str(uuid.uuid4()), "base": 10})
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert events[-1].type == "run_finished" and result.output == "all done."
     assert [e.seq for e in middle] == [e.seq for e in events[6:]]
+    assert sum(e.type == "run_started" for e in events) == 1
 
 
 async def test_a_run_continues_as_new_while_it_waits_and_the_decision_lands(
