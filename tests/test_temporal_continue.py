@@ -5,6 +5,7 @@ workflow id, across the chain; every run of a chain replays."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -18,6 +19,7 @@ import pytest
 
 from agentloop import Agent, Approve, RunDeadlineExceeded, ToolContext, tool
 from agentloop import _events as ev
+from agentloop._waiting import DecisionError
 from agentloop.sessions import SQLiteStore
 from agentloop.testing import Reply, ScriptedModel, call
 from tests.support.temporal import import_temporal
@@ -387,3 +389,65 @@ async def test_a_conversation_over_the_payload_limit_is_carried_by_reference(
     assert [s.actions[0].output for s in result.steps[:-1]] == [_document(n) for n in range(steps)]
     by_reference = [s for s in starts if s.get("carry") and '"agentloop.blob"' in json.dumps(s)]
     assert by_reference, f"no cut carried by reference in {len(chain)} runs"
+
+
+async def test_a_run_waiting_in_its_sub_agent_continues_as_new_and_goes_on(
+    temporal_target: str,
+) -> None:
+    """The sub-agent's call waits for approval, so the parent's run waits; it continues as new
+    meanwhile, and the decision continues the sub-run where it stopped, in the next run."""
+    child = Agent(
+        ScriptedModel([Reply(calls=[call("transfer", {"amount": 3}, id="pay")]), "paid"]),
+        name="teller",
+        tools=[transfer],
+    )
+    parent = ScriptedModel([Reply(calls=[call("teller", {"task": "pay 3"}, id="t1")]), "done"])
+    durable = TemporalAgent(
+        Agent(parent, name="bank", tools=[child.as_tool()]),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "pay")
+        with anyio.fail_after(60):
+            async for event in run:
+                if isinstance(event, ev.RunWaiting) and event.branch == "bank":
+                    break
+            await _continued_while_waiting(client, run)
+            await run.decide({"t1/pay": Approve()})
+            result = await run.result()
+        assert await _replay_chain(client, durable) >= 2
+    assert result.output == "done" and ran == {"transfer:3": 1}
+    subrun = result.steps[0].actions[0].subrun
+    assert subrun is not None and subrun.steps[0].actions[0].output == "sent 3"
+
+
+async def test_a_changed_worker_ends_a_continued_run_with_agent_mismatch(
+    temporal_target: str,
+) -> None:
+    """The next run of a chain checks the fingerprint it was started with first: a run that
+    continued as new while waiting, taken up by a worker whose agent changed, ends with
+    ``AgentMismatch``."""
+    queue = f"c-{uuid.uuid4().hex[:8]}"
+
+    def made(version: str) -> TemporalAgent[Any]:
+        model = ScriptedModel([Reply(calls=[call("transfer", {"amount": 1}, id="pay")]), "x"])
+        agent = Agent(model, name="versioned", tools=[transfer])
+        return TemporalAgent(agent, task_queue=queue, continue_after=20, version=version)
+
+    old, new = made("1"), made("2")
+    client = await connect(temporal_target)
+    async with worker(client, [old], sticky_queue_schedule_to_start_timeout=1.0):
+        run = await old.start(client, "pay")
+        with anyio.fail_after(60):
+            async for event in run:
+                if isinstance(event, ev.RunWaiting):
+                    break
+            await _continued_while_waiting(client, run)
+    async with worker(client, [new], sticky_queue_schedule_to_start_timeout=1.0):
+        with contextlib.suppress(DecisionError, DurableRunFailed):  # it may have ended already
+            await new.decide(client, run.run_id, {"pay": Approve()})
+        with anyio.fail_after(60), pytest.raises(DurableRunFailed) as failed:
+            await new.attach(client, run.run_id).result()
+    assert failed.value.kind == "AgentMismatch" and not ran
+    assert old.fingerprint in str(failed.value) and new.fingerprint in str(failed.value)
