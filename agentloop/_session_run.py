@@ -72,6 +72,7 @@ class SessionSpec:
     wait: float | None = None
     resume: bool = False
     run_key: str | None = None
+    counts: Counts | None = None  # resuming between steps: the counters so far
 
 
 MAX_STORED_INPUT_BYTES = 32 * 1024 * 1024
@@ -257,7 +258,14 @@ class SessionScope:
         if loaded.run_id is not None:  # resuming: the run is the unfinished one, recorded
             scope.run_id = loaded.run_id
             scope.recorded = True
+            loaded.counts = spec.counts
         return scope
+
+    def leave(self) -> None:
+        """Leave the session as a crash would: the run unended (for a resume) and the lease
+        held, which its owner takes again at once (a durable run continuing as new, whose next
+        run has the same id)."""
+        self.ended = self.released = True
 
     @property
     def resumed(self) -> bool:

@@ -20,7 +20,7 @@ import pytest
 from agentloop import Agent, Approve, RunDeadlineExceeded, ToolContext, tool
 from agentloop import _events as ev
 from agentloop._waiting import DecisionError
-from agentloop.sessions import SQLiteStore
+from agentloop.sessions import RunEndRecord, RunRecord, SQLiteStore
 from agentloop.testing import Reply, ScriptedModel, call
 from tests.support.temporal import import_temporal
 
@@ -137,33 +137,40 @@ def _text(events: list[ev.Event]) -> str:
     return "".join(e.text for e in events if isinstance(e, ev.TextDelta))
 
 
+@pytest.mark.parametrize("session", [False, True], ids=["no-session", "session"])
 async def test_a_streamed_run_continues_as_new_and_its_stream_and_result_stay_whole(
-    temporal_target: str,
+    temporal_target: str, tmp_path: Any, session: bool
 ) -> None:
     """Eight streamed steps and an answer, cut between steps at least three times: the caller
     sees every event once, seqs 1..n in order, the same events as the run uncut; the result
-    (steps, usage) is the uncut run's; the idempotency keys count up across the
-    cuts; every run of the chain replays."""
+    (steps, usage) is the uncut run's; the idempotency keys count up across the cuts; every
+    run of the chain replays. A session's run goes on from its store, where it ends."""
     queue = f"c-{uuid.uuid4().hex[:8]}"
-    uncut = TemporalAgent(
-        Agent(ScriptedModel(_script(8)), name="long", tools=[note]), task_queue=queue
-    )
-    cut = TemporalAgent(
-        Agent(ScriptedModel(_script(8)), name="long", tools=[note]),
-        task_queue=queue + "-cut",
-        continue_after=20,
-    )
-    results = []
-    streams = []
-    chains = []
-    for durable in (uncut, cut):
-        async with serving(temporal_target, durable) as client:
-            run = await durable.start(client, "go")
-            with anyio.fail_after(60):
-                streams.append([e async for e in run])
-                results.append(await run.result())
-            chains.append(await _runs_of(client, run.run_id))
-            assert await _replay_chain(client, durable) == len(chains[-1])
+    async with SQLiteStore(str(tmp_path / "s.db")) as store:
+
+        def agent() -> Agent[Any, str]:
+            model = ScriptedModel(_script(8))
+            return Agent(model, name="long", tools=[note], store=store if session else None)
+
+        uncut = TemporalAgent(agent(), task_queue=queue)
+        cut = TemporalAgent(agent(), task_queue=queue + "-cut", continue_after=20)
+        results = []
+        streams = []
+        chains = []
+        for durable, name in ((uncut, "s-uncut"), (cut, "s-cut")):
+            async with serving(temporal_target, durable) as client:
+                run = await durable.start(client, "go", session=name if session else None)
+                with anyio.fail_after(60):
+                    streams.append([e async for e in run])
+                    results.append(await run.result())
+                chains.append(await _runs_of(client, run.run_id))
+                assert await _replay_chain(client, durable) == len(chains[-1])
+        if session:
+            stored = await store.get("s-cut")
+            assert stored is not None and await cut.agent.unfinished_run(session="s-cut") is None
+            ends = [r for r in stored.history if isinstance(r, RunEndRecord)]
+            assert [(r.status, r.output) for r in ends] == [("finished", "all done.")]
+            assert sum(isinstance(r, RunRecord) for r in stored.history) == 1  # one run
     whole, events = streams
     assert len(chains[0]) == 1 and len(chains[1]) >= 4, chains  # three cuts at least
     assert sum(r.endswith("CONTINUED_AS_NEW") for r in chains[1]) == len(chains[1]) - 1
@@ -182,9 +189,11 @@ async def test_a_streamed_run_continues_as_new_and_its_stream_and_result_stay_wh
     assert ran == {f"note:{i}": 2 for i in range(8)}
     uncut_keys, cut_keys = keys[:8], keys[8:]
     assert [k.split(":")[2] for k in cut_keys] == [str(i) for i in range(8)]
-    assert [k.replace(a.run_id, "R") for k in uncut_keys] == [
-        k.replace(b.run_id, "R") for k in cut_keys
-    ]
+
+    def plain(key: str, run_id: str) -> str:
+        return key.replace(run_id, "R").replace("s-uncut", "S").replace("s-cut", "S")
+
+    assert [plain(k, a.run_id) for k in uncut_keys] == [plain(k, b.run_id) for k in cut_keys]
 
 
 async def test_a_caller_attached_from_the_start_reads_the_earlier_runs_of_the_chain(

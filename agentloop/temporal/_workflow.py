@@ -569,8 +569,6 @@ class AgentRunWorkflow:
             _codec.check_start_shape(start)
             carry = None if start.get("carry") is None else _carry.decode(start["carry"])
             counts = None if carry is None or carry.at == "wait" else _counts_of(carry.counts)
-            if counts is not None and start["session"] is not None:
-                raise ValueError("a session run continues as new only while it waits")
         except (KeyError, TypeError, ValueError) as exc:
             raise ApplicationError(
                 f"not a start agentloop sends ({exc}): start durable runs with TemporalAgent.start",
@@ -670,6 +668,7 @@ class AgentRunWorkflow:
                 if deadline is not None:  # what is left of it (workflow time, as the engine's)
                     self._spent = carry.elapsed
                     first = agent.replace(deadline=max(deadline - carry.elapsed, 0.001))
+            if counts is not None and start["session"] is None:  # a session's are in its store
                 loaded = Loaded(
                     state=StateView(carry.state),
                     memory=(),
@@ -679,14 +678,18 @@ class AgentRunWorkflow:
                     steps=tuple(step_from_json(s) for s in carry.steps),
                     counts=counts,
                 )
-            else:  # in a wait: for its decisions, as the run before waited
+            elif counts is None:  # in a wait: for its decisions, as the run before waited
                 waited = self._restore_wait(carry, durable)
         session = start.get("session")
         spec = None
         if session is not None:
             store = ActivityStore(durable.name, seconds=durable.store_seconds, blobs=self.blobs)
             spec = SessionSpec(
-                store=store, session_id=session["id"], wait=session["wait"], resume=False
+                store=store,
+                session_id=session["id"],
+                wait=session["wait"],
+                resume=counts is not None,  # cut between steps: its unfinished run goes on
+                counts=counts,
             )
         self.input_parts = list(start.get("input_parts") or ())
         self.input_refs = _codec.input_refs(self.input_parts)
@@ -811,8 +814,9 @@ class AgentRunWorkflow:
     async def cut_between_steps(self, request: ModelRequest) -> None:
         """Before the run's first model call of a step (no activity in flight, the steps so far
         settled): when the run should continue as new, the engine is cancelled here, and the
-        next run goes on from its steps. Only a run without a session (a session's run is cut
-        while it waits) nor handoff."""
+        next run goes on from its steps (a session's from its store, where its steps are
+        committed: the session is left as a crash leaves it, for the next run to resume). Not
+        after a handoff."""
         if request.run is None:
             return
         run = run_of(request.run)
@@ -822,7 +826,6 @@ class AgentRunWorkflow:
             not first
             or self._since_step is None  # no step finished in this run yet
             or self._engine is None
-            or run.session is not None
             or run.parent_run_id is not None
             or run.agent.name != self._start["agent"]
             or not self._cut_wanted()
@@ -831,11 +834,12 @@ class AgentRunWorkflow:
         if not workflow.patched(CONTINUE_PATCH):  # a run from before: it never continues as new
             self._uncut = True
             return
+        session = run.session
         cut = self._fits(
             self._cut_of(
                 "step",
-                steps=[step_to_json(s) for s in run.steps],
-                state=run.state.snapshot(),
+                steps=[step_to_json(s) for s in run.steps] if session is None else [],
+                state=run.state.snapshot() if session is None else {},
                 counts=_counts_json(run),
                 elapsed=self._spent + workflow.now().timestamp() - self._invoked_at,
             )
@@ -843,6 +847,8 @@ class AgentRunWorkflow:
         if cut is None:
             return
         self._cutting = cut
+        if session is not None:
+            session.leave()
         self._engine.cancel()
         await anyio.Event().wait()  # cancelled (a workflow has no infinite sleep: no timer)
 
