@@ -430,17 +430,21 @@ class DurableRun(Generic[OutputT]):
         reply = await self._peek()
         if reply is None:  # no worker answered now (as after a crash): long-poll for one
             try:
-                polled: dict[str, Any] = await self._handle.execute_update(
+                polled: dict[str, Any] | None = await self._handle.execute_update(
                     EVENTS_UPDATE, self.last_seq, result_type=dict
                 )
-                reply = await self._earlier(polled)
             except Exception as exc:  # the workflow closed between two polls
                 if not await self._closed():
-                    raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
-                reply = await self._peek_closed()
-                if reply is None:  # no worker replays it: the end is all there is to read
-                    await self._end_from_outcome()
-                    return
+                    # Or it continued as new meanwhile: the next run answers.
+                    polled = await self._peek()
+                    if polled is None:
+                        raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
+                else:
+                    polled = await self._peek_closed()
+            if polled is None:  # no worker replays it: the end is all there is to read
+                await self._end_from_outcome()
+                return
+            reply = await self._earlier(polled)
         if reply["end"] and not reply["events"]:  # it ended with no terminal event (cancelled)
             await self._end_from_outcome()
             return
@@ -639,23 +643,29 @@ class DurableRun(Generic[OutputT]):
 
     async def _decide_update(self, data: dict[str, Any]) -> None:
         """The ``decide`` update, sent again (a bounded number of times) when the server
-        rejects it unprocessed, as it may while many callers query the run: a rejected update
-        was not recorded, so sending it again cannot decide twice."""
+        rejects it unprocessed, as it may while many callers query the run, or the run was
+        continuing as new (the next run of the chain takes it). A rejected update was not
+        recorded, and each send has the same update id (Temporal takes one once), so sending
+        it again cannot decide twice."""
         from temporalio.client import WorkflowUpdateFailedError
 
+        update_id = f"agentloop-decide-{new_id()}"
         for attempt in range(DECIDE_ATTEMPTS):
+            last = attempt + 1 == DECIDE_ATTEMPTS
             try:
-                await self._handle.execute_update(DECIDE_UPDATE, data)
+                await self._handle.execute_update(DECIDE_UPDATE, data, id=update_id)
                 return
             except WorkflowUpdateFailedError as exc:
-                # Refused while the run continued as new: the next run of the chain takes it.
                 cause = exc.cause
                 again = "UnprocessedUpdate" in str(cause) or (
                     getattr(cause, "message", None) == CONTINUING
                 )
-                if attempt + 1 == DECIDE_ATTEMPTS or not again:
+                if last or not again:
                     raise
-                await anyio.sleep(0.1 * 2**attempt)
+            except RPCError:
+                if last or await self._closed():  # a run that ended: ``decide`` says so
+                    raise
+            await anyio.sleep(0.1 * 2**attempt)
 
     async def cancel(self) -> None:
         """Ask Temporal to cancel the run (its activities are cancelled too)."""
