@@ -58,7 +58,7 @@ DECIDE_ATTEMPTS = 5  # sends of a decide the server rejected unprocessed
 IDLE_INTERVAL = 0.5  # the least time between two polls of a run idle that long
 CLOSED_READS = 5  # queries of a closed run (each answered by a replay) before its outcome
 CALLER_CACHE_CHARS = 8 * 1024 * 1024  # of the strings one caller read back by reference
-# A run's first step takes some 20 history events: a run cut before that would not go on.
+# The least ``continue_after``: a step takes some 20 history events.
 MIN_CONTINUE_AFTER = 20
 PREVIOUS_HOPS = 1000  # runs of a chain a caller goes back through for events it missed
 

@@ -402,6 +402,7 @@ class AgentRunWorkflow:
         self._asked_step = -1
         self._drop_through = 0
         self._continued = 0
+        self._floor = 0
         # The engine's invocation in flight: when it began here, and the seconds of its
         # deadline the runs before spent (a cut between steps carries them).
         self._invoked_at = 0.0
@@ -662,6 +663,9 @@ class AgentRunWorkflow:
         first = agent  # the agent of the first invocation here
         if carry is not None:
             carry = await self._whole(carry)
+            # What this run's start took (its carried strings read back): a run that waits is
+            # cut again only once its history grew by ``continue_after`` from here.
+            self._floor = workflow.info().get_current_history_length()
             emitter = Emitter(send, seq=self._restore(carry))
             if counts is not None:  # between steps: the engine goes on from the steps so far
                 deadline = agent.deadline
@@ -715,7 +719,7 @@ class AgentRunWorkflow:
                     # A cut between steps cancels the engine (``cut_between_steps``).
                     with anyio.CancelScope() as self._engine:
                         self._invoked_at = workflow.now().timestamp()
-                        result = waited or await execute(launch)
+                        result = waited if waited is not None else await execute(launch)
                         # A run that waits on decisions waits here, durably (for days if
                         # need be), then goes on in this workflow: one stream of events.
                         while result.pending:
@@ -801,13 +805,14 @@ class AgentRunWorkflow:
 
     def _cut_wanted(self) -> bool:
         """Whether the run should continue as new at its next safe point: Temporal suggests
-        it, or its history passed ``continue_after`` events or ``CONTINUE_BYTES``."""
+        it, or its history passed ``continue_after`` events (beyond what its start took) or
+        ``CONTINUE_BYTES``."""
         if self._uncut or self._cutting is not None:
             return False
         info = workflow.info()
         return (
             info.is_continue_as_new_suggested()
-            or info.get_current_history_length() >= self._continue_after
+            or info.get_current_history_length() - self._floor >= self._continue_after
             or info.get_current_history_size() >= CONTINUE_BYTES
         )
 
