@@ -606,9 +606,9 @@ class AgentRunWorkflow:
             # next poll that it ended (and reads the outcome), not after polling it idle.
             self._finished = True
             raise
-        if terminal is None:  # a cut: the run goes on in the next run of its chain
+        if isinstance(terminal, _carry.Carry):  # a cut: it goes on in the next run of its chain
             await workflow.wait_condition(workflow.all_handlers_finished)
-            workflow.continue_as_new(self._next_start(), memo=workflow.memo())
+            workflow.continue_as_new(self._next_start(terminal), memo=workflow.memo())
         self._finished = True
         if self._polled and self._acked < self._last_seq:
             # Patched: a run that ended before this change replays with its one timer.
@@ -649,8 +649,8 @@ class AgentRunWorkflow:
         start: dict[str, Any],
         carry: _carry.Carry | None,
         counts: Counts | None,
-    ) -> str | None:
-        """The run's terminal event; ``None`` when it is cut, to continue as new."""
+    ) -> str | _carry.Carry:
+        """The run's terminal event, or the cut's carry, to continue as new."""
         use_entropy(_Entropy())
         # Tracing stays off inside the workflow: the OpenTelemetry SDK reads the environment
         # and the clock, which a workflow may not (the activities' own code may trace).
@@ -733,7 +733,7 @@ class AgentRunWorkflow:
                     workflow.logger.debug("run %s failed", start["run_id"], exc_info=True)
                     error = exc
         if self._cutting is not None:
-            return None
+            return self._cutting
         terminal = self._terminal
         if terminal is None:
             # The engine ends every run with RunFinished or RunFailed; failing without one is a
@@ -958,11 +958,9 @@ class AgentRunWorkflow:
             waiting=waiting if value is None else json.dumps(self.blobs.whole(value)),
         )
 
-    def _next_start(self) -> dict[str, Any]:
+    def _next_start(self, cut: _carry.Carry) -> dict[str, Any]:
         """The start of the next run of the chain: the start fields and the cut's carry, with
         the last events (dropped if they would not fit) and the counts as they are now."""
-        cut = self._cutting
-        assert cut is not None  # only a cut continues as new
         tail = _carry.tail_of(self._log, self._log_bytes)
         carry = dataclasses.replace(
             cut,
