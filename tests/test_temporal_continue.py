@@ -12,6 +12,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -460,3 +461,67 @@ async def test_a_changed_worker_ends_a_continued_run_with_agent_mismatch(
             await new.attach(client, run.run_id).result()
     assert failed.value.kind == "AgentMismatch" and not ran
     assert old.fingerprint in str(failed.value) and new.fingerprint in str(failed.value)
+
+
+# Histories recorded at 23b7dbf, before runs continued as new and lingered within the lease:
+# a decided wait, a wait that timed out, a run streamed to its end, and one whose caller
+# stopped reading (it lingered its whole 60 s). Recorded with these agents on a dev server.
+OLD_HISTORIES = Path(__file__).parent / "fixtures" / "temporal-histories"
+
+
+@tool(name="transfer", requires_approval=True)
+async def _old_transfer(amount: int) -> str:
+    """Move.
+
+    Args:
+        amount: How much.
+    """
+    return f"sent {amount}"
+
+
+@tool(name="note")
+async def _old_note(n: int) -> str:
+    """Note.
+
+    Args:
+        n: n.
+    """
+    await anyio.sleep(0.3)
+    return f"noted {n}"
+
+
+def _old_agents(queue: str) -> list[TemporalAgent[Any]]:
+    paying = [Reply(calls=[call("transfer", {"amount": 5}, id="pay")])]
+    streaming = [
+        Reply(timeline=[(0.01, "a "), (0.02, call("note", {"n": 1}, id="n1")), (0.03, "")]),
+        Reply(timeline=[(0.01, "done "), (0.02, "now")]),
+    ]
+    return [
+        TemporalAgent(
+            Agent(ScriptedModel([*paying, "paid"]), name="oldwait", tools=[_old_transfer]),
+            task_queue=queue,
+        ),
+        TemporalAgent(
+            Agent(ScriptedModel([*paying, "gave up"]), name="oldtimed", tools=[_old_transfer]),
+            task_queue=queue,
+            decision_timeout=1,
+        ),
+        TemporalAgent(
+            Agent(ScriptedModel(streaming), name="oldstream", tools=[_old_note]),
+            task_queue=queue,
+            stream_lease=1.0,
+        ),
+    ]
+
+
+async def test_histories_recorded_before_continuing_as_new_replay_unchanged() -> None:
+    """The patched changes (continuing as new, lingering within the lease) leave the histories
+    recorded before them replaying as they ran."""
+    from temporalio.client import WorkflowHistory
+
+    recorded = json.loads((OLD_HISTORIES / "before-continue-as-new.json").read_text())
+    agents = _old_agents(recorded["queue"])
+    histories = recorded["histories"]
+    assert len(histories) == 4
+    for workflow_id, history in histories.items():
+        await replayer(agents).replay_workflow(WorkflowHistory.from_json(workflow_id, history))
