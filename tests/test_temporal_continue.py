@@ -34,7 +34,7 @@ from agentloop.temporal import (  # noqa: E402
     replayer,
     worker,
 )
-from agentloop.temporal._durable import DELTAS_SIGNAL, start_of  # noqa: E402
+from agentloop.temporal._durable import CONTINUED, DELTAS_SIGNAL, start_of  # noqa: E402
 from tests.test_temporal_payloads import _document, bulky  # noqa: E402
 
 pytestmark = pytest.mark.temporal
@@ -399,6 +399,11 @@ async def test_a_conversation_over_the_payload_limit_is_carried_by_reference(
     assert [s.actions[0].output for s in result.steps[:-1]] == [_document(n) for n in range(steps)]
     by_reference = [s for s in starts if s.get("carry") and '"agentloop.blob"' in json.dumps(s)]
     assert by_reference, f"no cut carried by reference in {len(chain)} runs"
+    # A continued run's fingerprint is marked: an agentloop from before would start it over.
+    marked = durable.fingerprint + CONTINUED
+    assert sorted(s["fingerprint"] for s in starts) == sorted(
+        [durable.fingerprint] + [marked] * (len(starts) - 1)
+    )
 
 
 async def test_a_run_waiting_in_its_sub_agent_continues_as_new_and_goes_on(

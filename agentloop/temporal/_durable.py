@@ -48,6 +48,9 @@ DECIDE_UPDATE = "agentloop.decide"
 WAITING_QUERY = "agentloop.waiting"
 NOT_WAITING = "the run is not waiting on decisions"  # how the decide update refuses
 CONTINUING = "the run is continuing as new"  # ... while it does: the caller sends it again
+# A continued run's start marks its fingerprint so: a worker of an agentloop before
+# continuing-as-new (which would start the run over) ends it with AgentMismatch instead.
+CONTINUED = "+continued"
 STREAMING_QUERY = "agentloop.streaming"
 MODEL_ACTIVITY = "agentloop.model"
 CARRIED_ACTIVITY = "agentloop.carried"
@@ -722,6 +725,8 @@ def mismatch(start: Any, durable: TemporalAgent[Any]) -> str | None:
     """Why a run started with ``start`` cannot go on with ``durable``'s definition (``None``:
     it can): the message an ``AgentMismatch`` carries."""
     started = start.get("fingerprint") if isinstance(start, dict) else None
+    if isinstance(started, str):
+        started = started.removesuffix(CONTINUED)
     if started is None or started == durable.fingerprint:
         return None
     return (

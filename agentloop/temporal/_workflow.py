@@ -57,6 +57,7 @@ from . import _carry, _codec, _payloads
 from ._durable import (
     ACK_SIGNAL,
     CARRIED_ACTIVITY,
+    CONTINUED,
     CONTINUING,
     DECIDE_UPDATE,
     DELTAS_SIGNAL,
@@ -591,6 +592,7 @@ class AgentRunWorkflow:
         if changed is not None:
             raise AgentMismatch(changed, type="AgentMismatch", non_retryable=True)
         self._start = {k: v for k, v in start.items() if k != "carry"}
+        self._start["fingerprint"] = str(start["fingerprint"]).removesuffix(CONTINUED)
         try:
             terminal = await self._execute(durable, facts, start, carry, counts)
         except (KeyboardInterrupt, SystemExit, BaseExceptionGroup) as exc:
@@ -970,7 +972,9 @@ class AgentRunWorkflow:
             caller=(self._polled, self._acked, self._acked_at),
             replayed=(self._since_step or 0) if cut.at == "step" else 0,
         )
-        start = {**self._start, "carry": _carry.encode(carry)}
+        fingerprint = f"{self._start['fingerprint']}{CONTINUED}"
+        start: dict[str, Any] = {**self._start, "fingerprint": fingerprint}
+        start["carry"] = _carry.encode(carry)
         if _payloads.size_of(start) > MAX_START_BYTES:
             carry = dataclasses.replace(carry, base=self._last_seq, tail=[])
             start["carry"] = _carry.encode(carry)
