@@ -530,3 +530,39 @@ async def test_histories_recorded_before_continuing_as_new_replay_unchanged() ->
     assert len(histories) == 4
     for workflow_id, history in histories.items():
         await replayer(agents).replay_workflow(WorkflowHistory.from_json(workflow_id, history))
+
+
+async def test_callers_attaching_across_the_cuts_each_see_every_event(
+    temporal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten callers attach from seq 0 at staggered times while the run continues as new
+    again and again, each run holding only a short tail: each reads every event, in order, no
+    gap, no duplicate, none failing."""
+    monkeypatch.setattr(_carry, "TAIL_BYTES", 2048)
+    durable = TemporalAgent(
+        Agent(ScriptedModel(_script(6)), name="crowded", tools=[note]),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    seen: dict[int, list[int]] = {}
+    failed: dict[int, BaseException] = {}
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "go")
+
+        async def follow(n: int) -> None:
+            await anyio.sleep(0.3 * n)
+            try:
+                seen[n] = [e.seq async for e in durable.attach(client, run.run_id)]
+            except Exception as exc:
+                failed[n] = exc
+
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as tg:
+                for n in range(10):
+                    tg.start_soon(follow, n)
+            result = await run.result()
+        assert len(await _runs_of(client, run.run_id)) >= 3
+    assert result.output == "all done." and failed == {}
+    last = max(max(s) for s in seen.values())
+    gaps = {n: s for n, s in seen.items() if s != list(range(1, last + 1))}
+    assert gaps == {}, f"{len(gaps)} of 10 callers went wrong: {list(gaps.items())[:2]}"
