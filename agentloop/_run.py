@@ -88,10 +88,10 @@ class Emitter:
 
     __slots__ = ("_lock", "_send", "_seq", "_waiting", "active")
 
-    def __init__(self, send: EventSink | None) -> None:
+    def __init__(self, send: EventSink | None, *, seq: int = 0) -> None:
         self._send = send
         self.active = send is not None  # an attribute, not a property: read on every delta
-        self._seq = 0
+        self._seq = seq  # the last seq sent (a durable run that continued as new goes on)
         self._waiting = 0
         self._lock: anyio.Lock | None = None  # made when the buffer first fills
 
@@ -386,6 +386,11 @@ class RunCore:
                 self.committed_reply = loaded.reply
                 known = [*self.steps, *([loaded.reply] if loaded.reply is not None else [])]
                 self._attempt_count = max((s.attempt for s in known), default=0)
+                if loaded.counts is not None:  # a durable run continued as new, between steps
+                    self.usage_by_model = dict(loaded.counts.usage_by_model)
+                    self.tool_calls = loaded.counts.tool_calls
+                    self.tool_retries = dict(loaded.counts.tool_retries)
+                    self.output_retries = loaded.counts.output_retries
 
     @property
     def last_step(self) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from pydantic import TypeAdapter
 
-    from .models._types import InputPart, ModelResponse
+    from .models._types import InputPart, ModelResponse, Usage
     from .sessions import Lease, Record, RunEndRecord, RunRecord, Session, SessionStore
     from .sessions._base import BaseStore
 
@@ -72,6 +72,7 @@ class SessionSpec:
     wait: float | None = None
     resume: bool = False
     run_key: str | None = None
+    counts: Counts | None = None  # resuming between steps: the counters so far
 
 
 MAX_STORED_INPUT_BYTES = 32 * 1024 * 1024
@@ -132,6 +133,17 @@ def step_from_json(data: Any) -> Step:
     return _step_adapter().validate_python(data)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Counts:
+    """A run's counters that its steps do not hold: what a run resumed between two steps (a
+    durable run continuing as new) goes on counting from."""
+
+    usage_by_model: Mapping[str, Usage]
+    tool_calls: int
+    tool_retries: Mapping[str, int]
+    output_retries: int
+
+
 @dataclass(kw_only=True, slots=True)
 class Loaded:
     """What a run needs from the session it starts or resumes."""
@@ -145,6 +157,7 @@ class Loaded:
     reply: Step | None = None  # the committed reply of the step in flight, without results
     finished: tuple[RunRecord, RunEndRecord] | None = None  # the run a run_key names, if ended
     abandoned: tuple[str, ...] = ()  # waiting runs a new run ends (their calls never run)
+    counts: Counts | None = None  # resumed between steps: the counters so far
 
 
 class SessionScope:
@@ -245,7 +258,14 @@ class SessionScope:
         if loaded.run_id is not None:  # resuming: the run is the unfinished one, recorded
             scope.run_id = loaded.run_id
             scope.recorded = True
+            loaded.counts = spec.counts
         return scope
+
+    def leave(self) -> None:
+        """Leave the session as a crash would: the run unended (for a resume) and the lease
+        held, which its owner takes again at once (a durable run continuing as new, whose next
+        run has the same id)."""
+        self.ended = self.released = True
 
     @property
     def resumed(self) -> bool:

@@ -274,3 +274,32 @@ async def test_a_fresh_callers_result_after_a_decision_does_not_wait_for_a_gone_
         with anyio.fail_after(15):  # well under the 60 s linger
             result = await durable.attach(await connect(temporal_target), run_id).result()
     assert result.output == "done" and ran == {"transfer:5:bob": 1}
+
+
+async def test_a_run_does_not_linger_for_a_caller_whose_lease_has_lapsed(
+    temporal_target: str,
+) -> None:
+    """A caller streamed the start of the run, then stopped reading (without going: it holds
+    its iterator). Past its ``stream_lease`` it no longer counts as streaming: the finished run
+    stops lingering for it (60 s by default), and a fresh client's ``result()`` returns within
+    a few leases of the run's end."""
+
+    @tool(name="slow")
+    async def slow() -> str:
+        """Take a moment."""
+        await anyio.sleep(0.5)
+        return "ok"
+
+    model = ScriptedModel([Reply(calls=[call("slow", {}, id="s")]), "done"])
+    durable = TemporalAgent(
+        Agent(model, name="lapsed", tools=[slow]), task_queue=_queue(), stream_lease=1.0
+    )
+    async with serving(temporal_target, durable) as client:
+        stalled = await durable.start(client, "go")
+        with anyio.fail_after(30):
+            async for event in stalled:
+                if isinstance(event, ev.ActionStarted):
+                    break  # and reads no more
+        with anyio.fail_after(10):  # the lease (1 s) and a margin, well under the 60 s linger
+            result = await durable.attach(await connect(temporal_target), stalled.run_id).result()
+    assert result.output == "done"

@@ -131,6 +131,25 @@ class Activities:
         self._inputs.move_to_end(key)
         return parts
 
+    @activity.defn(name="agentloop.carried")
+    async def carried(self, payload: dict[str, Any]) -> list[str]:
+        """The strings a run that continued as new carries by reference, read back from the
+        run before it (by its run id, a worker replaying it): in order, as many as fit in one
+        result (one at least); the workflow asks again for the rest."""
+        info = activity.info()
+        fetch = _blob_query(info, run_id=str(payload["previous"]))
+        digests = [str(d) for d in payload["digests"]]
+        refs = [{_payloads.BLOB_REF: d, "chars": 0} for d in digests]
+        texts: list[str] = await self._reader.resolve(refs, fetch)
+        taken: list[str] = []
+        budget = _payloads.MAX_PAYLOAD_BYTES
+        for text in texts:
+            budget -= _payloads.size_of(text) + 1
+            if budget < 0 and taken:
+                break
+            taken.append(text)
+        return taken
+
     @activity.defn(name="agentloop.store")
     async def store(self, payload: dict[str, Any]) -> Any:
         """One call of a durable session run on the worker's session store."""
@@ -213,10 +232,11 @@ def _agent_at(durable: TemporalAgent[Any], payload: dict[str, Any]) -> Agent[Any
         raise ApplicationError(str(exc), type="AgentMismatch", non_retryable=True) from None
 
 
-def _blob_query(info: activity.Info) -> _payloads.Fetch:
-    """The ``agentloop.blob`` query of the activity's own workflow run."""
+def _blob_query(info: activity.Info, run_id: str | None = None) -> _payloads.Fetch:
+    """The ``agentloop.blob`` query of the activity's own workflow run (or of ``run_id``, an
+    earlier run of its chain)."""
     handle = activity.client().get_workflow_handle(
-        info.workflow_id or "", run_id=info.workflow_run_id
+        info.workflow_id or "", run_id=run_id or info.workflow_run_id
     )
 
     async def fetch(wants: list[list[Any]]) -> list[dict[str, Any]]:

@@ -47,15 +47,23 @@ ACK_SIGNAL = "agentloop.ack"
 DECIDE_UPDATE = "agentloop.decide"
 WAITING_QUERY = "agentloop.waiting"
 NOT_WAITING = "the run is not waiting on decisions"  # how the decide update refuses
+CONTINUING = "the run is continuing as new"  # ... while it does: the caller sends it again
+# A continued run's start marks its fingerprint so: a worker of an agentloop before
+# continuing-as-new (which would start the run over) ends it with AgentMismatch instead.
+CONTINUED = "+continued"
 STREAMING_QUERY = "agentloop.streaming"
 MODEL_ACTIVITY = "agentloop.model"
+CARRIED_ACTIVITY = "agentloop.carried"
 TOOL_ACTIVITY = "agentloop.tool"
 POLL_INTERVAL = 0.1  # the least time between two polls of one caller
 IDLE_POLLS = 20  # empty queries in a row (2 s) before the caller polls less often
-DECIDE_ATTEMPTS = 5  # sends of a decide the server rejected unprocessed
+DECIDE_ATTEMPTS = 5  # sends of a decide refused unprocessed (or while the run continued as new)
 IDLE_INTERVAL = 0.5  # the least time between two polls of a run idle that long
 CLOSED_READS = 5  # queries of a closed run (each answered by a replay) before its outcome
 CALLER_CACHE_CHARS = 8 * 1024 * 1024  # of the strings one caller read back by reference
+# The least ``continue_after``: a step takes some 20 history events.
+MIN_CONTINUE_AFTER = 20
+PREVIOUS_HOPS = 1000  # runs of a chain a caller goes back through for events it missed
 
 
 class DurableRunFailed(AgentLoopError):
@@ -87,7 +95,8 @@ class TemporalAgent(Generic[OutputT]):
             ``retry`` policy retries them and the caller sees ``AttemptDiscarded``).
         tool_activity: How tool calls are scheduled (timeouts, heartbeats, retry policy).
         tool_activities: Per tool name, options that replace ``tool_activity``.
-        linger: Seconds a finished run waits for a streaming caller to read its last events.
+        linger: Seconds a finished run waits for a streaming caller to read its last events
+            (only while that caller holds its ``stream_lease``).
         stream_lease: Seconds a caller counts as streaming the run after its last ack (a
             streaming caller acks every third of it while it reads): the text deltas of a
             caller that stops reading or dies stop going into the history about a second
@@ -104,6 +113,10 @@ class TemporalAgent(Generic[OutputT]):
             change it when a tool's or middleware's behaviour changes in a way a run in
             flight must not see (its name, tools, schemas, instructions and middleware names
             are in the fingerprint anyway).
+        continue_after: History events after which a run continues as new (Temporal's
+            continue-as-new) at its next safe point, between two steps or while it waits on
+            decisions; it does so too when Temporal suggests it, or past 16 MB of history.
+            Temporal fails a run at 51,200 events or 50 MB.
     """
 
     def __init__(
@@ -120,7 +133,14 @@ class TemporalAgent(Generic[OutputT]):
         store_seconds: float = 30.0,
         decision_timeout: float | None = None,
         version: str | None = None,
+        continue_after: int = 10_000,
     ) -> None:
+        given = as_given(continue_after)
+        if not isinstance(given, int) or isinstance(given, bool) or given < MIN_CONTINUE_AFTER:
+            raise UserError(
+                f"continue_after must be an int >= {MIN_CONTINUE_AFTER} (history events), "
+                f"not {continue_after!r}"
+            )
         if decision_timeout is not None and not decision_timeout > 0:
             raise UserError(f"decision_timeout must be positive seconds, not {decision_timeout!r}")
         self._agents = _agents_of(agent)
@@ -143,6 +163,7 @@ class TemporalAgent(Generic[OutputT]):
         self.store_seconds = store_seconds
         self.decision_timeout = decision_timeout
         self.version = version
+        self.continue_after = continue_after
         self.fingerprint = _fingerprint(self)
 
     def tools(self, path: str = "") -> list[Tool]:
@@ -264,7 +285,7 @@ class TemporalAgent(Generic[OutputT]):
             if self.agent.deadline is None or self.may_wait()
             else timedelta(seconds=self.agent.deadline + 60.0),
         )
-        return DurableRun(self, handle)
+        return DurableRun(self, handle, client=client)
 
     async def run(
         self,
@@ -314,7 +335,7 @@ class TemporalAgent(Generic[OutputT]):
                 f"after_seq must be a seq already seen (an int >= 0), not {after_seq!r}"
             )
         handle: WorkflowHandle[Any, str] = client.get_workflow_handle(run_id, result_type=str)
-        return DurableRun(self, handle, after_seq=after_seq)
+        return DurableRun(self, handle, after_seq=after_seq, client=client)
 
     def __repr__(self) -> str:
         return f"TemporalAgent({self.name!r}, task_queue={self.task_queue!r})"
@@ -335,17 +356,30 @@ class DurableRun(Generic[OutputT]):
     last event (a caller that stops reading at ``RunWaiting`` is not waited for once the run
     is decided). Made by ``TemporalAgent.start`` and ``TemporalAgent.attach``.
 
+    A run that continued as new (``TemporalAgent(continue_after=...)``) is followed by its
+    workflow id: its events go on in the next run of the chain, and events from before the
+    next run's are read from the run that has them.
+
     Args:
         durable: The agent the run is of.
         handle: The run's workflow.
         after_seq: The ``seq`` of the last event the caller has seen.
+        client: The client ``handle`` is of (to read the earlier runs of a run that continued
+            as new).
     """
 
     def __init__(
-        self, durable: TemporalAgent[OutputT], handle: WorkflowHandle[Any, str], after_seq: int = 0
+        self,
+        durable: TemporalAgent[OutputT],
+        handle: WorkflowHandle[Any, str],
+        after_seq: int = 0,
+        *,
+        client: Client | None = None,
     ) -> None:
         self._durable = durable
         self._handle = handle
+        self._client = client
+        self._reading = handle  # the run of the chain the last events came from (its blobs)
         self.run_id = handle.id
         self.last_seq = after_seq
         self._batch: deque[ev.Event] = deque()
@@ -395,20 +429,25 @@ class DurableRun(Generic[OutputT]):
             await self._ack()  # still streaming (not while the run waits: no model calls)
         # By query, also once the run closed (a worker replays it): a caller slower than the
         # one whose ack ended the linger still reads every event, not just the terminal one.
+        self._reading = self._handle
         reply = await self._peek()
         if reply is None:  # no worker answered now (as after a crash): long-poll for one
             try:
-                polled: dict[str, Any] = await self._handle.execute_update(
+                polled: dict[str, Any] | None = await self._handle.execute_update(
                     EVENTS_UPDATE, self.last_seq, result_type=dict
                 )
-                reply = polled
             except Exception as exc:  # the workflow closed between two polls
                 if not await self._closed():
-                    raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
-                reply = await self._peek_closed()
-                if reply is None:  # no worker replays it: the end is all there is to read
-                    await self._end_from_outcome()
-                    return
+                    # Or it continued as new meanwhile: the next run answers.
+                    polled = await self._peek()
+                    if polled is None:
+                        raise DurableRunFailed(f"polling the run's events failed: {exc}") from exc
+                else:
+                    polled = await self._peek_closed()
+            if polled is None:  # no worker replays it: the end is all there is to read
+                await self._end_from_outcome()
+                return
+            reply = await self._earlier(polled)
         if reply["end"] and not reply["events"]:  # it ended with no terminal event (cancelled)
             await self._end_from_outcome()
             return
@@ -421,7 +460,7 @@ class DurableRun(Generic[OutputT]):
         return ev.event_from_json(whole, output_type=self._durable.agent.output_type)
 
     async def _blob(self, wants: list[list[Any]]) -> list[dict[str, Any]]:
-        reply: list[dict[str, Any]] = await self._handle.query(
+        reply: list[dict[str, Any]] = await self._reading.query(
             _payloads.BLOB_QUERY, wants, result_type=list
         )
         return reply
@@ -444,7 +483,37 @@ class DurableRun(Generic[OutputT]):
             )
         except (RPCError, WorkflowQueryFailedError):
             return None
-        return reply
+        return await self._earlier(reply)
+
+    async def _earlier(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """The reply, or, when it says the events the caller wants are before its run's (the
+        run continued as new), the reply of the earlier run of the chain that has them: read
+        by its run id (a worker replays it), its references read from it too."""
+        from temporalio.client import WorkflowQueryFailedError
+
+        for _ in range(PREVIOUS_HOPS):
+            previous = reply.get("previous")
+            if previous is None:
+                return reply
+            if self._client is None:
+                raise DurableRunFailed("a run that continued as new is read with its client")
+            handle: WorkflowHandle[Any, str] = self._client.get_workflow_handle(
+                self.run_id, run_id=str(previous), result_type=str
+            )
+            for attempt in range(CLOSED_READS):  # replayed to answer: a busy worker is slow
+                try:
+                    reply = await handle.query(EVENTS_QUERY, self.last_seq, result_type=dict)
+                    break
+                except (RPCError, WorkflowQueryFailedError) as exc:
+                    if attempt + 1 == CLOSED_READS:
+                        raise DurableRunFailed(
+                            f"the events after seq {self.last_seq} of run {self.run_id!r} are "
+                            f"in its run {previous} (it continued as new since), which could "
+                            f"not be read: {exc}"
+                        ) from exc
+                    await anyio.sleep(0.2 * 2**attempt)
+            self._reading = handle
+        raise DurableRunFailed(f"run {self.run_id!r} continued as new over {PREVIOUS_HOPS} times")
 
     async def _peek_closed(self) -> dict[str, Any] | None:
         """The events after the last seen, from a run that has closed: a worker answers by
@@ -485,6 +554,7 @@ class DurableRun(Generic[OutputT]):
                 if changed is not None:
                     raise DurableRunFailed(f"{changed} ({cause})", kind="AgentMismatch") from exc
             raise DurableRunFailed(str(cause), kind=kind) from exc
+        self._reading = self._handle
         return await self._event(data)
 
     async def _start(self) -> Any:
@@ -518,6 +588,7 @@ class DurableRun(Generic[OutputT]):
         )
         if data is None:
             return None
+        self._reading = self._handle
         event = await self._event(data)
         if not isinstance(event, ev.RunWaiting):  # a fault of ours if so
             raise DurableRunFailed(f"the run's waiting state is a {event.type} event")
@@ -575,18 +646,29 @@ class DurableRun(Generic[OutputT]):
 
     async def _decide_update(self, data: dict[str, Any]) -> None:
         """The ``decide`` update, sent again (a bounded number of times) when the server
-        rejects it unprocessed, as it may while many callers query the run: a rejected update
-        was not recorded, so sending it again cannot decide twice."""
+        rejects it unprocessed, as it may while many callers query the run, or the run was
+        continuing as new (the next run of the chain takes it). A rejected update was not
+        recorded, and each send has the same update id (Temporal takes one once), so sending
+        it again cannot decide twice."""
         from temporalio.client import WorkflowUpdateFailedError
 
+        update_id = f"agentloop-decide-{new_id()}"
         for attempt in range(DECIDE_ATTEMPTS):
+            last = attempt + 1 == DECIDE_ATTEMPTS
             try:
-                await self._handle.execute_update(DECIDE_UPDATE, data)
+                await self._handle.execute_update(DECIDE_UPDATE, data, id=update_id)
                 return
             except WorkflowUpdateFailedError as exc:
-                if attempt + 1 == DECIDE_ATTEMPTS or "UnprocessedUpdate" not in str(exc.cause):
+                cause = exc.cause
+                again = "UnprocessedUpdate" in str(cause) or (
+                    getattr(cause, "message", None) == CONTINUING
+                )
+                if last or not again:
                     raise
-                await anyio.sleep(0.1 * 2**attempt)
+            except RPCError:
+                if last or await self._closed():  # a run that ended: ``decide`` says so
+                    raise
+            await anyio.sleep(0.1 * 2**attempt)
 
     async def cancel(self) -> None:
         """Ask Temporal to cancel the run (its activities are cancelled too)."""
@@ -643,6 +725,8 @@ def mismatch(start: Any, durable: TemporalAgent[Any]) -> str | None:
     """Why a run started with ``start`` cannot go on with ``durable``'s definition (``None``:
     it can): the message an ``AgentMismatch`` carries."""
     started = start.get("fingerprint") if isinstance(start, dict) else None
+    if isinstance(started, str):
+        started = started.removesuffix(CONTINUED)
     if started is None or started == durable.fingerprint:
         return None
     return (

@@ -106,6 +106,20 @@ class Blobs:
             referred = self.refer(value, REFER_SMALL_CHARS)
         return json.dumps(referred, separators=(",", ":"))
 
+    def hold(self, digest: str, text: str) -> None:
+        """Keep ``text``, read back for ``digest`` (``ValueError`` if it is not that string's)."""
+        if digest_of(text) != digest:
+            raise ValueError(f"the string read back for digest {digest!r} is not the one sent")
+        self._texts[digest] = text
+
+    def size(self, digest: str) -> int:
+        """The bytes the string of ``digest`` takes as recorded (``size_of``)."""
+        return size_of(self._texts[digest])
+
+    def whole(self, value: Any) -> Any:
+        """``value`` with each reference replaced by the string this workflow holds for it."""
+        return _substitute(value, self._texts)
+
     def read(self, wants: list[Any]) -> list[dict[str, Any]]:
         """The ``agentloop.blob`` query: for each ``[digest, start]`` wanted, in order and as
         many as fit in one reply (one at least), the string's slice from ``start`` and whether
@@ -262,6 +276,13 @@ class BlobReader:
             _, dropped = self._cache.popitem(last=False)
             self._chars -= len(dropped)
         return texts
+
+
+def digests_in(value: Any) -> list[str]:
+    """The digests ``value``'s references name, each once, sorted."""
+    digests: set[str] = set()
+    _collect(value, digests)
+    return sorted(digests)
 
 
 def _is_ref(fields: dict[str, Any]) -> bool:

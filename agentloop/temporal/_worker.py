@@ -111,7 +111,7 @@ def worker(
         client,
         task_queue=task_queue,
         workflows=[AgentRunWorkflow],
-        activities=[activities.model, activities.tool, activities.store],
+        activities=[activities.model, activities.tool, activities.store, activities.carried],
         interceptors=[_Serve(served)],
         workflow_runner=sandbox(),
         sticky_queue_schedule_to_start_timeout=timedelta(

@@ -25,10 +25,11 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 import agentloop._events as ev
@@ -38,21 +39,32 @@ from .._context import StateView
 from .._decisions import Decision, Deny, ExternalResult
 from .._loop import execute
 from .._middleware import compose
-from .._run import Effects, Emitter, Launch
-from .._session_run import SessionSpec, parts_from_json, step_from_json
+from .._run import Effects, Emitter, Launch, RunCore, run_of
+from .._session_run import (
+    Counts,
+    Loaded,
+    SessionSpec,
+    parts_from_json,
+    step_from_json,
+    step_to_json,
+)
 from .._steps import ActionResult, RunResult, Step
 from .._time import use_entropy
 from .._waiting import DecisionError, check_decisions, decode_state
 from ..models._base import Model
-from ..models._types import ModelDelta, ModelProfile, ModelRequest, ModelStream
-from . import _codec, _payloads
+from ..models._types import ModelDelta, ModelProfile, ModelRequest, ModelStream, Usage
+from . import _carry, _codec, _payloads
 from ._durable import (
     ACK_SIGNAL,
+    CARRIED_ACTIVITY,
+    CONTINUED,
+    CONTINUING,
     DECIDE_UPDATE,
     DELTAS_SIGNAL,
     EVENTS_QUERY,
     EVENTS_UPDATE,
     MAX_DECISION_BYTES,
+    MAX_START_BYTES,
     MODEL_ACTIVITY,
     NOT_WAITING,
     STREAMING_QUERY,
@@ -91,6 +103,15 @@ SERVED: ContextVar[Mapping[str, tuple[TemporalAgent[Any], AgentFacts]] | None] =
 EVENT_BUFFER = 256
 POLL_SECONDS = 20.0  # a long poll returns empty after this, and the caller polls again
 MAX_BATCH = 1000  # events in one poll's reply
+# A run continues as new past this much history (or when Temporal suggests it, or past
+# ``TemporalAgent.continue_after`` events): Temporal's own limit is 50 MB.
+CONTINUE_BYTES = 16 * 1024 * 1024
+# Patched: a run started before continuing-as-new existed never continues as new.
+CONTINUE_PATCH = "agentloop-continue-as-new"
+
+
+class _Cut(Exception):
+    """The run continues as new now, from the wait it was in."""
 
 
 # A tool that raised one of these in its activity ends the run with it, as in-process.
@@ -203,9 +224,11 @@ class _WorkflowModel(Model):
     async def _stream(
         self, request: ModelRequest
     ) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
+        host = self._host
+        if not self._path:
+            await host.cut_between_steps(request)  # returns unless the run continues as new
         attempt_timeout = self._durable.agent_at(self._path).retry.attempt_timeout
         encoded = _codec.encode_request(request)
-        host = self._host
         payload: dict[str, Any] = {
             "agent": self._durable.name,
             "path": self._path,
@@ -337,7 +360,9 @@ class AgentRunWorkflow:
     """One durable run of an agent the worker serves."""
 
     def __init__(self) -> None:
-        self._log: list[str] = []  # the events, as JSON; event seq n is at index n - 1
+        self._log: list[str] = []  # the events, as JSON; event seq n is at index n - 1 - base
+        self._base = 0  # the seq before the log's first (the runs before this one had those)
+        self._previous: str | None = None  # the run this one continued (its Temporal run id)
         self._log_bytes: list[int] = []  # each one's size in a reply (``_payloads.within``)
         # The large strings sent by reference, which the ``agentloop.blob`` query reads.
         self.blobs = _payloads.Blobs()
@@ -353,6 +378,8 @@ class AgentRunWorkflow:
         # While the run waits on decisions: the step it waits in, and its RunWaiting event.
         self._waiting_step: Step | None = None
         self._waiting_event: str | None = None
+        self._waiting_whole: str | None = None  # the same, with no references (a cut carries it)
+        self._waited_since: float | None = None  # a wait carried over: when it began
         self._toolbox: Toolbox | None = None
         self._decided: dict[str, Decision] | None = None
         # The sub-agents' agents as the workflow runs them, by path (made once each).
@@ -363,6 +390,24 @@ class AgentRunWorkflow:
         self.input_refs: dict[str, int] = {}
         # The model activities time their attempts (``_untimed``), not durable timers here.
         self.timeouts_in_activity = False
+        # Continuing as new (``_carry``): the start it continues with, once a cut is made; the
+        # engine's scope, cancelled by a cut between steps; events counted since the last step
+        # (the engine makes them again in the next run, which drops them); the last step whose
+        # model call was asked for; events to drop (seq up to this).
+        self._start: dict[str, Any] = {}
+        self._continue_after = 10_000
+        self._cutting: _carry.Carry | None = None
+        self._uncut = False  # a cut cannot be made (an old history, a carry too large)
+        self._engine: anyio.CancelScope | None = None
+        self._since_step: int | None = None
+        self._asked_step = -1
+        self._drop_through = 0
+        self._continued = 0
+        self._floor = 0
+        # The engine's invocation in flight: when it began here, and the seconds of its
+        # deadline the runs before spent (a cut between steps carries them).
+        self._invoked_at = 0.0
+        self._spent = 0.0
 
     def open_call(self) -> _Call:
         self._call_count += 1
@@ -433,13 +478,25 @@ class AgentRunWorkflow:
         to send its text as it comes from then on."""
         return self.streamed
 
+    @property
+    def _last_seq(self) -> int:
+        return self._base + len(self._log)
+
+    def _after(self, after: int) -> dict[str, Any]:
+        """A poll's reply: the events after seq ``after`` (within a reply's bounds), whether
+        that is the end; for events before this run's, the run that has them."""
+        if after < self._base and self._previous is not None:
+            return {"events": [], "end": False, "previous": self._previous, "base": self._base}
+        at = max(after - self._base, 0)
+        batch = self._log[at : at + _payloads.within(self._log_bytes, at, MAX_BATCH)]
+        return {"events": batch, "end": self._finished and at + len(batch) >= len(self._log)}
+
     @workflow.query(name=EVENTS_QUERY)
     def peek(self, after: int) -> dict[str, Any]:
         """The events after seq ``after``, at once (maybe none). A query is not recorded in
         the history and has no per-run limit, unlike an update: a caller streaming a busy
         run polls this, and long-polls ``events`` only while the run is idle."""
-        batch = self._log[after : after + _payloads.within(self._log_bytes, after, MAX_BATCH)]
-        return {"events": batch, "end": self._finished and after + len(batch) >= len(self._log)}
+        return self._after(after)
 
     # A poll left waiting when the workflow fails (an agent mismatch) is abandoned: its
     # caller falls back to the workflow's outcome.
@@ -452,13 +509,12 @@ class AgentRunWorkflow:
         self._acked_at = workflow.now().timestamp()
         try:
             await workflow.wait_condition(
-                lambda: len(self._log) > after or self._finished,
+                lambda: self._last_seq > after or self._finished or self._cutting is not None,
                 timeout=timedelta(seconds=POLL_SECONDS),
             )
         except TimeoutError:
             pass
-        batch = self._log[after : after + _payloads.within(self._log_bytes, after, MAX_BATCH)]
-        return {"events": batch, "end": self._finished and after + len(batch) >= len(self._log)}
+        return self._after(after)  # continuing as new: maybe none, and the caller asks again
 
     @workflow.update(name=DECIDE_UPDATE)
     def decide(self, decisions: dict[str, Any]) -> None:
@@ -482,6 +538,8 @@ class AgentRunWorkflow:
                 type="DecisionError",
                 non_retryable=True,
             )
+        if self._cutting is not None:  # the caller sends it again, to the next run
+            raise ApplicationError(CONTINUING, type="DecisionError", non_retryable=True)
         step, toolbox = self._waiting_step, self._toolbox
         if step is None or toolbox is None or self._decided is not None:
             raise ApplicationError(
@@ -511,6 +569,8 @@ class AgentRunWorkflow:
         self.timeouts_in_activity = workflow.patched("agentloop-timeouts-in-activity")
         try:
             _codec.check_start_shape(start)
+            carry = None if start.get("carry") is None else _carry.decode(start["carry"])
+            counts = None if carry is None or carry.at == "wait" else _counts_of(carry.counts)
         except (KeyError, TypeError, ValueError) as exc:
             raise ApplicationError(
                 f"not a start agentloop sends ({exc}): start durable runs with TemporalAgent.start",
@@ -527,11 +587,14 @@ class AgentRunWorkflow:
             )
         durable, facts = served[start["agent"]]
         self._lease = durable.stream_lease
+        self._continue_after = durable.continue_after
         changed = mismatch(start, durable)
         if changed is not None:
             raise AgentMismatch(changed, type="AgentMismatch", non_retryable=True)
+        self._start = {k: v for k, v in start.items() if k != "carry"}
+        self._start["fingerprint"] = str(start["fingerprint"]).removesuffix(CONTINUED)
         try:
-            terminal = await self._execute(durable, facts, start)
+            terminal = await self._execute(durable, facts, start, carry, counts)
         except (KeyboardInterrupt, SystemExit, BaseExceptionGroup) as exc:
             found = _exit_in(exc)  # a tool raised it (see ``_EXITS``): the run ends with it
             if found is None:
@@ -545,46 +608,108 @@ class AgentRunWorkflow:
             # next poll that it ended (and reads the outcome), not after polling it idle.
             self._finished = True
             raise
+        if isinstance(terminal, _carry.Carry):  # a cut: it goes on in the next run of its chain
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(self._next_start(terminal), memo=workflow.memo())
         self._finished = True
-        if self._polled and self._acked < len(self._log):
-            try:
-                await workflow.wait_condition(
-                    lambda: self._acked >= len(self._log),
-                    timeout=timedelta(seconds=durable.linger),
-                )
-            except TimeoutError:
-                pass
+        if self._polled and self._acked < self._last_seq:
+            # Patched: a run that ended before this change replays with its one timer.
+            if workflow.patched("agentloop-linger-within-lease"):
+                await self._linger(durable.linger)
+            else:
+                try:
+                    await workflow.wait_condition(
+                        lambda: self._acked >= self._last_seq,
+                        timeout=timedelta(seconds=durable.linger),
+                    )
+                except TimeoutError:
+                    pass
         await workflow.wait_condition(workflow.all_handlers_finished)
         return terminal
 
+    async def _linger(self, linger: float) -> None:
+        """Wait, up to ``linger`` seconds, for the streaming caller to read the end: only while
+        it holds its ``stream_lease`` (each ack renews it), so a caller that stopped reading
+        or went away holds the run no longer than its lease."""
+        until = workflow.now().timestamp() + linger
+        while self._acked < self._last_seq:
+            now = workflow.now().timestamp()
+            wait = min(until, self._acked_at + self._lease) - now
+            if wait <= 0:
+                return
+            try:
+                await workflow.wait_condition(
+                    lambda: self._acked >= self._last_seq, timeout=timedelta(seconds=wait)
+                )
+            except TimeoutError:
+                pass
+
     async def _execute(
-        self, durable: TemporalAgent[Any], facts: AgentFacts, start: dict[str, Any]
-    ) -> str:
+        self,
+        durable: TemporalAgent[Any],
+        facts: AgentFacts,
+        start: dict[str, Any],
+        carry: _carry.Carry | None,
+        counts: Counts | None,
+    ) -> str | _carry.Carry:
+        """The run's terminal event, or the cut's carry, to continue as new."""
         use_entropy(_Entropy())
         # Tracing stays off inside the workflow: the OpenTelemetry SDK reads the environment
         # and the clock, which a workflow may not (the activities' own code may trace).
         model = _WorkflowModel(self, durable, facts[""], "")
         agent = self._untimed(durable.agent.replace(model=model, instrument=False))
         send, receive = anyio.create_memory_object_stream[ev.Event](EVENT_BUFFER)
+        emitter = Emitter(send)
+        loaded = None
+        waited: RunResult[Any] | None = None
+        first = agent  # the agent of the first invocation here
+        if carry is not None:
+            carry = await self._whole(carry)
+            # What this run's start took (its carried strings read back): a run that waits is
+            # cut again only once its history grew by ``continue_after`` from here.
+            self._floor = workflow.info().get_current_history_length()
+            emitter = Emitter(send, seq=self._restore(carry))
+            if counts is not None:  # between steps: the engine goes on from the steps so far
+                deadline = agent.deadline
+                if deadline is not None:  # what is left of it (workflow time, as the engine's)
+                    self._spent = carry.elapsed
+                    first = agent.replace(deadline=max(deadline - carry.elapsed, 0.001))
+            if counts is not None and start["session"] is None:  # a session's are in its store
+                loaded = Loaded(
+                    state=StateView(carry.state),
+                    memory=(),
+                    run_id=start["run_id"],
+                    user_input=start["input"],
+                    input_parts=parts_from_json(start.get("input_parts")),
+                    steps=tuple(step_from_json(s) for s in carry.steps),
+                    counts=counts,
+                )
+            elif counts is None:  # in a wait: for its decisions, as the run before waited
+                waited = self._restore_wait(carry, durable)
         session = start.get("session")
         spec = None
         if session is not None:
             store = ActivityStore(durable.name, seconds=durable.store_seconds, blobs=self.blobs)
             spec = SessionSpec(
-                store=store, session_id=session["id"], wait=session["wait"], resume=False
+                store=store,
+                session_id=session["id"],
+                wait=session["wait"],
+                resume=counts is not None,  # cut between steps: its unfinished run goes on
+                counts=counts,
             )
         self.input_parts = list(start.get("input_parts") or ())
         self.input_refs = _codec.input_refs(self.input_parts)
         launch = Launch(
-            agent=agent,
+            agent=first,
             run_id=start["run_id"],
             user_input=start["input"],
             input_parts=parts_from_json(start.get("input_parts")),
             branch=agent.name,
-            emitter=Emitter(send),
+            emitter=emitter,
             state=StateView(start["state"]),
             variables=start["variables"],
             session_spec=spec,
+            loaded=loaded,
             effects=_ToolEffects(self, durable, facts, ""),
         )
         self._toolbox = Toolbox(durable.tools())
@@ -593,16 +718,24 @@ class AgentRunWorkflow:
             tg.start_soon(self._keep, receive)
             async with send:
                 try:
-                    result = await execute(launch)
-                    # A run that waits on decisions waits here, durably (for days if need
-                    # be), then goes on in this workflow: one workflow, one stream of events.
-                    while result.pending:
-                        decided = await self._wait_for_decisions(durable, result)
-                        launch = _resumed(launch, result, decided, spec)
-                        result = await execute(launch)
+                    # A cut between steps cancels the engine (``cut_between_steps``).
+                    with anyio.CancelScope() as self._engine:
+                        self._invoked_at = workflow.now().timestamp()
+                        result = waited if waited is not None else await execute(launch)
+                        # A run that waits on decisions waits here, durably (for days if
+                        # need be), then goes on in this workflow: one stream of events.
+                        while result.pending:
+                            decided = await self._wait_for_decisions(durable, result)
+                            launch = _resumed(launch, agent, result, decided, spec)
+                            self._invoked_at, self._spent = workflow.now().timestamp(), 0.0
+                            result = await execute(launch)
+                except _Cut:
+                    pass  # in a wait
                 except Exception as exc:
                     workflow.logger.debug("run %s failed", start["run_id"], exc_info=True)
                     error = exc
+        if self._cutting is not None:
+            return self._cutting
         terminal = self._terminal
         if terminal is None:
             # The engine ends every run with RunFinished or RunFailed; failing without one is a
@@ -626,12 +759,8 @@ class AgentRunWorkflow:
             else Step(index=len(result.steps), attempt=0, pending=result.pending)
         )
         within = durable.decision_timeout
-        try:
-            await workflow.wait_condition(
-                lambda: self._decided is not None,
-                timeout=None if within is None else timedelta(seconds=within),
-            )
-        except TimeoutError:
+        since, self._waited_since = self._waited_since or workflow.now().timestamp(), None
+        if not await self._decided_within(within, since):
             why = f"no decision within {within:g}s (the run's decision_timeout)"
             self._decided = {
                 p.id: Deny(why) if p.kind == "approval" else ExternalResult(error=why)
@@ -641,31 +770,307 @@ class AgentRunWorkflow:
         self._waiting_step = None
         return decided
 
+    async def _decided_within(self, within: float | None, since: float) -> bool:
+        """Whether the decisions came within ``within`` seconds of ``since``. The run may
+        continue as new meanwhile (``_Cut``), before any decision is taken: the next run waits
+        on, for what is left of the time."""
+        if not workflow.patched(CONTINUE_PATCH):  # a run waiting from before, as it waited
+            self._uncut = True
+            try:
+                await workflow.wait_condition(
+                    lambda: self._decided is not None,
+                    timeout=None if within is None else timedelta(seconds=within),
+                )
+            except TimeoutError:
+                return False
+            return True
+        while self._decided is None:
+            left = None if within is None else within - (workflow.now().timestamp() - since)
+            if left is not None and left <= 0:
+                return False
+            try:
+                await workflow.wait_condition(
+                    lambda: (
+                        self._decided is not None
+                        or (self._waiting_whole is not None and self._cut_wanted())
+                    ),
+                    timeout=None if left is None else timedelta(seconds=left),
+                )
+            except TimeoutError:
+                return False
+            if self._decided is None:
+                cut = self._fits(self._cut_of("wait", waiting=self._waiting_whole, since=since))
+                if cut is not None:
+                    self._cutting = cut
+                    raise _Cut
+        return True
+
+    def _cut_wanted(self) -> bool:
+        """Whether the run should continue as new at its next safe point: Temporal suggests
+        it, or its history passed ``continue_after`` events (beyond what its start took) or
+        ``CONTINUE_BYTES``."""
+        if self._uncut or self._cutting is not None:
+            return False
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() - self._floor >= self._continue_after
+            or info.get_current_history_size() >= CONTINUE_BYTES
+        )
+
+    async def cut_between_steps(self, request: ModelRequest) -> None:
+        """Before the run's first model call of a step (no activity in flight, the steps so far
+        settled): when the run should continue as new, the engine is cancelled here, and the
+        next run goes on from its steps (a session's from its store, where its steps are
+        committed: the session is left as a crash leaves it, for the next run to resume). Not
+        after a handoff."""
+        if request.run is None:
+            return
+        run = run_of(request.run)
+        step = len(run.steps)
+        first, self._asked_step = step != self._asked_step, step
+        if (
+            not first
+            or self._since_step is None  # no step finished in this run yet
+            or self._engine is None
+            or run.parent_run_id is not None
+            or run.agent.name != self._start["agent"]
+            or not self._cut_wanted()
+        ):
+            return
+        if not workflow.patched(CONTINUE_PATCH):  # a run from before: it never continues as new
+            self._uncut = True
+            return
+        session = run.session
+        cut = self._fits(
+            self._cut_of(
+                "step",
+                steps=[step_to_json(s) for s in run.steps] if session is None else [],
+                state=run.state.snapshot() if session is None else {},
+                counts=_counts_json(run),
+                elapsed=self._spent + workflow.now().timestamp() - self._invoked_at,
+            )
+        )
+        if cut is None:
+            return
+        self._cutting = cut
+        if session is not None:
+            session.leave()
+        self._engine.cancel()
+        await anyio.Event().wait()  # cancelled (a workflow has no infinite sleep: no timer)
+
+    def _cut_of(
+        self,
+        at: Literal["step", "wait"],
+        *,
+        steps: list[dict[str, Any]] | None = None,
+        state: dict[str, Any] | None = None,
+        counts: dict[str, Any] | None = None,
+        waiting: str | None = None,
+        since: float = 0.0,
+        elapsed: float = 0.0,
+    ) -> _carry.Carry:
+        """The carry of a cut made now; its events and counts are taken at the cut itself
+        (``_next_start``), once the engine's last events are in the log."""
+        return _carry.Carry(
+            previous=workflow.info().run_id,
+            base=0,
+            tail=[],
+            calls=0,
+            caller=(False, 0, 0.0),
+            at=at,
+            replayed=0,
+            steps=steps or [],
+            state=state or {},
+            counts=counts or {},
+            waiting=waiting,
+            waited_since=since,
+            elapsed=elapsed,
+            continued=self._continued + 1,
+        )
+
+    def _fits(self, carry: _carry.Carry) -> _carry.Carry | None:
+        """``carry`` if the next run's start holds it (with room for a tail) within Temporal's
+        payload limit, whole or else with its large strings by reference (the next run reads
+        them back from this one: ``_whole``); else ``None``, and the run goes on uncut (it may
+        meet the history's limit), with a warning."""
+        size = self._size_of(carry)
+        if size > MAX_START_BYTES:
+            waiting = None if carry.waiting is None else json.loads(carry.waiting)
+            carry = dataclasses.replace(
+                carry,
+                steps=self.blobs.refer(carry.steps),
+                state=self.blobs.refer(carry.state),
+                waiting=None if waiting is None else json.dumps(self.blobs.refer(waiting)),
+            )
+            size = self._size_of(carry)
+            largest = max(
+                (self.blobs.size(d) for d in _payloads.digests_in(_carry.encode(carry))),
+                default=0,
+            )
+            size = max(size, largest)  # each string must fit in the result that reads it back
+        if size <= MAX_START_BYTES:
+            return carry
+        workflow.logger.warning(
+            "run %s cannot continue as new: what it carries is %.2f MB, over the payload limit",
+            self._start.get("run_id"),
+            size / 2**20,
+        )
+        self._uncut = True
+        return None
+
+    def _size_of(self, carry: _carry.Carry) -> int:
+        """The next run's start with ``carry``, in bytes, and room for a tail of events."""
+        start = {**self._start, "carry": _carry.encode(carry)}
+        return _payloads.size_of(start) + _carry.TAIL_BYTES + 4096
+
+    async def _whole(self, carry: _carry.Carry) -> _carry.Carry:
+        """``carry`` with the strings it holds by reference read back (``agentloop.carried``,
+        from the run before: its result records them in this run's history, so a replay has
+        them too), and kept here, as the strings this run refers to must be."""
+        waiting = carry.waiting
+        value = (
+            None if waiting is None or _payloads.BLOB_REF not in waiting else json.loads(waiting)
+        )
+        todo = _payloads.digests_in([carry.steps, carry.state, value])
+        while todo:
+            texts: list[str] = await workflow.execute_activity(
+                CARRIED_ACTIVITY,
+                {"previous": carry.previous, "digests": todo},
+                result_type=list,
+                start_to_close_timeout=timedelta(seconds=120),
+                retry_policy=RetryPolicy(maximum_attempts=5),
+            )
+            try:
+                if not texts:
+                    raise ValueError("none read back")
+                for digest, text in zip(todo, texts, strict=False):
+                    self.blobs.hold(digest, text)
+            except ValueError as exc:
+                raise ApplicationError(
+                    f"the strings the run carried from run {carry.previous}: {exc}",
+                    type="agentloop.Fault",
+                    non_retryable=True,
+                ) from None
+            todo = todo[len(texts) :]
+        return dataclasses.replace(
+            carry,
+            steps=self.blobs.whole(carry.steps),
+            state=self.blobs.whole(carry.state),
+            waiting=waiting if value is None else json.dumps(self.blobs.whole(value)),
+        )
+
+    def _next_start(self, cut: _carry.Carry) -> dict[str, Any]:
+        """The start of the next run of the chain: the start fields and the cut's carry, with
+        the last events (dropped if they would not fit) and the counts as they are now."""
+        tail = _carry.tail_of(self._log, self._log_bytes)
+        carry = dataclasses.replace(
+            cut,
+            base=self._last_seq - len(tail),
+            tail=tail,
+            calls=self._call_count,
+            caller=(self._polled, self._acked, self._acked_at),
+            replayed=(self._since_step or 0) if cut.at == "step" else 0,
+        )
+        fingerprint = f"{self._start['fingerprint']}{CONTINUED}"
+        start: dict[str, Any] = {**self._start, "fingerprint": fingerprint}
+        start["carry"] = _carry.encode(carry)
+        if _payloads.size_of(start) > MAX_START_BYTES:
+            carry = dataclasses.replace(carry, base=self._last_seq, tail=[])
+            start["carry"] = _carry.encode(carry)
+        return start
+
+    def _restore(self, carry: _carry.Carry) -> int:
+        """This run goes on from the run before's cut: its events' numbering and tail, its
+        model calls' numbering, its caller's lease. The seq the engine's events go on from
+        (less those it makes again, going on between steps: they are dropped)."""
+        self._previous, self._base = carry.previous, carry.base
+        self._log = list(carry.tail)
+        self._log_bytes = [_payloads.size_of(e) for e in carry.tail]
+        self._call_count = carry.calls
+        self._polled, self._acked, self._acked_at = carry.caller
+        self._continued = carry.continued
+        if carry.at == "wait":
+            self._waited_since = carry.waited_since
+            return self._last_seq
+        self._drop_through = self._last_seq
+        return self._last_seq - carry.replayed - 1  # and its RunStarted
+
+    def _restore_wait(self, carry: _carry.Carry, durable: TemporalAgent[Any]) -> RunResult[Any]:
+        waiting = carry.waiting or ""
+        why = ""
+        try:
+            event = ev.event_from_json(waiting, output_type=durable.agent.output_type)
+        except (KeyError, TypeError, ValueError) as exc:
+            event, why = None, str(exc)
+        if not isinstance(event, ev.RunWaiting):
+            raise ApplicationError(
+                f"not a start agentloop sends (the carried wait is no RunWaiting: {why})"
+                if event is None
+                else f"not a start agentloop sends (the carried wait is a {event.type} event)",
+                type="BadStart",
+                non_retryable=True,
+            )
+        self._waiting_whole = waiting
+        self._waiting_event = self.blobs.event(waiting)
+        return event.result
+
     async def _keep(self, receive: Any) -> None:
         async with receive:
             async for event in receive:
-                data = self.blobs.event(event.to_json())
+                if event.seq <= self._drop_through:
+                    continue  # the run before had it: the engine made it again, going on
+                whole = event.to_json()
+                data = self.blobs.event(whole)
                 self._log.append(data)
                 self._log_bytes.append(_payloads.size_of(data))
+                if self._since_step is not None:
+                    self._since_step += 1
                 if event.parent_run_id:
                     continue
                 if isinstance(event, ev.RunFinished | ev.RunFailed):
                     self._terminal = data
                 elif isinstance(event, ev.RunWaiting):
-                    self._waiting_event = data
+                    self._waiting_event, self._waiting_whole = data, whole
                 elif isinstance(event, ev.RunStarted):
-                    self._waiting_event = None  # the next invocation: it waits no more
+                    self._waiting_event = self._waiting_whole = None  # it waits no more
+                elif isinstance(event, ev.StepFinished):
+                    self._since_step = 0
+
+
+def _counts_json(run: RunCore) -> dict[str, Any]:
+    return {
+        "usage": {model: dataclasses.asdict(u) for model, u in run.usage_by_model.items()},
+        "tool_calls": run.tool_calls,
+        "tool_retries": dict(run.tool_retries),
+        "output_retries": run.output_retries,
+    }
+
+
+def _counts_of(data: dict[str, Any]) -> Counts:
+    """``_counts_json``'s, read back (``TypeError``/``ValueError`` for counts it never made)."""
+    usage = data["usage"]
+    retries = data["tool_retries"]
+    if not isinstance(usage, dict) or not isinstance(retries, dict):
+        raise TypeError("a carry's counts hold objects")
+    usage_by_model = {str(k): Usage(**cast("dict[str, Any]", v)) for k, v in usage.items()}
+    return Counts(
+        usage_by_model=usage_by_model,
+        tool_calls=int(data["tool_calls"]),
+        tool_retries={str(k): int(v) for k, v in cast("dict[str, Any]", retries).items()},
+        output_retries=int(data["output_retries"]),
+    )
 
 
 def _resumed(
     launch: Launch,
+    agent: RunnableAgent,
     result: RunResult[Any],
     decisions: dict[str, Decision],
     spec: SessionSpec | None,
 ) -> Launch:
     """The next invocation of a run that waited: from its session, or from its resume state,
     with the decisions; its events numbered on in the same stream."""
-    agent = launch.agent
     loaded = None
     if spec is not None:
         spec = SessionSpec(
