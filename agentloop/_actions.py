@@ -8,14 +8,16 @@ Every failure the model can fix becomes an error result on that one action; only
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import math
 import types
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from contextvars import Context, copy_context
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import sniffio
@@ -258,12 +260,26 @@ class PendingAction:
             await self._event.wait()
 
 
+T = TypeVar("T")
+_Ready = tuple["PendingAction", int, "ActionResult | None", "Ticket | None"]
+
+
 class Executor:
-    """Runs a run's actions as tasks of the run's task group, within the limits."""
+    """Runs a run's actions as tasks of the run's task group, within the limits.
+
+    With ``defer``, a started action is held until the run's task would next suspend
+    (``flush``, called by ``suspending``), and its task is spawned then: that is when a task
+    spawned at once would first run, so nothing starts later. An action still held when the
+    run waits for its results runs in the run's own task instead (``run_held``), in a copy of
+    the run's context as a task would, and the others held are spawned the moment it first
+    suspends. A tool that returns without suspending (most do) so costs no task: a task, its
+    cancel scope, its event and their frames are the largest part of a tool call.
+    """
 
     __slots__ = (
         "_call",
         "_exits",
+        "_held",
         "_limiter",
         "_limits",
         "_on_finish",
@@ -285,8 +301,10 @@ class Executor:
         on_start: Callable[[PendingAction], Awaitable[None]],
         on_finish: Callable[[ActionResult], Awaitable[None]],
         exits: list[BaseException] | None = None,
+        defer: bool = False,
     ) -> None:
         self._run = run
+        self._held: list[_Ready] | None = [] if defer else None
         # A KeyboardInterrupt or SystemExit from a tool goes here and cancels the task group;
         # the task group's owner raises it as itself (on asyncio it would otherwise leave
         # through the event loop, past the run).
@@ -318,8 +336,39 @@ class Executor:
                 # ActionStarted (and the result) show the input the tool receives.
                 pending.action = cleaned_action(pending.action, activity)
         await self._on_start(pending)
+        held = self._held
+        if held is not None:
+            held.append((pending, step, error, ticket))
+            return
         # Named here: start_soon would otherwise work out the same name on every call.
         self._tg.start_soon(self._execute, pending, step, error, ticket, name=_TASK_NAME)
+
+    def flush(self) -> None:
+        """Spawn the task of every action held (the run's task is about to suspend)."""
+        held = self._held
+        while held:
+            pending, step, error, ticket = held.pop(0)
+            self._tg.start_soon(self._execute, pending, step, error, ticket, name=_TASK_NAME)
+
+    def suspending(self, coro: Awaitable[T]) -> Awaitable[T]:
+        """``coro``, with the actions held spawned before each of its suspensions, and when it
+        raises (a failed model call's actions still run)."""
+        if self._held is None:
+            return coro
+        return cast("Awaitable[T]", _stepped_by(coro, self.flush, None))
+
+    async def run_held(self, pendings: Sequence[PendingAction]) -> None:
+        """Run those of ``pendings`` still held here, one after the other, in the run's task;
+        the first suspension of one spawns every action still held, so none waits for
+        another."""
+        held = self._held
+        if not held:
+            return
+        for pending in pendings:
+            item = next((item for item in held if item[0] is pending), None)
+            if item is not None:
+                held.remove(item)
+                await _stepped_by(self._execute(*item), self.flush, copy_context())
 
     async def _execute(
         self, pending: PendingAction, step: int, error: ActionResult | None, ticket: Ticket | None
@@ -377,6 +426,41 @@ class Executor:
         finally:
             parallel.release_on_behalf_of(pending)
         return result
+
+
+@types.coroutine
+def _stepped_by(
+    coro: Awaitable[Any], before_suspending: Callable[[], None], context: Context | None
+) -> Generator[Any, Any, Any]:
+    """Await ``coro`` (in ``context``, if given), calling ``before_suspending`` before each
+    of its suspensions and when it raises (cancelled, or failed)."""
+    inner: Any = coro
+    send, throw = inner.send, inner.throw
+    if context is not None:
+        run = context.run
+        send, throw = functools.partial(run, send), functools.partial(run, throw)
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                yielded = send(value) if error is None else throw(error)
+            except StopIteration as stop:
+                return stop.value
+            value = error = None
+            before_suspending()
+            try:
+                value = yield yielded
+            except GeneratorExit:
+                inner.close()
+                raise
+            except BaseException as exc:  # a cancellation: the awaited coroutine's to handle
+                error = exc
+    except GeneratorExit:
+        raise
+    except BaseException:
+        before_suspending()
+        raise
 
 
 async def _acquire(limiter: anyio.CapacityLimiter, borrower: object) -> None:

@@ -340,13 +340,14 @@ async def _steps(
                 max_reply_chars=plan.max_reply_chars,
             )
             try:
-                response = await model_call(request)
+                response = await executor.suspending(model_call(request))
             except RunError as exc:
                 await _withdraw(run, exc)
                 return await _ended(run, _result(run, error=exc))
             if fitter is not None:
                 fitter.observe(response.usage)
-        step, done = await _settle(run, executor, response)
+        step, done = await executor.suspending(_settle(run, executor, response))
+        executor.flush()  # none is left held: the step has every result
         if run.stopped is not None and (done is None or done.error is None) and not step.pending:
             done = _result(run, step=step, error=run.stopped)  # a control stopped the run
         if done is not None and done.pending:  # waits on decisions: the step stays in flight
@@ -408,6 +409,8 @@ def _engine(
         on_start=lambda pending: _action_started(run, pending),
         on_finish=run.action_finished,
         exits=exits,
+        # A durable run's calls are its workflow's activities, scheduled as they always were.
+        defer=effects is None,
     )
 
     def untraced(request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
@@ -800,8 +803,8 @@ async def _settle(
     await run.flush_discards()
 
     waits = {id(p) for p, _ in undecided}
-    results = await _results_of([p for p in pendings if id(p) not in waits])
-    carried_results = tuple(await _results_of(carried))
+    results = await _results_of(executor, [p for p in pendings if id(p) not in waits])
+    carried_results = tuple(await _results_of(executor, carried))
     questions = _questions(run, results) if run.asked else []  # none asked: no approvals
     if questions:
         results = [r for r in results if r.tag not in {q.tag for q in questions}]
@@ -918,9 +921,11 @@ def _thought(response: mt.ModelResponse, *, with_text: bool) -> str:
     return thought
 
 
-async def _results_of(pendings: list[PendingAction]) -> list[ActionResult]:
-    """The actions' results, in order, once all have finished. When they all finished already
-    this is one checkpoint for the batch, not a scheduling round trip per action."""
+async def _results_of(executor: Executor, pendings: list[PendingAction]) -> list[ActionResult]:
+    """The actions' results, in order, once all have finished (those the executor still holds
+    run here first). When they all finished already this is one checkpoint for the batch, not
+    a scheduling round trip per action."""
+    await executor.run_held(pendings)
     if pendings and all(p.finished for p in pendings):
         await anyio.lowlevel.checkpoint()
     results: list[ActionResult] = []
