@@ -151,49 +151,41 @@ _EVENT_BUILDERS: dict[type[Any], _EventBuilder] = {}
 
 
 def _event_builder(cls: type[ev.Event]) -> _EventBuilder:
-    """Makes ``cls`` events, equal to ``cls(**fields)``, in half the time: a frozen dataclass's
-    ``__init__`` sets each field through ``object.__setattr__``, and a streamed turn makes about
-    16 events. This sets the slots directly (the events are immutable all the same)."""
-    slot_setters = {f.name: getattr(cls, f.name).__set__ for f in dataclasses.fields(cls)}
-    set_run_id, set_parent, set_branch, set_seq, set_agent = (
-        slot_setters.pop(n) for n in _COMMON_FIELDS
-    )
-    others = [
-        (f.name, slot_setters[f.name], f.default, f.default_factory)
-        for f in dataclasses.fields(cls)
-        if f.name in slot_setters
+    """Makes ``cls`` events, equal to ``cls(**fields)``, in a fraction of the time: a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``, and a streamed
+    turn makes about a dozen events. This is a function written for ``cls`` (compiled once)
+    that sets the slots directly, each field by name: no loop over the fields per event (the
+    events are immutable all the same)."""
+    given = _COMMON_FIELDS  # the builder's own arguments
+    others = frozenset(f.name for f in dataclasses.fields(cls)) - set(given)
+    scope: dict[str, Any] = {"new": object.__new__, "cls": cls, "known": others}
+    lines = [
+        "def build(run_id, parent_run_id, branch, seq, agent, fields):",
+        "    event = new(cls)",
+        "    try:",
     ]
-    new = object.__new__
-
-    def build(
-        run_id: str,
-        parent_run_id: str | None,
-        branch: str,
-        seq: int,
-        agent: str,
-        fields: dict[str, Any],
-    ) -> ev.Event:
-        event: ev.Event = new(cls)
-        set_run_id(event, run_id)
-        set_parent(event, parent_run_id)
-        set_branch(event, branch)
-        set_seq(event, seq)
-        set_agent(event, agent)
-        given = 0
-        for name, set_field, default, default_factory in others:
-            if name in fields:
-                set_field(event, fields[name])
-                given += 1
-            elif default is not dataclasses.MISSING:
-                set_field(event, default)
-            elif default_factory is not dataclasses.MISSING:
-                set_field(event, default_factory())
-            else:
-                raise TypeError(f"{cls.__name__} needs {name!r}")
-        if given != len(fields):
-            raise TypeError(f"{cls.__name__} has no field among {sorted(fields)}")
-        return event
-
+    for i, f in enumerate(dataclasses.fields(cls)):
+        scope[f"set{i}"] = getattr(cls, f.name).__set__
+        if f.name in given:
+            value = f.name
+        elif f.default is not dataclasses.MISSING:
+            scope[f"default{i}"] = f.default
+            value = f"fields.get({f.name!r}, default{i})"
+        elif f.default_factory is not dataclasses.MISSING:
+            scope[f"factory{i}"] = f.default_factory
+            value = f"fields[{f.name!r}] if {f.name!r} in fields else factory{i}()"
+        else:
+            value = f"fields[{f.name!r}]"
+        lines.append(f"        set{i}(event, {value})")
+    lines += [
+        "    except KeyError as missing:",
+        f"        raise TypeError(f'{cls.__name__} needs {{missing}}') from None",
+        "    if not fields.keys() <= known:",
+        f"        raise TypeError(f'{cls.__name__} has no field among {{sorted(fields)}}')",
+        "    return event",
+    ]
+    exec(compile("\n".join(lines), f"<{cls.__name__} builder>", "exec"), scope)
+    build: _EventBuilder = scope["build"]
     _EVENT_BUILDERS[cls] = build
     return build
 

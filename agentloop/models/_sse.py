@@ -17,9 +17,11 @@ __all__ = ["SSEDecoder", "SSEEvent"]
 _BLANK_RUN = re.compile(rb"\n{3,}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SSEEvent:
-    """One dispatched event. ``event`` is ``"message"`` unless the stream named it."""
+    """One dispatched event. ``event`` is ``"message"`` unless the stream named it. (Not
+    frozen: a frozen dataclass sets each field through ``object.__setattr__``, and a reply
+    is an event per chunk; nothing keeps or changes one past its decoder.)"""
 
     data: str
     event: str = "message"
