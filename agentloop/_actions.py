@@ -355,7 +355,7 @@ class Executor:
         raises (a failed model call's actions still run)."""
         if self._held is None:
             return coro
-        return cast("Awaitable[T]", _stepped_by(coro, self.flush, None))
+        return cast("Awaitable[T]", _Flushing(coro, self.flush, None))
 
     async def run_held(self, pendings: Sequence[PendingAction]) -> None:
         """Run those of ``pendings`` still held here, one after the other, in the run's task;
@@ -368,7 +368,7 @@ class Executor:
             item = next((item for item in held if item[0] is pending), None)
             if item is not None:
                 held.remove(item)
-                await _stepped_by(self._execute(*item), self.flush, copy_context())
+                await _Flushing(self._execute(*item), self.flush, copy_context())
 
     async def _execute(
         self, pending: PendingAction, step: int, error: ActionResult | None, ticket: Ticket | None
@@ -428,39 +428,63 @@ class Executor:
         return result
 
 
-@types.coroutine
-def _stepped_by(
-    coro: Awaitable[Any], before_suspending: Callable[[], None], context: Context | None
-) -> Generator[Any, Any, Any]:
-    """Await ``coro`` (in ``context``, if given), calling ``before_suspending`` before each
-    of its suspensions and when it raises (cancelled, or failed)."""
-    inner: Any = coro
-    send, throw = inner.send, inner.throw
-    if context is not None:
-        run = context.run
-        send, throw = functools.partial(run, send), functools.partial(run, throw)
-    value: Any = None
-    error: BaseException | None = None
-    try:
-        while True:
-            try:
-                yielded = send(value) if error is None else throw(error)
-            except StopIteration as stop:
-                return stop.value
-            value = error = None
-            before_suspending()
-            try:
-                value = yield yielded
-            except GeneratorExit:
-                inner.close()
-                raise
-            except BaseException as exc:  # a cancellation: the awaited coroutine's to handle
-                error = exc
-    except GeneratorExit:
-        raise
-    except BaseException:
-        before_suspending()
-        raise
+class _Flushing:
+    """Awaits a coroutine (in ``context``, if given) and calls ``flush`` before each of its
+    suspensions and when it raises (cancelled, or failed). An iterator object, not a
+    generator: every run in flight holds one around its model call, and a generator's frame
+    is several times its size."""
+
+    __slots__ = ("_context", "_coro", "_flush")
+
+    def __init__(
+        self, coro: Awaitable[Any], flush: Callable[[], None], context: Context | None
+    ) -> None:
+        self._coro: Any = coro
+        self._flush = flush
+        self._context = context
+
+    def __await__(self) -> _Flushing:
+        return self
+
+    def __iter__(self) -> _Flushing:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        context = self._context
+        try:
+            if context is None:
+                yielded = self._coro.send(value)
+            else:
+                yielded = context.run(self._coro.send, value)
+        except StopIteration:
+            raise
+        except BaseException:
+            self._flush()
+            raise
+        self._flush()
+        return yielded
+
+    def throw(self, *exc: Any) -> Any:
+        """A cancellation (or the like) thrown in: the coroutine's to handle."""
+        context = self._context
+        try:
+            if context is None:
+                yielded = self._coro.throw(*exc)
+            else:
+                yielded = context.run(self._coro.throw, *exc)
+        except StopIteration:
+            raise
+        except BaseException:
+            self._flush()
+            raise
+        self._flush()
+        return yielded
+
+    def close(self) -> None:
+        self._coro.close()
 
 
 async def _acquire(limiter: anyio.CapacityLimiter, borrower: object) -> None:
@@ -479,15 +503,15 @@ def make_terminal(
     ``progress`` receives what tools report with ``ToolContext.report_progress`` (the run
     streams it as events; without it, reports are dropped); ``asker`` answers
     ``ToolContext.ask_approver``."""
-    return lambda call: _invoke_tool(toolbox, limits, call, progress, asker)
+    return functools.partial(_invoke_tool, toolbox, limits, progress, asker)
 
 
 async def _invoke_tool(
     toolbox: Toolbox,
     limits: ToolLimits,
-    call: ToolCall,
     progress: ProgressSink | None,
     asker: Asker | None,
+    call: ToolCall,
 ) -> ActionResult:
     # pydantic is loaded by now (the tool's argument model is pydantic), so this is a lookup;
     # importing it here keeps it out of ``import agentloop``.

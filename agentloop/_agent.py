@@ -532,20 +532,23 @@ class Agent(Generic[DepsT, OutputT]):
             run_key: Makes the submission idempotent within the session: a key seen before
                 returns that run's result, or resumes it.
         """
-        launch = self._launch(
-            input,
-            Emitter(None),
-            session=session,
-            store=store,
-            wait_for_session=wait_for_session,
-            memory=memory,
-            variables=variables,
-            deps=deps,
-            state=state,
-            run_key=run_key,
+        # The launch is not kept here: the run drops it once started.
+        running = execute(
+            self._launch(
+                input,
+                Emitter(None),
+                session=session,
+                store=store,
+                wait_for_session=wait_for_session,
+                memory=memory,
+                variables=variables,
+                deps=deps,
+                state=state,
+                run_key=run_key,
+            )
         )
         try:
-            result = await execute(launch)
+            result = await running
         except anyio.get_cancelled_exc_class() as exc:
             shed(exc)  # the caller's task keeps neither this run's frames nor the run
             raise

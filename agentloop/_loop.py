@@ -108,6 +108,7 @@ async def _execute(launch: Launch) -> RunResult:
             await _failed(refused, exc)
             raise
     run = launch.start(session)
+    del launch  # not held while the run is in flight: the run has what it needs of it
     if session is not None:
         controls.restore_agent(run)  # the agent the session's last handoff handed over to
     cancelled = False
@@ -216,7 +217,7 @@ async def _in_task_group(
             try:
                 if tools is None:
                     return await _with_toolsets(run)
-                return await _loop(run, tg, Toolbox(tools), exits)
+                return await _loop(run, tg, _toolbox(run, tools), exits)
             except Exception as exc:
                 error = exc
                 tg.cancel_scope.cancel()
@@ -235,6 +236,18 @@ async def _in_task_group(
     if lost:
         raise lost[0]
     raise RuntimeError("the run's task group was cancelled without an error")  # a fault of ours
+
+
+def _toolbox(run: RunCore, tools: Sequence[Tool]) -> Toolbox:
+    """The run's toolbox: the one its agent's runs share when ``tools`` are the agent's own."""
+    stages = run.agent.stages
+    kept = stages.toolbox
+    if kept is not None and kept[0] is tools:
+        return kept[1]
+    toolbox = Toolbox(tools)
+    if tools is run.agent.static_tools:
+        stages.toolbox = (run.agent.static_tools, toolbox)
+    return toolbox
 
 
 async def _renew(
@@ -406,17 +419,15 @@ def _engine(
         toolbox=toolbox,
         call=call,
         limits=plan.tool_limits,
-        on_start=lambda pending: _action_started(run, pending),
+        on_start=functools.partial(_action_started, run),
         on_finish=run.action_finished,
         exits=exits,
         # A durable run's calls are its workflow's activities, scheduled as they always were.
         defer=effects is None,
     )
 
-    def untraced(request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
-        return call_model(run, executor, request)
-
-    model_terminal: ModelCall = untraced
+    untraced: ModelCall = functools.partial(call_model, run, executor)
+    model_terminal = untraced
     if run.instrument is not None:
         model_terminal = traced_model_call(run, untraced)
     model_middleware = plan.model_middleware
