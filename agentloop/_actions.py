@@ -462,6 +462,9 @@ class _Flushing:
         except StopIteration:
             raise
         except BaseException:
+            # What was sent (trio's outcome of a cancelled wait, holding the exception) is
+            # not kept by this frame, which the exception's traceback holds: no cycle.
+            del value
             self._flush()
             raise
         self._flush()
@@ -478,6 +481,7 @@ class _Flushing:
         except StopIteration:
             raise
         except BaseException:
+            del exc  # as in ``send``
             self._flush()
             raise
         self._flush()
