@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, cast, final, overload
@@ -1033,16 +1033,13 @@ class RunStream(Generic[OutputT]):
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> ev.Event:
+    def __anext__(self) -> Awaitable[ev.Event]:
         channel = self._channel
         if channel is None:
             raise UserError("use the stream as `async with agent.stream(...) as run:`")
-        try:
-            # A cancellation point even when events are buffered; the events of one wake-up
-            # are read without a scheduling round trip each (``EventChannel``).
-            return await channel.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
+        # A cancellation point even when events are buffered; the events of one wake-up are
+        # read without a scheduling round trip each (``EventChannel``).
+        return channel.next()
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the run: its tools and model stream are cancelled; ``result`` raises

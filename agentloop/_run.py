@@ -102,7 +102,11 @@ class Emitter:
         if send is None:
             return DONE
         if not self._waiting:
-            event = self._make(run, cls, fields)
+            self._seq += 1  # as ``_make``, inline: this is every event's path
+            build = _EVENT_BUILDERS.get(cls) or _event_builder(cls)
+            event = build(
+                run.run_id, run.parent_run_id, run.branch, self._seq, run.agent.name, fields
+            )
             try:
                 send.send_nowait(event)
                 return DONE
