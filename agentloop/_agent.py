@@ -735,7 +735,7 @@ class Agent(Generic[DepsT, OutputT]):
 
         async def delegate(ctx: ToolContext[Any], task: str) -> Any:
             parent = run_of(ctx.run)
-            busy = parent.scratch.setdefault(id(child), {"running": 0})
+            busy = parent.own_scratch().setdefault(id(child), {"running": 0})
             branch = f"{parent.branch}.{tool_name}"
             if busy["running"]:
                 branch = f"{branch}#{ctx.action.tag}"

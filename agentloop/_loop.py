@@ -47,7 +47,7 @@ from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visibl
 from ._middleware import ModelCall, compose
 from ._plan import Plan, plan_run
 from ._prompt import build_prompt, replay_step
-from ._run import Launch, RunCore
+from ._run import NO_ENTRIES, Launch, RunCore
 from ._session_run import SessionScope
 from ._steps import Action, ActionResult, PendingCall, RunErrorInfo, RunResult, Step
 from ._tracing import tool_span, traced_model_call, traced_run
@@ -502,6 +502,8 @@ async def _admit(
     key = f"{run.call_prefix}{pending.action.tag}"
     decision = run.decisions.pop(key, None)
     if decision is not None and _asked_before(run, key):
+        if run.answers is NO_ENTRIES:
+            run.answers = {}
         run.answers[pending.action.tag] = decision  # the call runs again, and hears it
         return "run"
     if decision is not None:
@@ -512,6 +514,8 @@ async def _admit(
         # the decisions on its calls.
         prefix = f"{key}/"
         decisions = {k: run.decisions.pop(k) for k in list(run.decisions) if k.startswith(prefix)}
+        if run.subrun_resumes is NO_ENTRIES:
+            run.subrun_resumes = {}
         run.subrun_resumes[pending.action.tag] = (earlier.subrun, decisions)
         return "run"
     kind = await decision_needed(executor.toolbox, pending.action, run.context)
@@ -626,8 +630,7 @@ async def _list_tools(run: RunCore) -> list[Tool]:
     """The agent's tools, its toolsets' as they list them now (their scopes entered). Each
     toolset's revision is read before it lists: a change meanwhile is seen next time."""
     tools = list(run.agent.static_tools)
-    revisions = run.tool_revisions
-    revisions.clear()
+    revisions = run.tool_revisions = {}
     for toolset in run.agent.toolsets:
         revisions[id(toolset)] = tools_revision(toolset, run.context)
         tools.extend(await toolset.list_tools(run.context))
@@ -711,6 +714,8 @@ async def _ask_while_running(
         if decision is not None:
             await _said(run, call, decision, by)
     if decision is None and action.tag not in run.asked:  # the first question waits
+        if run.asked is NO_ENTRIES:
+            run.asked = {}
         run.asked[action.tag] = about
         if kind == "elicitation":
             await run.emit(ev.ActionAwaiting, call=call)
@@ -738,7 +743,7 @@ def _asked_before(run: RunCore, key: str) -> bool:
 def _questions(run: RunCore, results: list[ActionResult]) -> list[PendingCall]:
     """The questions the step's calls asked with nobody to answer: each such call waits, its
     result set aside (the call runs again on resume, and hears the decision)."""
-    asked, run.asked = run.asked, {}
+    asked, run.asked = run.asked, NO_ENTRIES
     return [
         dataclasses.replace(
             pending_call(_action(r), "elicitation", prefix=run.call_prefix, branch=run.branch),
