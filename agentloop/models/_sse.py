@@ -101,7 +101,7 @@ class SSEDecoder:
                 self._size += len(value)
                 self._has_data = True
                 continue
-            event = line_fn(line)
+            event = line_fn(line) if line else self._dispatch()  # a blank line ends an event
             if event is not None:
                 events.append(event)
         self._check_size(len(self._partial))
@@ -153,8 +153,5 @@ class SSEDecoder:
         self._size = 0
         self._has_data = False
         return SSEEvent(
-            data=data.decode("utf-8", "replace"),
-            event=event_type or "message",
-            id=self._last_id,
-            retry=self._retry,
+            data.decode("utf-8", "replace"), event_type or "message", self._last_id, self._retry
         )
