@@ -439,7 +439,8 @@ class _Flushing:
     def __init__(
         self, coro: Awaitable[Any], flush: Callable[[], None], context: Context | None
     ) -> None:
-        self._coro: Any = coro
+        # A coroutine is stepped as it is; any other awaitable (a middleware's) by its iterator.
+        self._coro: Any = coro if isinstance(coro, types.CoroutineType) else coro.__await__()
         self._flush = flush
         self._context = context
 
