@@ -8,14 +8,16 @@ Every failure the model can fix becomes an error result on that one action; only
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import math
 import types
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from contextvars import Context, copy_context
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import sniffio
@@ -258,12 +260,26 @@ class PendingAction:
             await self._event.wait()
 
 
+T = TypeVar("T")
+_Ready = tuple["PendingAction", int, "ActionResult | None", "Ticket | None"]
+
+
 class Executor:
-    """Runs a run's actions as tasks of the run's task group, within the limits."""
+    """Runs a run's actions as tasks of the run's task group, within the limits.
+
+    With ``defer``, a started action is held until the run's task would next suspend
+    (``flush``, called by ``suspending``), and its task is spawned then: that is when a task
+    spawned at once would first run, so nothing starts later. An action still held when the
+    run waits for its results runs in the run's own task instead (``run_held``), in a copy of
+    the run's context as a task would, and the others held are spawned the moment it first
+    suspends. A tool that returns without suspending (most do) so costs no task: a task, its
+    cancel scope, its event and their frames are the largest part of a tool call.
+    """
 
     __slots__ = (
         "_call",
         "_exits",
+        "_held",
         "_limiter",
         "_limits",
         "_on_finish",
@@ -285,8 +301,10 @@ class Executor:
         on_start: Callable[[PendingAction], Awaitable[None]],
         on_finish: Callable[[ActionResult], Awaitable[None]],
         exits: list[BaseException] | None = None,
+        defer: bool = False,
     ) -> None:
         self._run = run
+        self._held: list[_Ready] | None = [] if defer else None
         # A KeyboardInterrupt or SystemExit from a tool goes here and cancels the task group;
         # the task group's owner raises it as itself (on asyncio it would otherwise leave
         # through the event loop, past the run).
@@ -318,8 +336,39 @@ class Executor:
                 # ActionStarted (and the result) show the input the tool receives.
                 pending.action = cleaned_action(pending.action, activity)
         await self._on_start(pending)
+        held = self._held
+        if held is not None:
+            held.append((pending, step, error, ticket))
+            return
         # Named here: start_soon would otherwise work out the same name on every call.
         self._tg.start_soon(self._execute, pending, step, error, ticket, name=_TASK_NAME)
+
+    def flush(self) -> None:
+        """Spawn the task of every action held (the run's task is about to suspend)."""
+        held = self._held
+        while held:
+            pending, step, error, ticket = held.pop(0)
+            self._tg.start_soon(self._execute, pending, step, error, ticket, name=_TASK_NAME)
+
+    def suspending(self, coro: Awaitable[T]) -> Awaitable[T]:
+        """``coro``, with the actions held spawned before each of its suspensions, and when it
+        raises (a failed model call's actions still run)."""
+        if self._held is None:
+            return coro
+        return cast("Awaitable[T]", _Flushing(coro, self.flush, None))
+
+    async def run_held(self, pendings: Sequence[PendingAction]) -> None:
+        """Run those of ``pendings`` still held here, one after the other, in the run's task;
+        the first suspension of one spawns every action still held, so none waits for
+        another."""
+        held = self._held
+        if not held:
+            return
+        for pending in pendings:
+            item = next((item for item in held if item[0] is pending), None)
+            if item is not None:
+                held.remove(item)
+                await _Flushing(self._execute(*item), self.flush, copy_context())
 
     async def _execute(
         self, pending: PendingAction, step: int, error: ActionResult | None, ticket: Ticket | None
@@ -379,6 +428,70 @@ class Executor:
         return result
 
 
+class _Flushing:
+    """Awaits a coroutine (in ``context``, if given) and calls ``flush`` before each of its
+    suspensions and when it raises (cancelled, or failed). An iterator object, not a
+    generator: every run in flight holds one around its model call, and a generator's frame
+    is several times its size."""
+
+    __slots__ = ("_context", "_coro", "_flush")
+
+    def __init__(
+        self, coro: Awaitable[Any], flush: Callable[[], None], context: Context | None
+    ) -> None:
+        # A coroutine is stepped as it is; any other awaitable (a middleware's) by its iterator.
+        self._coro: Any = coro if isinstance(coro, types.CoroutineType) else coro.__await__()
+        self._flush = flush
+        self._context = context
+
+    def __await__(self) -> _Flushing:
+        return self
+
+    def __iter__(self) -> _Flushing:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        context = self._context
+        try:
+            if context is None:
+                yielded = self._coro.send(value)
+            else:
+                yielded = context.run(self._coro.send, value)
+        except StopIteration:
+            raise
+        except BaseException:
+            # What was sent (trio's outcome of a cancelled wait, holding the exception) is
+            # not kept by this frame, which the exception's traceback holds: no cycle.
+            del value
+            self._flush()
+            raise
+        self._flush()
+        return yielded
+
+    def throw(self, *exc: Any) -> Any:
+        """A cancellation (or the like) thrown in: the coroutine's to handle."""
+        context = self._context
+        try:
+            if context is None:
+                yielded = self._coro.throw(*exc)
+            else:
+                yielded = context.run(self._coro.throw, *exc)
+        except StopIteration:
+            raise
+        except BaseException:
+            del exc  # as in ``send``
+            self._flush()
+            raise
+        self._flush()
+        return yielded
+
+    def close(self) -> None:
+        self._coro.close()
+
+
 async def _acquire(limiter: anyio.CapacityLimiter, borrower: object) -> None:
     """Take a token without a scheduling round trip when one is free."""
     if not borrow_nowait(limiter, borrower):
@@ -395,15 +508,15 @@ def make_terminal(
     ``progress`` receives what tools report with ``ToolContext.report_progress`` (the run
     streams it as events; without it, reports are dropped); ``asker`` answers
     ``ToolContext.ask_approver``."""
-    return lambda call: _invoke_tool(toolbox, limits, call, progress, asker)
+    return functools.partial(_invoke_tool, toolbox, limits, progress, asker)
 
 
 async def _invoke_tool(
     toolbox: Toolbox,
     limits: ToolLimits,
-    call: ToolCall,
     progress: ProgressSink | None,
     asker: Asker | None,
+    call: ToolCall,
 ) -> ActionResult:
     # pydantic is loaded by now (the tool's argument model is pydantic), so this is a lookup;
     # importing it here keeps it out of ``import agentloop``.

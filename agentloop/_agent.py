@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, cast, final, overload
@@ -532,20 +532,23 @@ class Agent(Generic[DepsT, OutputT]):
             run_key: Makes the submission idempotent within the session: a key seen before
                 returns that run's result, or resumes it.
         """
-        launch = self._launch(
-            input,
-            Emitter(None),
-            session=session,
-            store=store,
-            wait_for_session=wait_for_session,
-            memory=memory,
-            variables=variables,
-            deps=deps,
-            state=state,
-            run_key=run_key,
+        # The launch is not kept here: the run drops it once started.
+        running = execute(
+            self._launch(
+                input,
+                Emitter(None),
+                session=session,
+                store=store,
+                wait_for_session=wait_for_session,
+                memory=memory,
+                variables=variables,
+                deps=deps,
+                state=state,
+                run_key=run_key,
+            )
         )
         try:
-            result = await execute(launch)
+            result = await running
         except anyio.get_cancelled_exc_class() as exc:
             shed(exc)  # the caller's task keeps neither this run's frames nor the run
             raise
@@ -732,7 +735,7 @@ class Agent(Generic[DepsT, OutputT]):
 
         async def delegate(ctx: ToolContext[Any], task: str) -> Any:
             parent = run_of(ctx.run)
-            busy = parent.scratch.setdefault(id(child), {"running": 0})
+            busy = parent.own_scratch().setdefault(id(child), {"running": 0})
             branch = f"{parent.branch}.{tool_name}"
             if busy["running"]:
                 branch = f"{branch}#{ctx.action.tag}"
@@ -1030,16 +1033,13 @@ class RunStream(Generic[OutputT]):
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> ev.Event:
+    def __anext__(self) -> Awaitable[ev.Event]:
         channel = self._channel
         if channel is None:
             raise UserError("use the stream as `async with agent.stream(...) as run:`")
-        try:
-            # A cancellation point even when events are buffered; the events of one wake-up
-            # are read without a scheduling round trip each (``EventChannel``).
-            return await channel.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
+        # A cancellation point even when events are buffered; the events of one wake-up are
+        # read without a scheduling round trip each (``EventChannel``).
+        return channel.next()
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Stop the run: its tools and model stream are cancelled; ``result`` raises

@@ -13,6 +13,7 @@ events are buffered.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Awaitable
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -98,24 +99,35 @@ class EventChannel(Generic[T]):
 
     # -- the reader ----------------------------------------------------------------------------
 
-    async def receive(self) -> T:
+    def receive(self) -> Awaitable[T]:
         """The next event: a cancellation point even when one is buffered; ``EndOfStream``
         after the last, ``ClosedResourceError`` once the reader closed."""
+        return self._receive(False)
+
+    def next(self) -> Awaitable[T]:
+        """``receive`` for an ``async for``: ``StopAsyncIteration`` instead of both errors (the
+        stream's ``__anext__`` is this, not a coroutine around it: one less per event)."""
+        return self._receive(True)
+
+    async def _receive(self, iterating: bool) -> T:
         backend = self._backend
-        await backend.checkpoint_if_cancelled()
         buffer = self._buffer
+        if buffer:  # taken at once: a cancellation point all the same
+            await backend.checkpoint_if_cancelled()
         while not buffer:
-            if self._reader_closed:
-                raise ClosedResourceError
-            if self._writer_closed:
-                raise EndOfStream
+            if self._reader_closed or self._writer_closed:
+                await backend.checkpoint_if_cancelled()  # a cancelled reader hears that first
+                if self._reader_closed:
+                    raise StopAsyncIteration if iterating else ClosedResourceError
+                raise StopAsyncIteration if iterating else EndOfStream
+            # Nothing to take: the wait is the read's cancellation point (no check before it).
             event = self._reader = backend.create_event()
             try:
                 await event.wait()
             finally:
                 self._reader = None
         if self._reader_closed:
-            raise ClosedResourceError
+            raise StopAsyncIteration if iterating else ClosedResourceError
         item = buffer.popleft()
         writer = self._writer
         if writer is not None:

@@ -47,7 +47,7 @@ from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visibl
 from ._middleware import ModelCall, compose
 from ._plan import Plan, plan_run
 from ._prompt import build_prompt, replay_step
-from ._run import Launch, RunCore
+from ._run import NO_ENTRIES, Launch, RunCore
 from ._session_run import SessionScope
 from ._steps import Action, ActionResult, PendingCall, RunErrorInfo, RunResult, Step
 from ._tracing import tool_span, traced_model_call, traced_run
@@ -108,6 +108,7 @@ async def _execute(launch: Launch) -> RunResult:
             await _failed(refused, exc)
             raise
     run = launch.start(session)
+    del launch  # not held while the run is in flight: the run has what it needs of it
     if session is not None:
         controls.restore_agent(run)  # the agent the session's last handoff handed over to
     cancelled = False
@@ -216,7 +217,7 @@ async def _in_task_group(
             try:
                 if tools is None:
                     return await _with_toolsets(run)
-                return await _loop(run, tg, Toolbox(tools), exits)
+                return await _loop(run, tg, _toolbox(run, tools), exits)
             except Exception as exc:
                 error = exc
                 tg.cancel_scope.cancel()
@@ -235,6 +236,18 @@ async def _in_task_group(
     if lost:
         raise lost[0]
     raise RuntimeError("the run's task group was cancelled without an error")  # a fault of ours
+
+
+def _toolbox(run: RunCore, tools: Sequence[Tool]) -> Toolbox:
+    """The run's toolbox: the one its agent's runs share when ``tools`` are the agent's own."""
+    stages = run.agent.stages
+    kept = stages.toolbox
+    if kept is not None and kept[0] is tools:
+        return kept[1]
+    toolbox = Toolbox(tools)
+    if tools is run.agent.static_tools:
+        stages.toolbox = (run.agent.static_tools, toolbox)
+    return toolbox
 
 
 async def _renew(
@@ -340,13 +353,14 @@ async def _steps(
                 max_reply_chars=plan.max_reply_chars,
             )
             try:
-                response = await model_call(request)
+                response = await executor.suspending(model_call(request))
             except RunError as exc:
                 await _withdraw(run, exc)
                 return await _ended(run, _result(run, error=exc))
             if fitter is not None:
                 fitter.observe(response.usage)
-        step, done = await _settle(run, executor, response)
+        step, done = await executor.suspending(_settle(run, executor, response))
+        executor.flush()  # none is left held: the step has every result
         if run.stopped is not None and (done is None or done.error is None) and not step.pending:
             done = _result(run, step=step, error=run.stopped)  # a control stopped the run
         if done is not None and done.pending:  # waits on decisions: the step stays in flight
@@ -405,15 +419,15 @@ def _engine(
         toolbox=toolbox,
         call=call,
         limits=plan.tool_limits,
-        on_start=lambda pending: _action_started(run, pending),
+        on_start=functools.partial(_action_started, run),
         on_finish=run.action_finished,
         exits=exits,
+        # A durable run's calls are its workflow's activities, scheduled as they always were.
+        defer=effects is None,
     )
 
-    def untraced(request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
-        return call_model(run, executor, request)
-
-    model_terminal: ModelCall = untraced
+    untraced: ModelCall = functools.partial(call_model, run, executor)
+    model_terminal = untraced
     if run.instrument is not None:
         model_terminal = traced_model_call(run, untraced)
     model_middleware = plan.model_middleware
@@ -488,6 +502,8 @@ async def _admit(
     key = f"{run.call_prefix}{pending.action.tag}"
     decision = run.decisions.pop(key, None)
     if decision is not None and _asked_before(run, key):
+        if run.answers is NO_ENTRIES:
+            run.answers = {}
         run.answers[pending.action.tag] = decision  # the call runs again, and hears it
         return "run"
     if decision is not None:
@@ -498,6 +514,8 @@ async def _admit(
         # the decisions on its calls.
         prefix = f"{key}/"
         decisions = {k: run.decisions.pop(k) for k in list(run.decisions) if k.startswith(prefix)}
+        if run.subrun_resumes is NO_ENTRIES:
+            run.subrun_resumes = {}
         run.subrun_resumes[pending.action.tag] = (earlier.subrun, decisions)
         return "run"
     kind = await decision_needed(executor.toolbox, pending.action, run.context)
@@ -612,8 +630,7 @@ async def _list_tools(run: RunCore) -> list[Tool]:
     """The agent's tools, its toolsets' as they list them now (their scopes entered). Each
     toolset's revision is read before it lists: a change meanwhile is seen next time."""
     tools = list(run.agent.static_tools)
-    revisions = run.tool_revisions
-    revisions.clear()
+    revisions = run.tool_revisions = {}
     for toolset in run.agent.toolsets:
         revisions[id(toolset)] = tools_revision(toolset, run.context)
         tools.extend(await toolset.list_tools(run.context))
@@ -697,6 +714,8 @@ async def _ask_while_running(
         if decision is not None:
             await _said(run, call, decision, by)
     if decision is None and action.tag not in run.asked:  # the first question waits
+        if run.asked is NO_ENTRIES:
+            run.asked = {}
         run.asked[action.tag] = about
         if kind == "elicitation":
             await run.emit(ev.ActionAwaiting, call=call)
@@ -724,7 +743,7 @@ def _asked_before(run: RunCore, key: str) -> bool:
 def _questions(run: RunCore, results: list[ActionResult]) -> list[PendingCall]:
     """The questions the step's calls asked with nobody to answer: each such call waits, its
     result set aside (the call runs again on resume, and hears the decision)."""
-    asked, run.asked = run.asked, {}
+    asked, run.asked = run.asked, NO_ENTRIES
     return [
         dataclasses.replace(
             pending_call(_action(r), "elicitation", prefix=run.call_prefix, branch=run.branch),
@@ -800,8 +819,8 @@ async def _settle(
     await run.flush_discards()
 
     waits = {id(p) for p, _ in undecided}
-    results = await _results_of([p for p in pendings if id(p) not in waits])
-    carried_results = tuple(await _results_of(carried))
+    results = await _results_of(executor, [p for p in pendings if id(p) not in waits])
+    carried_results = tuple(await _results_of(executor, carried))
     questions = _questions(run, results) if run.asked else []  # none asked: no approvals
     if questions:
         results = [r for r in results if r.tag not in {q.tag for q in questions}]
@@ -918,9 +937,11 @@ def _thought(response: mt.ModelResponse, *, with_text: bool) -> str:
     return thought
 
 
-async def _results_of(pendings: list[PendingAction]) -> list[ActionResult]:
-    """The actions' results, in order, once all have finished. When they all finished already
-    this is one checkpoint for the batch, not a scheduling round trip per action."""
+async def _results_of(executor: Executor, pendings: list[PendingAction]) -> list[ActionResult]:
+    """The actions' results, in order, once all have finished (those the executor still holds
+    run here first). When they all finished already this is one checkpoint for the batch, not
+    a scheduling round trip per action."""
+    await executor.run_held(pendings)
     if pendings and all(p.finished for p in pendings):
         await anyio.lowlevel.checkpoint()
     results: list[ActionResult] = []

@@ -149,6 +149,7 @@ class Stages:
         "output_validators",
         "plans",
         "tool_guardrails",
+        "toolbox",
     )
 
     def __init__(
@@ -163,6 +164,9 @@ class Stages:
         self.output_validators = tuple(output_validators)
         self.handoffs: Mapping[str, Handoff] = {h.tool_name: h for h in handoffs}
         self.plans: dict[tuple[Any, ...], Plan] = {}
+        # The agent's own tools as a ``Toolbox``, with the tuple it was made of: every run of
+        # an agent without toolsets has the same tools, and shares the one toolbox.
+        self.toolbox: tuple[tuple[Tool, ...], Toolbox] | None = None
 
 
 _PLANS_KEPT = 16  # plans per agent (runs with ever-new tools or instructions make new ones)

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import anyio
+from anyio._core._eventloop import get_async_backend  # see _FailAfter
 
 _NO_DEADLINE: AbstractContextManager[Any] = nullcontext()
 
@@ -76,7 +77,10 @@ class _FailAfter:
     __slots__ = ("_scope",)
 
     def __init__(self, seconds: float) -> None:
-        self._scope = anyio.CancelScope(deadline=anyio.current_time() + seconds)
+        # Made by the backend itself: ``anyio.CancelScope(...)`` makes the backend's scope
+        # and then initialises it a second time (two more sets made and dropped).
+        backend = get_async_backend()
+        self._scope = backend.create_cancel_scope(deadline=backend.current_time() + seconds)
 
     def __enter__(self) -> anyio.CancelScope:
         return self._scope.__enter__()

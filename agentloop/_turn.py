@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Iterable
+from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -161,7 +161,32 @@ class _Attempt:
         try:
             with fail_after(policy.attempt_timeout):
                 async with model.stream(self.request) as deltas:
-                    await self._consume(deltas, policy.idle_timeout)
+                    # Read here, not in a coroutine of its own: every run in flight holds
+                    # this chain while its reply streams.
+                    iterator = deltas.__aiter__()
+                    idle = policy.idle_timeout
+                    timing = run.instrument is not None  # time to first chunk, for the span
+                    while True:
+                        try:
+                            if idle is None:
+                                delta = await iterator.__anext__()
+                            else:
+                                with fail_after(idle):
+                                    delta = await iterator.__anext__()
+                        except StopAsyncIteration:
+                            break
+                        if timing:
+                            record.first_delta_at = anyio.current_time()
+                            timing = False
+                        if self.parser is not None and isinstance(delta, mt.TextPiece):
+                            self._count(delta.text)
+                            await self._react_events(self.parser.feed(delta.text))
+                            if self.cut:
+                                break  # leaving the context closes the provider response
+                        else:
+                            todo = self._native(delta)
+                            if todo is not None:
+                                await todo
             if self.parser is not None and not self.cut:
                 await self._react_events(self.parser.close())
             if self.partial is not None:
@@ -180,31 +205,6 @@ class _Attempt:
         response = self._build()
         await self._account(response)
         return response
-
-    async def _consume(self, deltas: AsyncIterator[mt.ModelDelta], idle: float | None) -> None:
-        iterator = deltas.__aiter__()
-        timing = self.run.instrument is not None  # time to first chunk, for the model call span
-        while True:
-            try:
-                if idle is None:
-                    delta = await iterator.__anext__()
-                else:
-                    with fail_after(idle):
-                        delta = await iterator.__anext__()
-            except StopAsyncIteration:
-                return
-            if timing:
-                self.record.first_delta_at = anyio.current_time()
-                timing = False
-            if self.parser is not None and isinstance(delta, mt.TextPiece):
-                self._count(delta.text)
-                await self._react_events(self.parser.feed(delta.text))
-                if self.cut:
-                    return  # leaving the context closes the provider response
-            else:
-                todo = self._native(delta)
-                if todo is not None:
-                    await todo
 
     def _native(self, delta: mt.ModelDelta) -> Awaitable[None] | None:
         """Take one native delta; return what must be awaited next (the event to send, the

@@ -313,3 +313,67 @@ async def test_actions_beyond_the_per_step_limit_are_not_run() -> None:
     kinds = [a.error_kind for a in result.steps[0].actions]
     assert kinds == [None, None, None, "too_many_actions", "too_many_actions"]
     assert count == 3
+
+
+async def test_tools_that_return_at_once_take_no_task_of_their_own() -> None:
+    """Two calls whose tools return without suspending run in the run's own task, one after
+    the other (a task each would run no sooner): a tool call costs no task, cancel scope and
+    event when it never waits."""
+    tasks: list[int] = []
+
+    @tool
+    async def where(n: int) -> int:
+        """The task this call runs in."""
+        tasks.append(anyio.get_current_task().id)
+        return n
+
+    model = ScriptedModel([Reply(calls=[call("where", {"n": 1}), call("where", {"n": 2})]), "ok"])
+    result = await Agent(model, tools=[where]).run("go")
+    assert [a.output for a in result.steps[0].actions] == [1, 2]
+    assert tasks[0] == tasks[1]
+
+
+async def test_a_tool_that_waits_in_the_runs_task_does_not_hold_up_the_others() -> None:
+    """The first call waits for the second to run: the second starts the moment the first
+    suspends (else the step would never end)."""
+    met = anyio.Event()
+
+    @tool
+    async def wait_for_other() -> str:
+        """Waits until the other call ran."""
+        with anyio.fail_after(5):
+            await met.wait()
+        return "met"
+
+    @tool
+    async def meet() -> str:
+        """Lets the other call go on."""
+        met.set()
+        return "here"
+
+    model = ScriptedModel([Reply(calls=[call("wait_for_other", {}), call("meet", {})]), "ok"])
+    result = await Agent(model, tools=[wait_for_other, meet]).run("go")
+    assert [a.output for a in result.steps[0].actions] == ["met", "here"]
+
+
+async def test_a_context_variable_a_tool_sets_stays_its_own() -> None:
+    """A tool runs in a copy of the run's context, as in a task of its own: what it sets is
+    seen neither by the other calls nor by the run."""
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    seen: list[str] = []
+
+    @tool
+    async def set_var(value: str) -> str:
+        """Sets the variable; returns what it was."""
+        seen.append(var.get())
+        var.set(value)
+        return value
+
+    model = ScriptedModel(
+        [Reply(calls=[call("set_var", {"value": "a"}), call("set_var", {"value": "b"})]), "ok"]
+    )
+    assert (await Agent(model, tools=[set_var]).run("go")).ok
+    assert seen == ["unset", "unset"]
+    assert var.get() == "unset"

@@ -183,6 +183,30 @@ async def test_a_cancelled_consumer_reads_no_further_buffered_event() -> None:
         assert [e.type async for e in run][-1] == "run_finished"
 
 
+async def test_a_consumer_cancelled_while_it_waits_for_an_event_stops_waiting() -> None:
+    """A read that finds nothing buffered waits, and the wait is its cancellation point: a
+    consumer that cancelled its own scope stops at its next read, not when the run next
+    sends (here never: the model call hangs)."""
+    import anyio
+
+    from agentloop.testing import FunctionModel
+
+    async def hang(request: object) -> str:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    with anyio.fail_after(5):
+        async with Agent(FunctionModel(hang)).stream("go") as run:
+            seen: list[str] = []
+            with anyio.CancelScope() as scope:
+                async for event in run:
+                    seen.append(event.type)
+                    if event.type == "model_call_started":
+                        scope.cancel()
+            assert scope.cancelled_caught
+            assert seen[-1] == "model_call_started"
+
+
 async def test_a_refused_session_run_starts_and_fails_like_any_run() -> None:
     """A run refused its session (SessionBusy) still begins with RunStarted and ends with its
     one terminal RunFailed, so a consumer sees the same shape for every run."""

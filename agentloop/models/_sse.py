@@ -17,9 +17,11 @@ __all__ = ["SSEDecoder", "SSEEvent"]
 _BLANK_RUN = re.compile(rb"\n{3,}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SSEEvent:
-    """One dispatched event. ``event`` is ``"message"`` unless the stream named it."""
+    """One dispatched event. ``event`` is ``"message"`` unless the stream named it. (Not
+    frozen: a frozen dataclass sets each field through ``object.__setattr__``, and a reply
+    is an event per chunk; nothing keeps or changes one past its decoder.)"""
 
     data: str
     event: str = "message"
@@ -99,7 +101,7 @@ class SSEDecoder:
                 self._size += len(value)
                 self._has_data = True
                 continue
-            event = line_fn(line)
+            event = line_fn(line) if line else self._dispatch()  # a blank line ends an event
             if event is not None:
                 events.append(event)
         self._check_size(len(self._partial))
@@ -151,8 +153,5 @@ class SSEDecoder:
         self._size = 0
         self._has_data = False
         return SSEEvent(
-            data=data.decode("utf-8", "replace"),
-            event=event_type or "message",
-            id=self._last_id,
-            retry=self._retry,
+            data.decode("utf-8", "replace"), event_type or "message", self._last_id, self._retry
         )

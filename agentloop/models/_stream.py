@@ -278,6 +278,8 @@ class DeltaStream:
         return self
 
     async def __anext__(self) -> ModelDelta:
+        # One coroutine for the read too (no ``_pull`` or ``_chunk`` below it): every stream
+        # in flight holds this chain while it waits for bytes.
         while not self._pending:
             if self._error is not None:
                 error, self._error = self._error, None
@@ -285,7 +287,32 @@ class DeltaStream:
                 raise error
             if self._done:
                 raise StopAsyncIteration
-            await self._pull()
+            raw = self._raw
+            if raw is None:
+                raise RuntimeError("iterate the stream inside 'async with model.stream(...)'")
+            out: list[ModelDelta] = []
+            try:
+                if self._json:
+                    await self._read_document(raw, out)
+                else:
+                    if self._since_checkpoint >= CHECKPOINT_BYTES:
+                        self._since_checkpoint = 0
+                        await anyio.lowlevel.checkpoint()
+                    chunk = self._rest
+                    if not chunk:
+                        try:
+                            chunk = await raw.__anext__()
+                        except StopAsyncIteration:
+                            chunk = b""
+                    self._decode(self._counted(chunk), out)
+                self._meter.check()
+            except Exception as exc:  # every failure is wrapped, then raised after the deltas
+                # The deltas decoded before the failure are delivered first, then the error.
+                error = self._wrap(exc)
+                if error is not exc:
+                    error.__cause__ = exc
+                self._error = error
+            self._deliver(out)
         return self._pending.pop()
 
     async def _chunk(self, raw: Chunks) -> bytes:
@@ -300,6 +327,11 @@ class DeltaStream:
                 chunk = await raw.__anext__()
             except StopAsyncIteration:
                 return b""
+        return self._counted(chunk)
+
+    def _counted(self, chunk: bytes) -> bytes:
+        """``chunk`` cut to ``CHECKPOINT_BYTES`` (the rest kept for the next read) and counted
+        against the wire budget."""
         if len(chunk) > CHECKPOINT_BYTES:
             chunk, self._rest = chunk[:CHECKPOINT_BYTES], chunk[CHECKPOINT_BYTES:]
         else:
@@ -314,36 +346,23 @@ class DeltaStream:
             )
         return chunk
 
-    async def _pull(self) -> None:
-        raw = self._raw
-        if raw is None:
-            raise RuntimeError("iterate the stream inside 'async with model.stream(...)'")
-        out: list[ModelDelta] = []
+    def _decode(self, chunk: bytes, out: list[ModelDelta]) -> None:
+        """The deltas of one piece of an event stream (b"": its end) into ``out``."""
+        if not chunk:
+            self._done = True
+            self._events(self._sse.close(), out, final=True)
+            self._decoder.end(out)
+            return
         try:
-            if self._json:
-                await self._read_document(raw, out)
-            else:
-                chunk = await self._chunk(raw)
-                if not chunk:
-                    self._done = True
-                    self._events(self._sse.close(), out, final=True)
-                    self._decoder.end(out)
-                else:
-                    try:
-                        events = self._sse.feed(chunk)
-                    except SSEEventTooLarge as exc:
-                        raise ReplyTooLarge(
-                            f"{self._provider} sent a stream event too large for the reply "
-                            f"limit ({exc})"
-                        ) from None
-                    self._events(events, out, final=False)
-            self._meter.check()
-        except Exception as exc:  # every failure is wrapped, then raised after the deltas
-            # The deltas decoded before the failure are delivered first, then the error.
-            error = self._wrap(exc)
-            if error is not exc:
-                error.__cause__ = exc
-            self._error = error
+            events = self._sse.feed(chunk)
+        except SSEEventTooLarge as exc:
+            raise ReplyTooLarge(
+                f"{self._provider} sent a stream event too large for the reply limit ({exc})"
+            ) from None
+        self._events(events, out, final=False)
+
+    def _deliver(self, out: list[ModelDelta]) -> None:
+        """Make ``out`` the deltas to take, up to the first of the wrong type (an error then)."""
         for delta in out:
             if not _well_typed(delta):
                 out = out[: out.index(delta)]
