@@ -21,6 +21,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from pydantic_core import to_json
+
 from agentloop import (
     ActionArgsDelta,
     ActionAwaiting,
@@ -40,6 +42,7 @@ from agentloop import (
     TextDelta,
     ThoughtDelta,
 )
+from agentloop._events import _adapter
 
 Protocol_ = Literal["agentloop", "ag-ui", "vercel"]
 PROTOCOLS: tuple[Protocol_, ...] = ("agentloop", "ag-ui", "vercel")
@@ -61,6 +64,24 @@ class Encoder(Protocol):
     def end(self) -> list[Any]:
         """What follows the last event (``[DONE]`` for the Vercel stream)."""
         ...
+
+    def encode_json(self, event: Event) -> list[bytes]:
+        """``encode``'s messages serialised, each as compact JSON (a bare word as itself):
+        what a stream's ``data:`` lines carry, made without building JSON values first.
+
+        Args:
+            event: The next event of the run.
+        """
+        ...
+
+    def end_json(self) -> list[bytes]:
+        """``end``'s messages serialised as ``encode_json``'s."""
+        ...
+
+
+def _wire(message: Any) -> bytes:
+    """A message as the wire carries it: compact JSON, a bare word (``[DONE]``) as itself."""
+    return message.encode() if isinstance(message, str) else to_json(message)
 
 
 def encoder(protocol: str, *, thread_id: str = "") -> Encoder:
@@ -88,6 +109,12 @@ class AgentloopEncoder:
         return [json.loads(event.to_json())]
 
     def end(self) -> list[Any]:
+        return []
+
+    def encode_json(self, event: Event) -> list[bytes]:
+        return [_event_json(event)]
+
+    def end_json(self) -> list[bytes]:
         return []
 
 
@@ -154,6 +181,10 @@ class _Parts:
         return max(found)[1] if found else fallback
 
 
+def _event_json(event: Event) -> bytes:
+    return _adapter().dump_json(event)  # to_json's, without the str between
+
+
 def _call_id(run_id: str, attempt: int, tag: str) -> str:
     """A call's id on the wire: its tag in the run's attempt (tags repeat from step to step),
     the same in the stream that announced it, its interrupt, and the resumed run's stream."""
@@ -191,15 +222,33 @@ class AgUiEncoder:
     def _dump(self, message: Any) -> Any:
         return message.model_dump(mode="json", by_alias=True, exclude_none=True)
 
+    def _json(self, message: Any) -> bytes:
+        serialized: bytes = message.__pydantic_serializer__.to_json(
+            message, by_alias=True, exclude_none=True
+        )
+        return serialized
+
     def encode(self, event: Event) -> list[Any]:
+        return [self._dump(m) for m in self._models(event)]
+
+    def encode_json(self, event: Event) -> list[bytes]:
+        return [self._json(m) for m in self._models(event)]
+
+    def _models(self, event: Event) -> list[Any]:
         if event.parent_run_id is None:
             if isinstance(event, RunStarted):
                 self._run = event.run_id
             elif isinstance(event, RunFinished | RunWaiting | RunFailed):
                 self._run = None
-        return [self._dump(m) for m in self._messages(event)]
+        return self._messages(event)
 
     def end(self) -> list[Any]:
+        return [self._dump(m) for m in self._end()]
+
+    def end_json(self) -> list[bytes]:
+        return [self._json(m) for m in self._end()]
+
+    def _end(self) -> list[Any]:
         """A run stopped before its end (``DELETE``, the server shutting down): its open parts
         and steps end, then the run, cancelled."""
         if self._run is None:
@@ -226,7 +275,7 @@ class AgUiEncoder:
         outcome = c.RunFinishedCancelledOutcome(type="cancelled")
         finished = c.RunFinishedEvent(thread_id=self._thread, run_id=self._run, outcome=outcome)
         self._run = None
-        return [self._dump(m) for m in [*out, finished]]
+        return [*out, finished]
 
     def _sub_of(self, run_id: str) -> str | None:
         return None if run_id == self._run else run_id
@@ -462,6 +511,12 @@ class VercelEncoder:
             self._open = False
             return [{"type": "abort", "reason": "the run was stopped"}, "[DONE]"]
         return ["[DONE]"]
+
+    def end_json(self) -> list[bytes]:
+        return [_wire(message) for message in self.end()]
+
+    def encode_json(self, event: Event) -> list[bytes]:
+        return [to_json(message) for message in self.encode(event)]
 
     def _close(self, event: Event, attempt: int | None = None) -> list[Any]:
         p, out = self._parts, []

@@ -5,9 +5,7 @@ The log is any ``EventLog``: a ``RunLog`` in this process, or a durable run's on
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
@@ -17,7 +15,7 @@ from agentloop import Event
 from ._hub import EventLog, RunLog
 from ._protocols import Encoder, encoder
 
-_CHUNK = 64 * 1024  # characters of frames past which a batch's chunk is cut (one write)
+_CHUNK = 64 * 1024  # bytes of frames past which a batch's chunk is cut (one write)
 _SEP = "\n"  # LF line ends: @ag-ui/client splits events on a bare blank line, not on CRLF
 
 
@@ -72,29 +70,32 @@ async def _frames(
     batches: AsyncIterator[Sequence[tuple[Event, bool]]], codec: Encoder
 ) -> AsyncIterator[bytes]:
     """The frames of each batch of events (what a reader found at one wake-up) as one chunk,
-    so one write, cut after the event that takes it past ``_CHUNK`` characters; each event's last
+    so one write, cut after the event that takes it past ``_CHUNK`` bytes; each event's last
     frame carries its ``id:``. Framed here, not by ``ServerSentEvent``: the data is JSON (or a
     bare word), one line."""
     async for batch in batches:
-        parts: list[str] = []
+        parts: list[bytes] = []
         size = 0
         for event, new in batch:
-            messages = codec.encode(event)  # the events sent before rebuild the encoder's state
-            if not new or not messages:
+            if not new:  # sent before: encoded only to rebuild the encoder's state
+                codec.encode(event)
                 continue
-            *first, last = messages
-            head = "".join(f"data: {_data(message)}\n\n" for message in first)
-            parts.append(f"{head}id: {event.seq}\ndata: {_data(last)}\n\n")
-            size += len(parts[-1])
+            messages = codec.encode_json(event)
+            if not messages:
+                continue
+            for message in messages[:-1]:
+                parts += (b"data: ", message, b"\n\n")
+            parts += (b"id: %d\ndata: " % event.seq, messages[-1], b"\n\n")
+            size += sum(map(len, messages))
             if size >= _CHUNK:
-                yield "".join(parts).encode()
+                yield b"".join(parts)
                 parts.clear()
                 size = 0
         if parts:
-            yield "".join(parts).encode()
-    ending = "".join(f"data: {_data(message)}\n\n" for message in codec.end())
+            yield b"".join(parts)
+    ending = b"".join(b"data: %s\n\n" % message for message in codec.end_json())
     if ending:
-        yield ending.encode()
+        yield ending
 
 
 async def _batched(
@@ -103,7 +104,3 @@ async def _batched(
     """A log that cannot say what it holds: each event a batch of its own."""
     async for item in events:
         yield [item]
-
-
-def _data(message: Any) -> str:
-    return message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
