@@ -42,7 +42,7 @@ from agentloop import (
     TextDelta,
     ThoughtDelta,
 )
-from agentloop._events import _adapter
+from agentloop._events import event_json
 
 Protocol_ = Literal["agentloop", "ag-ui", "vercel"]
 PROTOCOLS: tuple[Protocol_, ...] = ("agentloop", "ag-ui", "vercel")
@@ -112,7 +112,7 @@ class AgentloopEncoder:
         return []
 
     def encode_json(self, event: Event) -> list[bytes]:
-        return [_event_json(event)]
+        return [event_json(event)]
 
     def end_json(self) -> list[bytes]:
         return []
@@ -179,10 +179,6 @@ class _Parts:
         """The id of the run's most recent call tagged ``tag`` (a pending call's)."""
         found = [(k[1], v) for k, v in self.call_by_tag.items() if k[0] == run_id and k[2] == tag]
         return max(found)[1] if found else fallback
-
-
-def _event_json(event: Event) -> bytes:
-    return _adapter().dump_json(event)  # to_json's, without the str between
 
 
 def _call_id(run_id: str, attempt: int, tag: str) -> str:
