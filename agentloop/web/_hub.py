@@ -254,7 +254,7 @@ class RunLog:
         self._events: list[Event] = []
         self._seqs: list[int] = []
         self._dropped = 0
-        self._changed = anyio.Event()
+        self._changed: anyio.Event | None = None  # made when a reader waits: most appends wake none
         self._ended = anyio.Event()
         self.done = False
         self.cancel_scope = anyio.CancelScope()
@@ -284,8 +284,15 @@ class RunLog:
         await self._ended.wait()
 
     def _wake(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def changed(self) -> None:
+        """Wait for the log's next change (an event appended, or the run's end)."""
+        if self._changed is None:
+            self._changed = anyio.Event()
+        await self._changed.wait()
 
     def events(self) -> list[Event]:
         """The events kept so far (for encoders that rebuild their state)."""
@@ -364,7 +371,7 @@ class RunLog:
                 continue
             if self.done:
                 return
-            await self._changed.wait()
+            await self.changed()
 
 
 @final
