@@ -14,14 +14,16 @@ GET    /                              the page (no build step; it renders text, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import hmac
 import os
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -50,7 +52,7 @@ from ._chat import approval_responses
 from ._gate import RequestGate
 from ._hub import EventLog, LogTrimmed, RunBackend, RunHub, TooMany, WebLimits
 from ._protocols import PROTOCOLS
-from ._sse import last_event_id, sse_response
+from ._sse import last_event_id, sse_response, watch_exit
 
 Auth = Callable[[Request], Awaitable[str | None]]
 """Who a request is from (the owner of the sessions it may touch), or ``None`` to refuse it."""
@@ -309,8 +311,10 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None, None]:
-        async with hub:
+        async with hub, anyio.create_task_group() as tg:
+            tg.start_soon(watch_exit)  # streams end when the server shuts down
             yield
+            tg.cancel_scope.cancel()
 
     app = Starlette(
         routes=routes,
@@ -335,21 +339,12 @@ def _stream(
 ) -> Response:
     hub.open_stream(owner)
     try:
-        response = sse_response(log, after=after, protocol=protocol)
+        return sse_response(
+            log, after=after, protocol=protocol, on_close=functools.partial(hub.close_stream, owner)
+        )
     except BaseException:
         hub.close_stream(owner)
         raise
-    inner = response.body_iterator
-
-    async def counted() -> AsyncIterator[Any]:
-        try:
-            async for frame in inner:
-                yield frame
-        finally:
-            hub.close_stream(owner)
-
-    response.body_iterator = counted()
-    return response
 
 
 async def _start_in(hub: RunBackend, owner: str, text: str, thread: Any) -> EventLog:

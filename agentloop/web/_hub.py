@@ -361,17 +361,35 @@ class RunLog:
         batch with the position of its first event counted from the run's first event."""
         absolute = index + self._dropped
         while True:
-            local = absolute - self._dropped
-            if local < 0:
-                raise LogTrimmed("the reader fell behind the run's event log bound")
-            if local < len(self._events):
-                batch = self._events[local : local + _BATCH]
+            batch = self.batch(absolute)
+            if batch:
                 yield absolute, batch
                 absolute += len(batch)
                 continue
             if self.done:
                 return
             await self.changed()
+
+    def position(self, index: int) -> int:
+        """Index ``index`` of the events kept (``start_index``) counted from the run's first
+        event, as ``batch`` takes it: trimming the log does not move it.
+
+        Args:
+            index: An index into the events kept.
+        """
+        return index + self._dropped
+
+    def batch(self, position: int) -> list[Event]:
+        """The events kept from ``position`` on (``position``), at most ``_BATCH``, without
+        waiting: none when the reader is at the end; ``LogTrimmed`` if it fell behind.
+
+        Args:
+            position: Where the reader is, counted from the run's first event.
+        """
+        local = position - self._dropped
+        if local < 0:
+            raise LogTrimmed("the reader fell behind the run's event log bound")
+        return self._events[local : local + _BATCH]
 
 
 @final
