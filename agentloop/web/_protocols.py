@@ -199,6 +199,74 @@ def _content(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(_output(value))
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+class _AgUiMessage:
+    """Builds one AG-UI message as ``ag-ui-protocol``'s model of that name dumps it (by alias,
+    without ``None`` fields), as a plain JSON value: a model built, validated and dumped per
+    message cost six times the encoding. ``test_protocols`` validates each against the
+    package's models, and the AG-UI client reads them."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: str | None) -> None:
+        self.kind = kind
+
+    def __call__(self, **fields: Any) -> dict[str, Any]:
+        message: dict[str, Any] = {} if self.kind is None else {"type": self.kind}
+        for name, value in fields.items():
+            if value is not None:
+                alias = _ALIASES.get(name)
+                if alias is None:  # bounded: the encoder's own keyword names
+                    alias = _ALIASES[name] = _camel(name)
+                message[alias] = value
+        return message
+
+
+_ALIASES: dict[str, str] = {}  # field name → its alias
+
+
+class _AgUi:
+    """The ``ag_ui.core`` names the encoder uses, each an ``_AgUiMessage``."""
+
+    RunStartedEvent = _AgUiMessage("RUN_STARTED")
+    RunFinishedEvent = _AgUiMessage("RUN_FINISHED")
+    RunErrorEvent = _AgUiMessage("RUN_ERROR")
+    StepStartedEvent = _AgUiMessage("STEP_STARTED")
+    StepFinishedEvent = _AgUiMessage("STEP_FINISHED")
+    TextMessageStartEvent = _AgUiMessage("TEXT_MESSAGE_START")
+    TextMessageContentEvent = _AgUiMessage("TEXT_MESSAGE_CONTENT")
+    TextMessageEndEvent = _AgUiMessage("TEXT_MESSAGE_END")
+    ReasoningStartEvent = _AgUiMessage("REASONING_START")
+    ReasoningMessageStartEvent = _AgUiMessage("REASONING_MESSAGE_START")
+    ReasoningMessageContentEvent = _AgUiMessage("REASONING_MESSAGE_CONTENT")
+    ReasoningMessageEndEvent = _AgUiMessage("REASONING_MESSAGE_END")
+    ReasoningEndEvent = _AgUiMessage("REASONING_END")
+    ToolCallStartEvent = _AgUiMessage("TOOL_CALL_START")
+    ToolCallArgsEvent = _AgUiMessage("TOOL_CALL_ARGS")
+    ToolCallEndEvent = _AgUiMessage("TOOL_CALL_END")
+    ToolCallResultEvent = _AgUiMessage("TOOL_CALL_RESULT")
+    CustomEvent = _AgUiMessage("CUSTOM")
+    SubagentStartedEvent = _AgUiMessage("SUBAGENT_STARTED")
+    SubagentFinishedEvent = _AgUiMessage("SUBAGENT_FINISHED")
+    SubagentErrorEvent = _AgUiMessage("SUBAGENT_ERROR")
+    Interrupt = _AgUiMessage(None)
+
+    @staticmethod
+    def RunFinishedInterruptOutcome(*, type: str, interrupts: list[Any]) -> dict[str, Any]:
+        return {"type": type, "interrupts": interrupts}
+
+    @staticmethod
+    def RunFinishedCancelledOutcome(*, type: str) -> dict[str, Any]:
+        return {"type": type}
+
+
+_AG_UI = _AgUi()
+
+
 class AgUiEncoder:
     """The AG-UI protocol: RUN_STARTED … RUN_FINISHED (an interrupt outcome for a waiting run),
     REASONING_* for thoughts, TEXT_MESSAGE_* for text, TOOL_CALL_* for actions, CUSTOM for
@@ -207,28 +275,17 @@ class AgUiEncoder:
     headers: dict[str, str] = {}  # noqa: RUF012  read only
 
     def __init__(self, *, thread_id: str = "") -> None:
-        from ag_ui import core  # the [web] extra
-
-        self._core = core
+        self._core = _AG_UI
         self._thread = thread_id
         self._parts = _Parts()
         self._run: str | None = None  # the root run, once started, until it ends
         self._subs: list[str] = []  # sub-agent runs started and not yet ended
 
-    def _dump(self, message: Any) -> Any:
-        return message.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-    def _json(self, message: Any) -> bytes:
-        serialized: bytes = message.__pydantic_serializer__.to_json(
-            message, by_alias=True, exclude_none=True
-        )
-        return serialized
-
     def encode(self, event: Event) -> list[Any]:
-        return [self._dump(m) for m in self._models(event)]
+        return self._models(event)
 
     def encode_json(self, event: Event) -> list[bytes]:
-        return [self._json(m) for m in self._models(event)]
+        return [to_json(m) for m in self._models(event)]
 
     def _models(self, event: Event) -> list[Any]:
         if event.parent_run_id is None:
@@ -238,13 +295,10 @@ class AgUiEncoder:
                 self._run = None
         return self._messages(event)
 
-    def end(self) -> list[Any]:
-        return [self._dump(m) for m in self._end()]
-
     def end_json(self) -> list[bytes]:
-        return [self._json(m) for m in self._end()]
+        return [to_json(m) for m in self.end()]
 
-    def _end(self) -> list[Any]:
+    def end(self) -> list[Any]:
         """A run stopped before its end (``DELETE``, the server shutting down): its open parts
         and steps end, then the run, cancelled."""
         if self._run is None:
