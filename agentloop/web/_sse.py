@@ -135,51 +135,67 @@ class LogStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await self._send(
-                send, {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
-            )
-            if scope.get("method") != "HEAD":
-                with anyio.CancelScope() as stopped:
-                    _open.add(stopped)
+            if scope.get("method") == "HEAD":
+                await self._write(send, self._start())
+            else:
+                async with anyio.create_task_group() as tg:
+                    _open.add(tg.cancel_scope)  # what a shutdown cancels
                     try:
-                        async with anyio.create_task_group() as tg:
-                            tg.start_soon(_left, receive, tg.cancel_scope)
-                            await self._stream(send)
-                            tg.cancel_scope.cancel()
+                        tg.start_soon(_left, receive, tg.cancel_scope)
+                        await self._stream(send)
                     finally:
-                        _open.discard(stopped)
-            await self._send(send, {"type": "http.response.body", "body": b"", "more_body": False})
+                        _open.discard(tg.cancel_scope)
+                    tg.cancel_scope.cancel()
+            await self._write(send, {"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             if self._on_close is not None:
                 self._on_close()
 
+    def _start(self) -> Any:
+        return {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+
     async def _stream(self, send: Send) -> None:
-        log, codec = self._log, self._codec
+        """The log's frames as they come, under one cancel scope whose deadline is a write's
+        timeout while writing and the ping's while waiting: a scope per write or wait cost
+        more than the writing."""
+        log, codec, first = self._log, self._codec, True
         while True:
-            batch = log.batch(self._position)
-            if batch:
-                self._position += len(batch)
-                for chunk in _chunks(((event, True) for event in batch), codec):
-                    await self._body(send, chunk)
-                continue
-            if log.done:
-                break
-            with anyio.move_on_after(self._ping) as quiet:
-                await log.changed()
-            if quiet.cancelled_caught:
-                await self._body(send, _PING)
-        ending = b"".join(b"data: %s\n\n" % message for message in codec.end_json())
-        if ending:
-            await self._body(send, ending)
+            writing = True
+            with anyio.CancelScope(deadline=anyio.current_time() + self._send_timeout) as guard:
+                if first:
+                    first = False
+                    await send(self._start())
+                while True:
+                    batch = log.batch(self._position)
+                    if batch:
+                        if not writing:
+                            writing = True
+                            guard.deadline = anyio.current_time() + self._send_timeout
+                        self._position += len(batch)
+                        for chunk in _chunks(((event, True) for event in batch), codec):
+                            await send(_body(chunk))
+                        continue
+                    if log.done:
+                        ending = b"".join(b"data: %s\n\n" % m for m in codec.end_json())
+                        if ending:
+                            await send(_body(ending))
+                        return
+                    writing = False
+                    guard.deadline = anyio.current_time() + self._ping
+                    await log.changed()
+            if writing:  # the scope timed out on a write
+                raise TimeoutError(f"the client read nothing for {self._send_timeout} s")
+            await self._write(send, _body(_PING))  # quiet for a ping's interval
 
-    async def _body(self, send: Send, chunk: bytes) -> None:
-        await self._send(send, {"type": "http.response.body", "body": chunk, "more_body": True})
-
-    async def _send(self, send: Send, message: Any) -> None:
+    async def _write(self, send: Send, message: Any) -> None:
         with anyio.move_on_after(self._send_timeout) as late:
             await send(message)
         if late.cancelled_caught:
             raise TimeoutError(f"the client read nothing for {self._send_timeout} s")
+
+
+def _body(chunk: bytes) -> Any:
+    return {"type": "http.response.body", "body": chunk, "more_body": True}
 
 
 async def _left(receive: Receive, stream: anyio.CancelScope) -> None:
