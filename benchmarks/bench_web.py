@@ -14,8 +14,9 @@ durable replicas and workers share one).
 With ``--floor``, instead: the web path against its floor, ``benchmarks._web_floor`` (bare
 Starlette and uvicorn relaying the same emulated stream with aiohttp, one SSE event per text
 delta, no engine), beside one in-memory ``agentloop serve`` streaming in its three protocols
-(agentloop's own SSE: ``POST /api/runs`` then ``GET`` its events; AG-UI: ``POST /api/ag-ui``;
-the Vercel stream: ``POST /api/chat``). For 100 and 1,000 clients at once, the four take turns
+(agentloop's own SSE: ``POST /api/runs`` then ``GET`` its events, and in one request, a POST
+that accepts only ``text/event-stream``; AG-UI: ``POST /api/ag-ui``; the Vercel stream: ``POST
+/api/chat``). For 100 and 1,000 clients at once, the four take turns
 (the order rotated each repetition); reported per target, medians of the repetitions: the
 server process's CPU per streamed run (``/proc``), p50 and p99 time to the first delta, and
 each as a ratio of the floor's.
@@ -77,6 +78,8 @@ async def _client(session, base: str, target: str = "agentloop") -> tuple[float,
 _TARGETS: dict[str, tuple[str, dict[str, object], str, str]] = {
     "floor": ("/relay", {"input": "hello"}, "text_delta", "run_finished"),
     "agentloop": ("/api/runs", {"input": "hello"}, "text_delta", "run_finished"),
+    # the same stream in one request: the POST accepts only text/event-stream
+    "agentloop-post": ("/api/runs", {"input": "hello"}, "text_delta", "run_finished"),
     "ag-ui": (
         "/api/ag-ui",
         {"messages": [{"id": "m1", "role": "user", "content": "hello"}]},
@@ -95,7 +98,8 @@ _TARGETS: dict[str, tuple[str, dict[str, object], str, str]] = {
 async def _stream(session, base: str, target: str = "agentloop") -> tuple[float, bool]:
     path, body, delta, end = _TARGETS[target]
     start = time.perf_counter()
-    async with session.post(base + path, json=body) as started:
+    headers = {"accept": "text/event-stream"} if target == "agentloop-post" else {}
+    async with session.post(base + path, json=body, headers=headers) as started:
         if target != "agentloop":  # the POST streams
             return await _read(started, start, delta, end)
         if started.status != 201:
