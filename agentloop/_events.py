@@ -447,11 +447,6 @@ def _adapter() -> TypeAdapter[Event]:
     return TypeAdapter(Annotated[Event, Field(discriminator="type")])
 
 
-def event_json(event: Event) -> bytes:
-    """``event.to_json()`` as UTF-8, without the ``str`` between (what an event stream sends)."""
-    return _adapter().dump_json(event)
-
-
 def event_from_json(data: str | bytes, *, output_type: Any = None) -> Event:
     """Parse an event serialised with ``to_json()``.
 

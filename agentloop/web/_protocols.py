@@ -42,7 +42,6 @@ from agentloop import (
     TextDelta,
     ThoughtDelta,
 )
-from agentloop._events import event_json
 
 Protocol_ = Literal["agentloop", "ag-ui", "vercel"]
 PROTOCOLS: tuple[Protocol_, ...] = ("agentloop", "ag-ui", "vercel")
@@ -112,7 +111,7 @@ class AgentloopEncoder:
         return []
 
     def encode_json(self, event: Event) -> list[bytes]:
-        return [event_json(event)]
+        return [event.to_json().encode()]
 
     def end_json(self) -> list[bytes]:
         return []
