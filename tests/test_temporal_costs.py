@@ -174,3 +174,29 @@ async def test_a_caller_that_stops_reading_stops_costing_signals(temporal_target
     assert second_call == 0, "nobody streams the second call: its text comes with its result"
     assert _deltas_signalled_in_last_model_call(kept)[1] > 1, "the caller that stayed streams"
     assert "".join(texts).endswith("word 8. ")
+
+
+async def test_a_sessions_second_run_fails_no_activity(temporal_target: str, tmp_path: Any) -> None:
+    """Every durable run of a session creates it if it is new; for one that exists the store
+    activity answers so as a value, not as a failed activity (a warning and its traceback on
+    the worker, on every run but the session's first)."""
+    from temporalio.api.enums.v1 import EventType
+
+    from agentloop.sessions import SQLiteStore
+
+    async with SQLiteStore(str(tmp_path / "s.db")) as store:
+        agent = Agent(ScriptedModel(["one", "two"]), name="sessioned", store=store)
+        durable = TemporalAgent(agent, task_queue=f"q-{uuid.uuid4().hex[:8]}")
+        client = await connect(temporal_target)
+        async with worker(client, [durable]):
+            first = await durable.run(client, "hi", session="s")
+            run = await durable.start(client, "again", session="s")
+            second = await run.result()
+            history = await client.get_workflow_handle(run.run_id).fetch_history()
+        kept = await store.get("s")
+    failed = [
+        e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
+    ]
+    assert (first.output, second.output) == ("one", "two")
+    assert failed == [], failed
+    assert kept is not None and len([r for r in kept.history if r.type == "run"]) == 2

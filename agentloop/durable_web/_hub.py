@@ -11,15 +11,22 @@ keyed with the server's secret, the same on every replica that shares the secret
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import secrets
 from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any, Self, final
+from typing import Any, Final, Self, final
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+import anyio
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop import (
@@ -43,6 +50,7 @@ from agentloop.web._secret import server_secret
 
 OWNER_MEMO = "agentloop.owner"
 SESSION_MEMO = "agentloop.session"
+ABANDON_WAIT: Final = 10.0  # seconds a waiting run's workflow has to close for a new message
 _ENDS = (RunFinished, RunFailed, RunWaiting)  # an invocation's terminal events
 
 
@@ -144,7 +152,8 @@ class TemporalHub:
 
     async def start(self, owner: str, input: str, *, session: str | None = None) -> DurableLog:
         """Start a durable run on ``session`` (a new session when ``None``): errors as for
-        ``RunHub.start``; ``SessionBusy`` while the session's last run goes on, or waits.
+        ``RunHub.start``; ``SessionBusy`` while the session's last run goes on. A run that
+        waits on decisions is ended (``abandoned``, its calls never run), as in process.
 
         Args:
             owner: Who asks (what the auth said).
@@ -153,10 +162,10 @@ class TemporalHub:
         """
         session = await session_for(self.store, self.limits, owner, input, session)
         last = await self._unfinished(session)
-        if last is not None and await self._running(self._handle(last)):
-            raise SessionBusy(
-                f"a run holds session {session!r} (or waits on decisions: resume it with them)"
-            )
+        if last is not None and await self._running(handle := self._handle(last)):
+            if await self._waiting(handle) is None:
+                raise SessionBusy(f"a run holds session {session!r}")
+            await self._abandon(handle)
         prefix = f"{self.durable.name}-web-{hashlib.sha256(owner.encode()).hexdigest()[:16]}-"
         await self._within_bound(prefix)
         run_id = prefix + secrets.token_hex(16)
@@ -278,6 +287,18 @@ class TemporalHub:
         going = await self.client.count_workflows(query)
         if going.count >= self.limits.max_runs_per_owner:
             raise TooMany(f"at most {self.limits.max_runs_per_owner} runs at once per caller")
+
+    async def _abandon(self, handle: WorkflowHandle[Any, Any]) -> None:
+        """End the run that waits on decisions, as a new message does in process: its workflow
+        is cancelled (its calls never run), and the new run records it ``abandoned`` when it
+        loads the session. Waits (``ABANDON_WAIT`` at most) for the workflow to close, so that
+        it no longer holds the session; ``SessionBusy`` if it will not."""
+        await handle.cancel()
+        with anyio.move_on_after(ABANDON_WAIT):
+            with contextlib.suppress(WorkflowFailureError):  # it ends cancelled, as asked
+                await handle.result()
+            return
+        raise SessionBusy(f"the run {handle.id!r} that waits on decisions would not end")
 
     def _handle(self, run: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(run)

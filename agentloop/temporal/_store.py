@@ -21,7 +21,13 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 import agentloop._errors as _errors
 
-from .._errors import AgentLoopError, SessionError, SessionStoreError, UserError
+from .._errors import (
+    AgentLoopError,
+    SessionConflict,
+    SessionError,
+    SessionStoreError,
+    UserError,
+)
 from ..sessions import (
     JSON,
     Lease,
@@ -37,6 +43,7 @@ from ._payloads import Blobs, too_large
 
 STORE_ACTIVITY = "agentloop.store"
 _ERROR_TYPE = "agentloop.error:"
+EXISTS = "exists"  # what the create activity returns for a session that already exists
 
 
 def encode_lease(lease: Lease) -> dict[str, Any]:
@@ -94,7 +101,10 @@ async def perform(store: SessionStore, op: str, args: dict[str, Any]) -> Any:
     session_id = args.get("session_id", "")
     try:
         if op == "create":
-            await store.create(session_id)
+            try:
+                await store.create(session_id)
+            except SessionConflict:
+                return EXISTS  # as a value: every run of a session but its first gets here
             return None
         if op == "acquire_lease":
             lease = await store.acquire_lease(
@@ -187,7 +197,8 @@ class ActivityStore:
     ) -> Session:
         if session_id is None or app or user or state:
             raise UserError("a durable run creates its session by id only")
-        await self._call("create", session_id=session_id)
+        if await self._call("create", session_id=session_id) == EXISTS:
+            raise SessionConflict(f"session {session_id!r} already exists")
         session = await self.get(session_id, history_limit=0)
         if session is None:
             raise SessionError(f"session {session_id!r} vanished as it was created")

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.notices import without_sdk_notice
+
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = [sys.executable, "-m", "agentloop"]
 KEYS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -96,7 +98,7 @@ def run(
         timeout=timeout,
         stdin=None if input is not None else subprocess.DEVNULL,
     )
-    return Done(proc.returncode, proc.stdout, proc.stderr)
+    return Done(proc.returncode, proc.stdout, without_sdk_notice(proc.stderr))
 
 
 def run_in_terminal(
@@ -155,7 +157,7 @@ def run_in_terminal(
         if slave >= 0:
             os.close(slave)
         os.close(master)
-    return Done(code, b"".join(chunks).decode("utf-8", "replace"), err)
+    return Done(code, b"".join(chunks).decode("utf-8", "replace"), without_sdk_notice(err))
 
 
 class Terminal:
@@ -247,4 +249,4 @@ class Terminal:
         code = self.proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
         assert self.proc.stderr is not None
         err = self.proc.stderr.read().decode()
-        return Done(code, self.out, err)
+        return Done(code, self.out, without_sdk_notice(err))

@@ -11,6 +11,7 @@ import pytest
 from agentloop import Agent, tool
 from agentloop.testing._scenarios import EmulatedProvider
 from agentloop.testing._server import ProviderServer
+from tests.support.notices import without_sdk_notice
 
 from ._provider_helpers import make_model
 
@@ -162,4 +163,4 @@ def test_a_model_given_to_an_agent_is_closed_by_async_with(tmp_path: Any) -> Non
         )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "fine"
-    assert done.stderr == ""
+    assert without_sdk_notice(done.stderr) == ""

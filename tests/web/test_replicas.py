@@ -23,7 +23,14 @@ from anyio.abc import Process
 from agentloop import Agent
 from agentloop.models.openai import OpenAIChatModel
 from agentloop.sessions import SQLiteStore
-from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, ProviderServer
+from agentloop.testing import (
+    EmulatedCall,
+    EmulatedProvider,
+    EmulatedTurn,
+    ProviderServer,
+    RecordedRequest,
+    ScriptedResponse,
+)
 from agentloop.web import Auth, WebLimits, bearer_token
 from tests.support.node import node, run_script
 from tests.support.temporal import free_port, import_temporal
@@ -211,6 +218,46 @@ async def test_a_run_started_on_one_replica_is_stopped_from_the_other(
         answered = await _read(client, b + again["events"])
     assert "run_finished" not in [f.json()["type"] for f in rest]
     assert answered[-1].json()["type"] == "run_finished"
+
+
+async def test_a_new_question_on_the_other_replica_ends_the_run_that_waits(
+    temporal_target: str, tmp_path: Path
+) -> None:
+    """The run waits for an approval, started on A; a new message in the session on B starts
+    at once and ends the waiting run, ``abandoned`` in the history: a decision sent for it
+    later, on either replica, is 409 and runs nothing."""
+    pay, weather = EmulatedProvider(script=PAY), EmulatedProvider(script=["It is sunny."])
+
+    def by_question(request: RecordedRequest) -> ScriptedResponse:
+        asked = [m for m in request.json["messages"] if m["role"] == "user"]
+        return (weather if "weather" in asked[-1]["content"] else pay)(request)
+
+    async with ProviderServer(by_question) as server:
+        async with (
+            fleet(temporal_target, lambda s: _payer(server.url, s), tmp_path / "s.db") as (a, b),
+            httpx2.AsyncClient(timeout=60) as client,
+        ):
+            run = await _start(client, a, "pay bob")
+            waited = [f.json() for f in await _read(client, a + run["events"])]
+            assert waited[-1]["type"] == "run_waiting"
+            (pending,) = waited[-1]["result"]["pending"]
+            again = await _start(client, b, "and the weather?", session=run["session"])
+            answered = [f.json() for f in await _read(client, b + again["events"])]
+            late = [
+                await client.post(
+                    f"{base}/api/sessions/{run['session']}/resume",
+                    json={"decisions": {pending["id"]: {"decision": "approve"}}},
+                )
+                for base in (a, b)
+            ]
+            history = (await client.get(f"{a}/api/sessions/{run['session']}")).json()["history"]
+    assert answered[-1]["type"] == "run_finished", answered[-1]
+    assert answered[-1]["result"]["output"] == "It is sunny."
+    assert [r.status_code for r in late] == [409, 409], [r.text for r in late]
+    ends = {r["run_id"]: r["status"] for r in history if r["type"] == "run_end"}
+    assert ends.get(waited[0]["run_id"]) == "abandoned", history
+    ran = [r for r in history if r["type"] == "step" for a in r["step"]["actions"]]
+    assert ran == [], history  # the transfer never ran
 
 
 async def test_the_runs_a_caller_has_going_are_bounded_across_replicas(

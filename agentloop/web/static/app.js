@@ -254,12 +254,28 @@ function newTurn(question) {
   $("chat").append(root);
   return {
     root, reply, foot, attempts: new Map(), actions: new Map(), waitingRows: new Map(),
-    lastText: null, t0: 0,
+    subruns: new Map(), lastText: null, t0: 0,
   };
 }
 
 function turnFor(event) {
   return state.turns.get(event.run_id) || state.turns.get(event.parent_run_id) || state.current;
+}
+
+// A sub-agent's run (an agent called as a tool) streams into a block of its own, named after
+// the agent; when its action finishes, the block moves into that action's row.
+function subrunOf(turn, event) {
+  let sub = turn.subruns.get(event.run_id);
+  if (!sub) {
+    const root = el("div", "subrun");
+    root.dataset.testid = "subrun";
+    root.append(el("div", "subrun-name", event.agent || event.branch));
+    const host = turn.subruns.get(event.parent_run_id);
+    (host ? host.root : turn.reply).append(root);
+    sub = { root, lastText: null };
+    turn.subruns.set(event.run_id, sub);
+  }
+  return sub;
 }
 
 function attemptOf(turn, runId, attempt) {
@@ -268,8 +284,9 @@ function attemptOf(turn, runId, attempt) {
   if (!box) {
     const root = el("div", "attempt");
     root.dataset.attempt = String(attempt);
-    turn.reply.append(root);
-    box = { key, root, last: null, streaming: false, withdrawn: false };
+    const sub = turn.subruns.get(runId) || null;
+    (sub ? sub.root : turn.reply).append(root);
+    box = { key, root, last: null, streaming: false, withdrawn: false, sub };
     turn.attempts.set(key, box);
   }
   return box;
@@ -298,7 +315,9 @@ function segment(turn, box, kind, text, now) {
   }
   box.last.source += text;
   if (now) draw(box.last); else paint(box.last);
-  if (kind === "text") turn.lastText = box.last;
+  if (kind === "text") {
+    if (box.sub) box.sub.lastText = box.last; else turn.lastText = box.last;
+  }
   return box.last;
 }
 
@@ -333,13 +352,20 @@ function started(row, box, turn, now, live) {
   }
 }
 
-function finished(row, result, took) {
+function finished(row, result, took, sub) {
   if (row.done) return;
   if (result.subrun && (result.subrun.pending || []).length) return; // it goes on when resumed
   row.done = true;
   if (took !== null) row.item.append(el("span", "timing", ", took " + seconds(took)));
-  const text = result.error ? "error: " + result.error : shown(result.output);
-  row.item.append(el("div", "output", "→ " + text));
+  if (sub) row.item.append(sub.root);
+  const last = sub && sub.lastText;
+  if (!result.error && last && !last.box.withdrawn && typeof result.output === "string"
+      && last.source.trim() === result.output.trim()) {
+    last.node.classList.add("output"); // the sub-agent's streamed answer is the output: once
+  } else {
+    const text = result.error ? "error: " + result.error : shown(result.output);
+    row.item.append(el("div", "output", "→ " + text));
+  }
   if (result.error) row.item.classList.add("failed");
   const decide = row.item.querySelector(".decide");
   if (decide) decide.remove();
@@ -424,6 +450,7 @@ function render(event) {
   const frozen = event.attempt !== undefined && state.frozen.has(event.run_id + ":" + event.attempt);
   switch (event.type) {
     case "run_started":
+      if (!top) subrunOf(turn, event);
       if (top && !turn.t0) turn.t0 = now;
       status("running");
       break;
@@ -449,7 +476,8 @@ function render(event) {
       const result = event.result;
       const box = attemptOf(turn, event.run_id, result.attempt);
       const row = actionRow(turn, box, result);
-      finished(row, result, row.at && !frozen ? now - row.at : null);
+      const sub = result.subrun ? turn.subruns.get(result.subrun.run_id) : undefined;
+      finished(row, result, row.at && !frozen ? now - row.at : null, sub);
       break;
     }
     case "attempt_discarded": {
