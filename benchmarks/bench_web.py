@@ -324,15 +324,18 @@ async def _ready(bases: list[str], path: str = "/app.js") -> None:
                 await asyncio.sleep(0.1)
 
 
-def floor(counts: list[int], repeat: int, *, count: bool = False) -> int:
+def floor(
+    counts: list[int], repeat: int, *, count: bool = False, only: list[str] | None = None
+) -> int:
     """The web path against its floor (``--floor``): prints a table, nonzero if a stream failed.
-    With ``count``, the servers run under callgrind and the table gives instructions."""
+    With ``count``, the servers run under callgrind and the table gives instructions; ``only``
+    names the targets to measure (the floor always)."""
     valgrind = shutil.which("valgrind")
     if count and (valgrind is None or shutil.which("callgrind_control") is None):
         print("Skipped: valgrind is not installed (`apt-get install valgrind`).")
         return 0
     raise_fd_limit(8 * max(counts) + 400)
-    targets = list(_TARGETS)
+    targets = [t for t in _TARGETS if only is None or t == "floor" or t in only]
     samples: list[Sample] = []
     with (
         ProviderServerProcess(min_fds=4 * max(counts)) as provider,
@@ -374,7 +377,7 @@ def floor(counts: list[int], repeat: int, *, count: bool = False) -> int:
             bases = [f"http://127.0.0.1:{port}" for port in ports]
             asyncio.run(_ready(bases[:1]))
             asyncio.run(_ready(bases[1:], "/"))
-            servers = dict.fromkeys(targets[1:], (bases[0], serve.pid))
+            servers = dict.fromkeys(targets, (bases[0], serve.pid))
             servers["floor"] = (bases[1], relay.pid)
             for clients in counts:
                 for rep in range(repeat):
@@ -434,11 +437,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--count", action="store_true", help="with --floor: instructions under callgrind"
     )
+    parser.add_argument("--targets", help=f"with --floor: some of {','.join(_TARGETS)}")
     args = parser.parse_args(argv)
     if args.floor:
         counts = [int(c) for c in (args.clients or ("20" if args.smoke else "100,1000")).split(",")]
         repeat = 1 if args.smoke or args.count else args.repeat
-        return floor(counts, repeat, count=args.count)
+        only = args.targets.split(",") if args.targets else None
+        return floor(counts, repeat, count=args.count, only=only)
     clients = int(args.clients) if args.clients else (20 if args.smoke else 1000)
     raise_fd_limit(8 * clients + 400)  # the children inherit it
     from tests.support.temporal import TemporalUnavailableHere, start_dev_server
