@@ -380,8 +380,8 @@ class RunLog:
         return index + self._dropped
 
     def batch(self, position: int) -> list[Event]:
-        """The events kept from ``position`` on (``position``), at most ``_BATCH``, without
-        waiting: none when the reader is at the end; ``LogTrimmed`` if it fell behind.
+        """The events kept from ``position`` on, at most ``_BATCH``, without waiting: none
+        when the reader is at the end; ``LogTrimmed`` if it fell behind the log's bound.
 
         Args:
             position: Where the reader is, counted from the run's first event.

@@ -450,7 +450,7 @@ class AgUiEncoder:
                 ]
             case AttemptDiscarded():
                 out = self._close(event, event.attempt)
-                ids = p.by_attempt.get((event.run_id, event.attempt), [])
+                ids = list(p.by_attempt.get((event.run_id, event.attempt), []))  # not the state
                 value = {"attempt": event.attempt, "reason": event.reason, "message_ids": ids}
                 name = "agentloop.attempt_discarded"
                 return [*out, c.CustomEvent(name=name, value=value, subagent_run_id=sub)]
