@@ -10,6 +10,7 @@ keep-alive ping is the stream's own wait for the log timing out. Other logs go t
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
@@ -30,8 +31,16 @@ _SEP = "\n"  # LF line ends: @ag-ui/client splits events on a bare blank line, n
 _PING = b": ping\n\n"
 _EXIT_POLL = 0.5  # seconds between looks at whether the server is shutting down
 
-# The ``LogStream``s open in this process, to end when the server shuts down (``watch_exit``).
-_open: set[anyio.CancelScope] = set()
+
+class _Open(threading.local):
+    """The ``LogStream``s open in this thread (its event loop's), to end when the server shuts
+    down (``watch_exit``): a scope is cancelled from its own loop only."""
+
+    def __init__(self) -> None:
+        self.scopes: set[anyio.CancelScope] = set()
+
+
+_open = _Open()
 
 
 def last_event_id(request: Request) -> int | None:
@@ -139,12 +148,12 @@ class LogStream(Response):
                 await self._write(send, self._start())
             else:
                 async with anyio.create_task_group() as tg:
-                    _open.add(tg.cancel_scope)  # what a shutdown cancels
+                    _open.scopes.add(tg.cancel_scope)  # what a shutdown cancels
                     try:
                         tg.start_soon(_left, receive, tg.cancel_scope)
                         await self._stream(send)
                     finally:
-                        _open.discard(tg.cancel_scope)
+                        _open.scopes.discard(tg.cancel_scope)
                     tg.cancel_scope.cancel()
             await self._write(send, {"type": "http.response.body", "body": b"", "more_body": False})
         finally:
@@ -212,7 +221,7 @@ async def watch_exit() -> None:
     while True:  # a flag, not an event: polled as sse-starlette polls it
         await anyio.sleep(_EXIT_POLL)
         if AppStatus.should_exit:  # and again for any opened while the server drains
-            for stopped in list(_open):
+            for stopped in list(_open.scopes):
                 stopped.cancel()
 
 
