@@ -159,7 +159,9 @@ async def test_a_post_that_accepts_only_event_streams_is_answered_with_the_runs_
         )
         assert resumed == events[3:]
         assert agent.store is not None
-        assert [found.id for found in await agent.store.list(user="local")] == [session]  # 429: none
+        assert [found.id for found in await agent.store.list(user="local")] == [
+            session
+        ]  # 429: none
         plain = await client.post("/api/runs", json={"input": "again", "session": session})
         assert plain.status_code == 201  # JSON, as before, for any other Accept
 
