@@ -131,3 +131,22 @@ async def test_agentloop_serve_logs_requests_only_when_asked(access_log: bool) -
         while True:
             logged += (await process.stdout.receive()).decode()
     assert ('"GET /app.js HTTP/1.1" 200' in logged) is access_log
+
+
+def test_serve_tunes_the_collector_for_a_server() -> None:
+    """What exists when serving starts is frozen, and the youngest generation is collected
+    every 10,000 allocations: with 1,000 streams open the collector took 38% of the CPU."""
+    code = (
+        "import gc, anyio, uvicorn\n"
+        "from agentloop.web import serve\n"
+        "from tests.web._served import agent\n"
+        "async def report(self, sockets=None):\n"
+        "    print(gc.get_freeze_count() > 1000, gc.get_threshold()[0])\n"
+        "uvicorn.Server.serve = report\n"
+        "anyio.run(lambda: serve(agent, port=0))\n"
+    )
+    env = {**os.environ, "AGENTLOOP_TEST_PROVIDER_URL": "http://127.0.0.1:9"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.split() == ["True", "10000"], done.stderr
