@@ -192,6 +192,8 @@ class LogStream(Response):
                     writing = False
                     guard.deadline = anyio.current_time() + self._ping
                     await log.changed()
+                    if guard.cancel_called:  # the ping's deadline came with the change
+                        break
             if writing:  # the scope timed out on a write
                 raise TimeoutError(f"the client read nothing for {self._send_timeout} s")
             await self._write(send, _body(_PING))  # quiet for a ping's interval
@@ -216,7 +218,7 @@ async def _left(receive: Receive, stream: anyio.CancelScope) -> None:
 
 async def watch_exit() -> None:
     """Until cancelled: when the server shuts down (``AppStatus.should_exit``, which
-    sse-starlette sets on uvicorn's signal), end every ``LogStream`` open in this process, as
+    sse-starlette sets on uvicorn's signal), end every ``LogStream`` open in this thread, as
     ``EventSourceResponse`` ends its own. The app runs this in its lifespan."""
     while True:  # a flag, not an event: polled as sse-starlette polls it
         await anyio.sleep(_EXIT_POLL)
