@@ -14,14 +14,22 @@ durable replicas and workers share one).
 With ``--floor``, instead: the web path against its floor, ``benchmarks._web_floor`` (bare
 Starlette and uvicorn relaying the same emulated stream with aiohttp, one SSE event per text
 delta, no engine), beside one in-memory ``agentloop serve`` streaming in its three protocols
-(agentloop's own SSE: ``POST /api/runs`` then ``GET`` its events; AG-UI: ``POST /api/ag-ui``;
-the Vercel stream: ``POST /api/chat``). For 100 and 1,000 clients at once, the four take turns
+(agentloop's own SSE: ``POST /api/runs`` then ``GET`` its events, and in one request, a POST
+that accepts only ``text/event-stream``; AG-UI: ``POST /api/ag-ui``; the Vercel stream: ``POST
+/api/chat``). For 100 and 1,000 clients at once, the four take turns
 (the order rotated each repetition); reported per target, medians of the repetitions: the
 server process's CPU per streamed run (``/proc``), p50 and p99 time to the first delta, and
 each as a ratio of the floor's.
 
+With ``--floor --count``, the gate that does not move with the machine's load: both servers run
+under valgrind's callgrind with instrumentation off, and for each target, after warm-up runs,
+instrumentation is switched on (``callgrind_control -i on``) for the ``clients`` runs at once and
+off after them, so the count is the server's own instructions per streamed run, start-up,
+imports and warm-up left out. The run takes minutes at 100 clients (callgrind slows the server
+some 50×); it needs valgrind and says so, passing, when it is missing.
+
 Run: ``python -m benchmarks.bench_web [--smoke] [--clients 1000]`` (``--smoke``: 20 clients)
-or ``python -m benchmarks.bench_web --floor [--clients 100,1000] [--repeat 3]``
+or ``python -m benchmarks.bench_web --floor [--clients 100,1000] [--repeat 3] [--count]``
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -69,6 +78,8 @@ async def _client(session, base: str, target: str = "agentloop") -> tuple[float,
 _TARGETS: dict[str, tuple[str, dict[str, object], str, str]] = {
     "floor": ("/relay", {"input": "hello"}, "text_delta", "run_finished"),
     "agentloop": ("/api/runs", {"input": "hello"}, "text_delta", "run_finished"),
+    # the same stream in one request: the POST accepts only text/event-stream
+    "agentloop-post": ("/api/runs", {"input": "hello"}, "text_delta", "run_finished"),
     "ag-ui": (
         "/api/ag-ui",
         {"messages": [{"id": "m1", "role": "user", "content": "hello"}]},
@@ -87,7 +98,8 @@ _TARGETS: dict[str, tuple[str, dict[str, object], str, str]] = {
 async def _stream(session, base: str, target: str = "agentloop") -> tuple[float, bool]:
     path, body, delta, end = _TARGETS[target]
     start = time.perf_counter()
-    async with session.post(base + path, json=body) as started:
+    headers = {"accept": "text/event-stream"} if target == "agentloop-post" else {}
+    async with session.post(base + path, json=body, headers=headers) as started:
         if target != "agentloop":  # the POST streams
             return await _read(started, start, delta, end)
         if started.status != 201:
@@ -225,36 +237,70 @@ def _cpu(pid: int) -> float:
 class Sample:
     target: str
     clients: int
-    cpu_ms: float  # the server's CPU per streamed run
+    cpu_ms: float  # the server's CPU per streamed run (with ``--count``: K instructions)
     p50: float
     p99: float
     done: int
 
 
+_TOTALS = re.compile(r"^totals:\s*(\d+)", re.MULTILINE)
+
+
+@dataclass
+class Counted:
+    """A server process under callgrind, instrumentation off but inside ``window``s."""
+
+    pid: int
+    out: Path  # its ``--callgrind-out-file``; each dump is a file beside it
+
+    def _control(self, *args: str) -> None:
+        # Always this process's pid: without one, callgrind_control acts on every callgrind.
+        subprocess.run(["callgrind_control", *args, str(self.pid)], check=True, capture_output=True)
+
+    def on(self) -> None:
+        self._control("--zero")
+        self._control("--instr=on")
+
+    def off(self) -> int:
+        """Instrumentation off; the instructions counted since ``on``."""
+        self._control("--instr=off")
+        before = set(self.out.parent.glob(self.out.name + "*"))
+        self._control("--dump")
+        (dump,) = set(self.out.parent.glob(self.out.name + "*")) - before
+        return int(_TOTALS.findall(dump.read_text())[-1])
+
+
 async def _round(
-    servers: dict[str, tuple[str, int]], order: list[str], clients: int
+    servers: dict[str, tuple[str, int]],
+    order: list[str],
+    clients: int,
+    counted: dict[int, Counted] | None = None,
 ) -> list[Sample]:
-    """``clients`` at once against each target in ``order``, one target after another."""
+    """``clients`` at once against each target in ``order``, one target after another; with
+    ``counted``, the servers' instructions instead of their CPU."""
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=0)
-    timeout = aiohttp.ClientTimeout(total=600)
+    timeout = aiohttp.ClientTimeout(total=3600 if counted else 600)
     samples = []
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         for target in order:
             base, pid = servers[target]
-            await _client(session, base, target)  # warm: imports, the provider connection
+            for _ in range(3 if counted else 1):  # warm: imports, the provider connection
+                await _client(session, base, target)
             before = _cpu(pid)
+            if counted:
+                counted[pid].on()
             results = await asyncio.gather(
                 *(_client(session, base, target) for _ in range(clients))
             )
-            used = _cpu(pid) - before
+            used = counted[pid].off() / 1000 if counted else (_cpu(pid) - before) * 1000
             firsts = sorted(first for first, _ in results if first == first)
             samples.append(
                 Sample(
                     target,
                     clients,
-                    used * 1000 / clients,
+                    used / clients,
                     statistics.median(firsts) * 1000 if firsts else float("nan"),
                     _percentile(firsts, 0.99) * 1000 if firsts else float("nan"),
                     sum(finished for _, finished in results),
@@ -268,7 +314,7 @@ async def _ready(bases: list[str], path: str = "/app.js") -> None:
 
     async with aiohttp.ClientSession() as session:
         for base in bases:
-            for _ in range(600):
+            for _ in range(3000):  # minutes under callgrind
                 try:
                     async with session.get(base + path) as ready:
                         if ready.status < 500:
@@ -278,10 +324,18 @@ async def _ready(bases: list[str], path: str = "/app.js") -> None:
                 await asyncio.sleep(0.1)
 
 
-def floor(counts: list[int], repeat: int) -> int:
-    """The web path against its floor (``--floor``): prints a table, nonzero if a stream failed."""
+def floor(
+    counts: list[int], repeat: int, *, count: bool = False, only: list[str] | None = None
+) -> int:
+    """The web path against its floor (``--floor``): prints a table, nonzero if a stream failed.
+    With ``count``, the servers run under callgrind and the table gives instructions; ``only``
+    names the targets to measure (the floor always)."""
+    valgrind = shutil.which("valgrind")
+    if count and (valgrind is None or shutil.which("callgrind_control") is None):
+        print("Skipped: valgrind is not installed (`apt-get install valgrind`).")
+        return 0
     raise_fd_limit(8 * max(counts) + 400)
-    targets = list(_TARGETS)
+    targets = [t for t in _TARGETS if only is None or t == "floor" or t in only]
     samples: list[Sample] = []
     with (
         ProviderServerProcess(min_fds=4 * max(counts)) as provider,
@@ -290,35 +344,62 @@ def floor(counts: list[int], repeat: int) -> int:
         env = {**os.environ, "AGENTLOOP_BENCH_PROVIDER_URL": provider.url, "PYTHONPATH": str(ROOT)}
         n = str(max(counts))
         limits = ["--max-runs-per-caller", n, "--max-streams-per-caller", n]
+        limits += ["--max-pending-connections", n]
+        if count:  # callgrind slows the server: heads take longer to be read
+            limits += ["--head-timeout", "600"]
         ports = [_free_port(), _free_port()]
+        outs = [Path(folder) / "serve.cg", Path(folder) / "floor.cg"]
         logs = [Path(folder) / "serve.err", Path(folder) / "floor.err"]
-        serve = _spawn(
-            ["serve", AGENT, "--port", str(ports[0]), *limits, "--max-pending-connections", n],
-            env,
-            logs[0],
-        )
-        with logs[1].open("wb") as errors:
-            relay = subprocess.Popen(
-                [sys.executable, "-m", "benchmarks._web_floor", str(ports[1])],
-                env=env,
-                cwd=ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=errors,
-            )
+        commands = [
+            ["-m", "agentloop", "serve", AGENT, "--port", str(ports[0]), *limits],
+            ["-m", "benchmarks._web_floor", str(ports[1])],
+        ]
+        processes = []
+        for command, out, log in zip(commands, outs, logs, strict=True):
+            prefix = [sys.executable]
+            if count:
+                assert valgrind is not None
+                prefix = [valgrind, "--tool=callgrind", "--instr-atstart=no"]
+                prefix += [f"--callgrind-out-file={out}", sys.executable]
+            with log.open("wb") as errors:
+                processes.append(
+                    subprocess.Popen(
+                        [*prefix, *command],
+                        env=env,
+                        cwd=ROOT,
+                        stdout=subprocess.DEVNULL,
+                        stderr=errors,
+                    )
+                )
+        serve, relay = processes
+        counted = {p.pid: Counted(p.pid, out) for p, out in zip(processes, outs, strict=True)}
         try:
             bases = [f"http://127.0.0.1:{port}" for port in ports]
             asyncio.run(_ready(bases[:1]))
             asyncio.run(_ready(bases[1:], "/"))
-            servers = dict.fromkeys(targets[1:], (bases[0], serve.pid))
+            servers = dict.fromkeys(targets, (bases[0], serve.pid))
             servers["floor"] = (bases[1], relay.pid)
             for clients in counts:
                 for rep in range(repeat):
                     order = targets[rep % len(targets) :] + targets[: rep % len(targets)]
-                    samples += asyncio.run(_round(servers, order, clients))
+                    samples += asyncio.run(
+                        _round(servers, order, clients, counted if count else None)
+                    )
         finally:
             _stop([serve, relay])
+        failed = _report(counts, repeat, targets, samples, count)
+        if failed:
+            print(_errors(logs))
+    return 1 if failed else 0
+
+
+def _report(
+    counts: list[int], repeat: int, targets: list[str], samples: list[Sample], count: bool
+) -> bool:
+    """Prints the table; whether a stream failed."""
+    cost = "instructions per run" if count else "CPU per run"
     print(
-        "| clients | target | completed | CPU per run | × floor | first delta p50 | × floor "
+        f"| clients | target | completed | {cost} | × floor | first delta p50 | × floor "
         "| first delta p99 | × floor |"
     )
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -332,17 +413,19 @@ def floor(counts: list[int], repeat: int) -> int:
         for t in targets:
             done = sum(s.done for s in rows[t])
             failed = failed or done != clients * repeat
-            cpu, p50, p99 = med[t]
+            used, p50, p99 = med[t]
             base = med["floor"]
+            shown = f"{used:,.0f} K" if count else f"{used:.2f} ms"
             print(
-                f"| {clients} | {t} | {done}/{clients * repeat} | {cpu:.2f} ms | "
-                f"{cpu / base[0]:.2f}× | {p50:.0f} ms | {p50 / base[1]:.2f}× | {p99:.0f} ms | "
+                f"| {clients} | {t} | {done}/{clients * repeat} | {shown} | "
+                f"{used / base[0]:.2f}× | {p50:.0f} ms | {p50 / base[1]:.2f}× | {p99:.0f} ms | "
                 f"{p99 / base[2]:.2f}× |"
             )
     print(f"\n(medians of {repeat} repetitions, the targets taking turns in a rotated order)")
-    if failed:
-        print(_errors(logs))
-    return 1 if failed else 0
+    if count:
+        print("(instructions: callgrind, the server's own in the measured window; the times are")
+        print("under callgrind and tell nothing)")
+    return failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -351,10 +434,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default=None, help="a count; with --floor, a list: 100,1000")
     parser.add_argument("--floor", action="store_true", help="the web path against its floor")
     parser.add_argument("--repeat", type=int, default=3, help="with --floor: repetitions")
+    parser.add_argument(
+        "--count", action="store_true", help="with --floor: instructions under callgrind"
+    )
+    parser.add_argument("--targets", help=f"with --floor: some of {','.join(_TARGETS)}")
     args = parser.parse_args(argv)
     if args.floor:
         counts = [int(c) for c in (args.clients or ("20" if args.smoke else "100,1000")).split(",")]
-        return floor(counts, 1 if args.smoke else args.repeat)
+        repeat = 1 if args.smoke or args.count else args.repeat
+        only = args.targets.split(",") if args.targets else None
+        return floor(counts, repeat, count=args.count, only=only)
     clients = int(args.clients) if args.clients else (20 if args.smoke else 1000)
     raise_fd_limit(8 * clients + 400)  # the children inherit it
     from tests.support.temporal import TemporalUnavailableHere, start_dev_server

@@ -196,6 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
         "128, at most a quarter of the open-file limit)",
     )
     serve.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log each request (uvicorn's access log; off by default)",
+    )
+    serve.add_argument(
         "--temporal",
         metavar="ADDRESS",
         help="run each run as a durable workflow on the Temporal server at host:port, served "
@@ -505,6 +510,7 @@ def _serve(args: argparse.Namespace) -> int:
         "cors_origins": args.cors_origin,
         "allow_origins": args.allow_origin,
         "allow_hosts": args.allow_host,
+        "access_log": args.access_log,
     }
 
     serve: Callable[..., Awaitable[None]] = web.serve

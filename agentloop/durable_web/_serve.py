@@ -72,6 +72,7 @@ async def serve(
     allow_hosts: Sequence[str] = (),
     secret: bytes | str | None = None,
     log_level: str = "info",
+    access_log: bool = False,
 ) -> None:
     """``agentloop.web.serve`` with its runs on Temporal (``create_app``): one replica.
 
@@ -91,6 +92,7 @@ async def serve(
         allow_hosts: Names the server answers to besides loopback ones.
         secret: The server's secret, which keys owner ids (``create_app``).
         log_level: uvicorn's log level.
+        access_log: Log each request (uvicorn's access log; off by default).
     """
     hub = TemporalHub(
         agent,
@@ -110,5 +112,6 @@ async def serve(
         allow_origins=allow_origins,
         allow_hosts=allow_hosts,
         log_level=log_level,
+        access_log=access_log,
         hub=hub,
     )

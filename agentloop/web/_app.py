@@ -1,6 +1,7 @@
 """The HTTP API and the built-in page, as a Starlette app (closed by default).
 
 POST   /api/runs                      {"input", "session"?}  → 201 {"run", "session", "events"}
+                                      (Accept: text/event-stream → the run's stream itself)
 GET    /api/runs/{run}/events         ?protocol=agentloop|ag-ui|vercel  (SSE, Last-Event-ID)
 DELETE /api/runs/{run}                stop the run                      → 204
 POST   /api/sessions/{session}/resume {"decisions"?}                    → 201 as for a run
@@ -14,14 +15,16 @@ GET    /                              the page (no build step; it renders text, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import hmac
 import os
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -50,7 +53,7 @@ from ._chat import approval_responses
 from ._gate import RequestGate
 from ._hub import EventLog, LogTrimmed, RunBackend, RunHub, TooMany, WebLimits
 from ._protocols import PROTOCOLS
-from ._sse import last_event_id, sse_response
+from ._sse import last_event_id, sse_response, watch_exit
 
 Auth = Callable[[Request], Awaitable[str | None]]
 """Who a request is from (the owner of the sessions it may touch), or ``None`` to refuse it."""
@@ -176,12 +179,34 @@ def create_app(
         return await read_json(request, max_bytes=body_limit, max_depth=hub.limits.max_json_depth)
 
     def started(log: EventLog) -> JSONResponse:
-        events = f"/api/runs/{log.id}/events"
-        if log.begins_after is not None:  # a durable run resumed: its stream goes on from there
-            events += f"?last_event_id={log.begins_after}"
         return JSONResponse(
-            {"run": log.id, "session": log.session, "events": events}, status_code=201
+            {"run": log.id, "session": log.session, "events": _events_url(log)}, status_code=201
         )
+
+    async def launch(
+        request: Request, caller: str, start: Callable[[], Awaitable[EventLog]]
+    ) -> Response:
+        """The run ``start`` starts: its ids as JSON (201), or its stream itself when the
+        request accepts only ``text/event-stream``."""
+        with _errors():
+            if not _streams_back(request):
+                return started(await start())
+            protocol = _protocol(request)
+            hub.open_stream(caller)  # a stream over the bound starts no run
+            try:
+                log = await start()
+            except BaseException:
+                hub.close_stream(caller)
+                raise
+            response = _respond(hub, caller, log, log.begins_after, protocol)
+            response.headers.update(
+                {
+                    "x-agentloop-run": log.id,
+                    "x-agentloop-session": log.session,
+                    "content-location": _events_url(log),
+                }
+            )
+            return response
 
     async def start_run(request: Request) -> Response:
         caller = await owner(request)
@@ -190,22 +215,22 @@ def create_app(
         if session is not None and not isinstance(session, str):
             raise HTTPException(400, "session must be a string")
         _check_input(data.get("input"), hub.limits)
-        with _errors():
-            return started(await hub.start(caller, data["input"], session=session))
+        return await launch(
+            request, caller, functools.partial(hub.start, caller, data["input"], session=session)
+        )
 
     async def resume(request: Request) -> Response:
         caller = await owner(request)
         data = await body(request)
         decisions = _decisions(data.get("decisions"))
-        with _errors():
-            log = await hub.resume(caller, request.path_params["session"], decisions=decisions)
-            return started(log)
+        session = request.path_params["session"]
+        return await launch(
+            request, caller, functools.partial(hub.resume, caller, session, decisions=decisions)
+        )
 
     async def events(request: Request) -> Response:
         caller = await owner(request)
-        protocol = request.query_params.get("protocol", "agentloop")
-        if protocol not in PROTOCOLS:
-            raise HTTPException(400, f"protocol must be one of {', '.join(PROTOCOLS)}")
+        protocol = _protocol(request)
         with _errors():
             log = await hub.find(caller, request.path_params["run"])
             after = last_event_id(request)
@@ -304,13 +329,16 @@ def create_app(
                 allow_origins=list(cors_origins),
                 allow_methods=["GET", "POST", "DELETE"],
                 allow_headers=["authorization", "content-type", "last-event-id"],
+                expose_headers=["x-agentloop-run", "x-agentloop-session", "content-location"],
             )
         )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncGenerator[None, None]:
-        async with hub:
+        async with hub, anyio.create_task_group() as tg:
+            tg.start_soon(watch_exit)  # streams end when the server shuts down
             yield
+            tg.cancel_scope.cancel()
 
     app = Starlette(
         routes=routes,
@@ -334,22 +362,41 @@ def _stream(
     hub: RunBackend, owner: str, log: EventLog, after: int | None, protocol: str
 ) -> Response:
     hub.open_stream(owner)
+    return _respond(hub, owner, log, after, protocol)
+
+
+def _respond(
+    hub: RunBackend, owner: str, log: EventLog, after: int | None, protocol: str
+) -> Response:
+    """``log`` streamed on a stream the owner has opened (``open_stream``), closed with it."""
     try:
-        response = sse_response(log, after=after, protocol=protocol)
+        return sse_response(
+            log, after=after, protocol=protocol, on_close=functools.partial(hub.close_stream, owner)
+        )
     except BaseException:
         hub.close_stream(owner)
         raise
-    inner = response.body_iterator
 
-    async def counted() -> AsyncIterator[Any]:
-        try:
-            async for frame in inner:
-                yield frame
-        finally:
-            hub.close_stream(owner)
 
-    response.body_iterator = counted()
-    return response
+def _events_url(log: EventLog) -> str:
+    events = f"/api/runs/{log.id}/events"
+    if log.begins_after is not None:  # a durable run resumed: its stream goes on from there
+        events += f"?last_event_id={log.begins_after}"
+    return events
+
+
+def _streams_back(request: Request) -> bool:
+    """Whether a request that starts a run asks for its stream as the answer: it accepts
+    ``text/event-stream`` and not JSON (one request where ``EventSource`` needs two)."""
+    accept = request.headers.get("accept", "")
+    return "text/event-stream" in accept and "application/json" not in accept
+
+
+def _protocol(request: Request) -> str:
+    protocol = request.query_params.get("protocol", "agentloop")
+    if protocol not in PROTOCOLS:
+        raise HTTPException(400, f"protocol must be one of {', '.join(PROTOCOLS)}")
+    return protocol
 
 
 async def _start_in(hub: RunBackend, owner: str, text: str, thread: Any) -> EventLog:

@@ -27,18 +27,21 @@ async def read_json(request: Request, *, max_bytes: int, max_depth: int) -> dict
         data += chunk
         if len(data) > max_bytes:
             raise HTTPException(413, f"request bodies are limited to {max_bytes} bytes")
-    too_deep = HTTPException(400, f"the body nests deeper than {max_depth} levels")
     if data.count(b"[") + data.count(b"{") > max_depth and _depth(bytes(data)) > max_depth:
-        raise too_deep
+        raise _too_deep(max_depth)
     try:
         parsed = json.loads(data or b"{}")
     except RecursionError:  # not reached past the scan above; kept as the last word
-        raise too_deep from None
+        raise _too_deep(max_depth) from None
     except ValueError:
         raise HTTPException(400, "the body must be JSON") from None
     if not isinstance(parsed, dict):
         raise HTTPException(400, "the body must be a JSON object")
     return parsed
+
+
+def _too_deep(max_depth: int) -> HTTPException:
+    return HTTPException(400, f"the body nests deeper than {max_depth} levels")
 
 
 def _depth(data: bytes) -> int:

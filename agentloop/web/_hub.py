@@ -254,7 +254,7 @@ class RunLog:
         self._events: list[Event] = []
         self._seqs: list[int] = []
         self._dropped = 0
-        self._changed = anyio.Event()
+        self._changed: anyio.Event | None = None  # made when a reader waits: most appends wake none
         self._ended = anyio.Event()
         self.done = False
         self.cancel_scope = anyio.CancelScope()
@@ -284,8 +284,15 @@ class RunLog:
         await self._ended.wait()
 
     def _wake(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def changed(self) -> None:
+        """Wait for the log's next change (an event appended, or the run's end)."""
+        if self._changed is None:
+            self._changed = anyio.Event()
+        await self._changed.wait()
 
     def events(self) -> list[Event]:
         """The events kept so far (for encoders that rebuild their state)."""
@@ -354,17 +361,35 @@ class RunLog:
         batch with the position of its first event counted from the run's first event."""
         absolute = index + self._dropped
         while True:
-            local = absolute - self._dropped
-            if local < 0:
-                raise LogTrimmed("the reader fell behind the run's event log bound")
-            if local < len(self._events):
-                batch = self._events[local : local + _BATCH]
+            batch = self.batch(absolute)
+            if batch:
                 yield absolute, batch
                 absolute += len(batch)
                 continue
             if self.done:
                 return
-            await self._changed.wait()
+            await self.changed()
+
+    def position(self, index: int) -> int:
+        """Index ``index`` of the events kept (``start_index``) counted from the run's first
+        event, as ``batch`` takes it: trimming the log does not move it.
+
+        Args:
+            index: An index into the events kept.
+        """
+        return index + self._dropped
+
+    def batch(self, position: int) -> list[Event]:
+        """The events kept from ``position`` on, at most ``_BATCH``, without waiting: none
+        when the reader is at the end; ``LogTrimmed`` if it fell behind the log's bound.
+
+        Args:
+            position: Where the reader is, counted from the run's first event.
+        """
+        local = position - self._dropped
+        if local < 0:
+            raise LogTrimmed("the reader fell behind the run's event log bound")
+        return self._events[local : local + _BATCH]
 
 
 @final

@@ -1,24 +1,46 @@
 """A run's event log as a server-sent event response: each frame's ``id:`` is the ``seq`` of the
 event it comes from, so a reconnecting ``EventSource`` (``Last-Event-ID``) reads on from there.
 The log is any ``EventLog``: a ``RunLog`` in this process, or a durable run's on Temporal.
+
+A ``RunLog`` is streamed by ``LogStream``, a response of its own: one task beside the stream
+(to hear the client leave) where sse-starlette's ``EventSourceResponse`` starts four, and the
+keep-alive ping is the stream's own wait for the log timing out. Other logs go through
+``EventSourceResponse``.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Sequence
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
+import anyio
 from sse_starlette import EventSourceResponse
+from sse_starlette.sse import AppStatus
 from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from agentloop import Event
 
 from ._hub import EventLog, RunLog
 from ._protocols import Encoder, encoder
 
-_CHUNK = 64 * 1024  # characters of frames past which a batch's chunk is cut (one write)
+_CHUNK = 64 * 1024  # bytes of frames past which a batch's chunk is cut (one write)
 _SEP = "\n"  # LF line ends: @ag-ui/client splits events on a bare blank line, not on CRLF
+_PING = b": ping\n\n"
+_EXIT_POLL = 0.5  # seconds between looks at whether the server is shutting down
+
+
+class _Open(threading.local):
+    """The ``LogStream``s open in this thread (its event loop's), to end when the server shuts
+    down (``watch_exit``): a scope is cancelled from its own loop only."""
+
+    def __init__(self) -> None:
+        self.scopes: set[anyio.CancelScope] = set()
+
+
+_open = _Open()
 
 
 def last_event_id(request: Request) -> int | None:
@@ -44,7 +66,8 @@ def sse_response(
     protocol: str = "agentloop",
     ping: float = 15.0,
     send_timeout: float = 30.0,
-) -> EventSourceResponse:
+    on_close: Callable[[], None] | None = None,
+) -> Response:
     """Stream ``log`` from the event after seq ``after`` (all of it when ``None``) in
     ``protocol`` (``agentloop``, ``ag-ui`` or ``vercel``). ``LogTrimmed`` if those events are
     no longer kept; ``ValueError`` for an unknown protocol.
@@ -56,45 +79,190 @@ def sse_response(
         ping: Seconds between keep-alive comments.
         send_timeout: Seconds a frame may wait on a client that does not read before the
             stream is dropped (the run never waits on it: it writes to the log).
+        on_close: Called once when the stream ends, however it ends.
     """
     codec = encoder(protocol, thread_id=log.session)
-    batches = log.replay_batches(after) if isinstance(log, RunLog) else _batched(log.replay(after))
-    return EventSourceResponse(
-        _frames(batches, codec),
-        headers={**codec.headers, "cache-control": "no-store"},
+    headers = {**codec.headers, "cache-control": "no-store"}
+    if isinstance(log, RunLog):
+        return LogStream(
+            log, after, codec, headers, ping=ping, send_timeout=send_timeout, on_close=on_close
+        )
+    response = EventSourceResponse(
+        _frames(_batched(log.replay(after)), codec),
+        headers=headers,
         ping=ping,
         sep=_SEP,
         send_timeout=send_timeout,
     )
+    if on_close is not None:
+        response.body_iterator = _closing(response.body_iterator, on_close)
+    return response
+
+
+class LogStream(Response):
+    """A ``RunLog`` as server-sent events: the frames of the events found at each wake-up in
+    one write; a ping comment when the log has been quiet for ``ping`` seconds; a client that
+    leaves ends the stream at once, one that does not read for ``send_timeout`` seconds is
+    dropped, and a server shutting down (uvicorn's signal, as ``EventSourceResponse`` sees
+    it; ``watch_exit``) ends it.
+
+    Args:
+        log: The run's log.
+        after: The seq the client last saw (``None``: from the start).
+        codec: The protocol's encoder.
+        headers: The response's headers.
+        ping: Seconds of quiet before a keep-alive comment.
+        send_timeout: Seconds a write may wait on the client.
+        on_close: Called once when the stream ends.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        log: RunLog,
+        after: int | None,
+        codec: Encoder,
+        headers: dict[str, str],
+        *,
+        ping: float,
+        send_timeout: float,
+        on_close: Callable[[], None] | None,
+    ) -> None:
+        start = log.start_index(after)  # LogTrimmed now, not once streaming
+        for event in log.events()[:start]:
+            codec.encode(event)  # sent before: encoded only to rebuild the encoder's state
+        self._log = log
+        self._position = log.position(start)
+        self._codec = codec
+        self._ping = ping
+        self._send_timeout = send_timeout
+        self._on_close = on_close
+        self.status_code = 200
+        self.background = None
+        self.init_headers({**headers, "x-accel-buffering": "no"})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            if scope.get("method") == "HEAD":
+                await self._write(send, self._start())
+            else:
+                async with anyio.create_task_group() as tg:
+                    _open.scopes.add(tg.cancel_scope)  # what a shutdown cancels
+                    try:
+                        tg.start_soon(_left, receive, tg.cancel_scope)
+                        await self._stream(send)
+                    finally:
+                        _open.scopes.discard(tg.cancel_scope)
+                    tg.cancel_scope.cancel()
+            await self._write(send, {"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if self._on_close is not None:
+                self._on_close()
+
+    def _start(self) -> Any:
+        return {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+
+    async def _stream(self, send: Send) -> None:
+        """The log's frames as they come, under one cancel scope whose deadline is a write's
+        timeout while writing and the ping's while waiting: a scope per write or wait cost
+        more than the writing."""
+        log, codec, first = self._log, self._codec, True
+        while True:
+            writing = True
+            with anyio.CancelScope(deadline=anyio.current_time() + self._send_timeout) as guard:
+                if first:
+                    first = False
+                    await send(self._start())
+                while True:
+                    batch = log.batch(self._position)
+                    if batch:
+                        if not writing:
+                            writing = True
+                            guard.deadline = anyio.current_time() + self._send_timeout
+                        self._position += len(batch)
+                        for chunk in _chunks(((event, True) for event in batch), codec):
+                            await send(_body(chunk))
+                        continue
+                    if log.done:
+                        ending = b"".join(b"data: %s\n\n" % m for m in codec.end_json())
+                        if ending:
+                            await send(_body(ending))
+                        return
+                    writing = False
+                    guard.deadline = anyio.current_time() + self._ping
+                    await log.changed()
+                    if guard.cancel_called:  # the ping's deadline came with the change
+                        break
+            if writing:  # the scope timed out on a write
+                raise TimeoutError(f"the client read nothing for {self._send_timeout} s")
+            await self._write(send, _body(_PING))  # quiet for a ping's interval
+
+    async def _write(self, send: Send, message: Any) -> None:
+        with anyio.move_on_after(self._send_timeout) as late:
+            await send(message)
+        if late.cancelled_caught:
+            raise TimeoutError(f"the client read nothing for {self._send_timeout} s")
+
+
+def _body(chunk: bytes) -> Any:
+    return {"type": "http.response.body", "body": chunk, "more_body": True}
+
+
+async def _left(receive: Receive, stream: anyio.CancelScope) -> None:
+    """Ends ``stream`` when the client disconnects."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    stream.cancel()
+
+
+async def watch_exit() -> None:
+    """Until cancelled: when the server shuts down (``AppStatus.should_exit``, which
+    sse-starlette sets on uvicorn's signal), end every ``LogStream`` open in this thread, as
+    ``EventSourceResponse`` ends its own. The app runs this in its lifespan."""
+    while True:  # a flag, not an event: polled as sse-starlette polls it
+        await anyio.sleep(_EXIT_POLL)
+        if AppStatus.should_exit:  # and again for any opened while the server drains
+            for stopped in list(_open.scopes):
+                stopped.cancel()
+
+
+def _chunks(batch: Iterator[tuple[Event, bool]], codec: Encoder) -> Iterator[bytes]:
+    """The frames of a batch of events as chunks (one write each), cut after the event that
+    takes one past ``_CHUNK`` bytes; each event's last frame carries its ``id:``. Framed here,
+    not by ``ServerSentEvent``: the data is JSON (or a bare word), one line."""
+    parts: list[bytes] = []
+    size = 0
+    for event, new in batch:
+        if not new:  # sent before: encoded only to rebuild the encoder's state
+            codec.encode(event)
+            continue
+        messages = codec.encode_json(event)
+        if not messages:
+            continue
+        for message in messages[:-1]:
+            parts += (b"data: ", message, b"\n\n")
+        parts += (b"id: %d\ndata: " % event.seq, messages[-1], b"\n\n")
+        size += sum(map(len, messages))
+        if size >= _CHUNK:
+            yield b"".join(parts)
+            parts.clear()
+            size = 0
+    if parts:
+        yield b"".join(parts)
 
 
 async def _frames(
     batches: AsyncIterator[Sequence[tuple[Event, bool]]], codec: Encoder
 ) -> AsyncIterator[bytes]:
-    """The frames of each batch of events (what a reader found at one wake-up) as one chunk,
-    so one write, cut after the event that takes it past ``_CHUNK`` characters; each event's last
-    frame carries its ``id:``. Framed here, not by ``ServerSentEvent``: the data is JSON (or a
-    bare word), one line."""
+    """``_chunks`` of each batch (what a reader found at one wake-up), then the protocol's
+    ending."""
     async for batch in batches:
-        parts: list[str] = []
-        size = 0
-        for event, new in batch:
-            messages = codec.encode(event)  # the events sent before rebuild the encoder's state
-            if not new or not messages:
-                continue
-            *first, last = messages
-            head = "".join(f"data: {_data(message)}\n\n" for message in first)
-            parts.append(f"{head}id: {event.seq}\ndata: {_data(last)}\n\n")
-            size += len(parts[-1])
-            if size >= _CHUNK:
-                yield "".join(parts).encode()
-                parts.clear()
-                size = 0
-        if parts:
-            yield "".join(parts).encode()
-    ending = "".join(f"data: {_data(message)}\n\n" for message in codec.end())
+        for chunk in _chunks(iter(batch), codec):
+            yield chunk
+    ending = b"".join(b"data: %s\n\n" % message for message in codec.end_json())
     if ending:
-        yield ending.encode()
+        yield ending
 
 
 async def _batched(
@@ -105,5 +273,9 @@ async def _batched(
         yield [item]
 
 
-def _data(message: Any) -> str:
-    return message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
+async def _closing(frames: Any, on_close: Callable[[], None]) -> AsyncIterator[Any]:
+    try:
+        async for frame in frames:
+            yield frame
+    finally:
+        on_close()

@@ -129,6 +129,43 @@ async def test_callers_reach_only_their_own_sessions_and_runs(agent: Agent[Any, 
     assert kinds[0] == "run" and kinds[-1] == "run_end"
 
 
+async def test_a_post_that_accepts_only_event_streams_is_answered_with_the_runs_stream(
+    agent: Agent[Any, Any],
+) -> None:
+    """``Accept: text/event-stream``: one request where ``EventSource`` needs two. The POST's
+    answer is the run's stream, its run and session in headers; ``Content-Location`` resumes it
+    with ``Last-Event-ID``; a stream over the caller's bound is 429 and starts no run."""
+    stream = {"accept": "text/event-stream"}
+    limits = WebLimits(max_streams_per_owner=1)
+    async with (
+        serving(create_app(agent, limits=limits)) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+    ):
+        async with client.stream(
+            "POST", "/api/runs", json={"input": "Paris?"}, headers=stream
+        ) as r:
+            assert r.status_code == 200 and r.headers["content-type"].startswith(
+                "text/event-stream"
+            )
+            run, session = r.headers["x-agentloop-run"], r.headers["x-agentloop-session"]
+            assert r.headers["content-location"] == f"/api/runs/{run}/events"
+            over = await client.post("/api/runs", json={"input": "Oslo?"}, headers=stream)
+            assert over.status_code == 429
+            events = [(f.id, f.json()) for f in await frames(r)]
+        assert events[0][1]["type"] == "run_started" and events[-1][1]["type"] == "run_finished"
+        assert events[-1][1]["result"]["output"] == FINAL
+        resumed = await _events(
+            client, f"/api/runs/{run}/events", **{"last-event-id": events[2][0]}
+        )
+        assert resumed == events[3:]
+        assert agent.store is not None
+        assert [found.id for found in await agent.store.list(user="local")] == [
+            session
+        ]  # 429: none
+        plain = await client.post("/api/runs", json={"input": "again", "session": session})
+        assert plain.status_code == 201  # JSON, as before, for any other Accept
+
+
 async def test_bodies_inputs_runs_and_streams_are_bounded(agent: Agent[Any, Any]) -> None:
     """A body over the bound and an input over the bound are 413; a run and a stream beyond
     the caller's bounds are 429."""

@@ -215,3 +215,10 @@ async def _one_chunk_per_event(events: list[Event], protocol: str) -> list[bytes
             yield [(event, True)]
 
     return [c async for c in _frames(replay(), encoder(protocol, thread_id="s"))]
+
+
+async def test_the_agentloop_streams_frames_are_each_events_own_json(events: list[Event]) -> None:
+    """What ``encode_json`` writes, by whichever serialiser, is ``to_json()``'s every byte."""
+    codec = encoder("agentloop")
+    for event in events:
+        assert codec.encode_json(event) == [event.to_json().encode()]
