@@ -154,9 +154,9 @@ async def test_a_post_that_accepts_only_event_streams_is_answered_with_the_runs_
             events = [(f.id, f.json()) for f in await frames(r)]
         assert events[0][1]["type"] == "run_started" and events[-1][1]["type"] == "run_finished"
         assert events[-1][1]["result"]["output"] == FINAL
-        resumed = await _events(
-            client, f"/api/runs/{run}/events", **{"last-event-id": events[2][0]}
-        )
+        after = events[2][0]
+        assert after is not None
+        resumed = await _events(client, f"/api/runs/{run}/events", **{"last-event-id": after})
         assert resumed == events[3:]
         assert agent.store is not None
         assert [found.id for found in await agent.store.list(user="local")] == [

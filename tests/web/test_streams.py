@@ -52,7 +52,7 @@ async def _streaming(log: RunLog, closed: list[float], **options: Any) -> AsyncI
 
 
 async def test_a_quiet_log_is_pinged_and_its_end_ends_the_stream() -> None:
-    log, closed = _log(), []
+    log, closed = _log(), list[float]()
     async with (
         _streaming(log, closed, ping=0.2) as base,
         httpx2.AsyncClient(base_url=base, timeout=30) as client,
@@ -73,7 +73,7 @@ async def test_a_quiet_log_is_pinged_and_its_end_ends_the_stream() -> None:
 
 async def test_a_client_that_leaves_ends_its_stream_at_once() -> None:
     """The run goes on (its log stays open), but the stream of a client that left ends."""
-    log, closed = _log(), []
+    log, closed = _log(), list[float]()
     async with (
         _streaming(log, closed, ping=60) as base,
         httpx2.AsyncClient(base_url=base, timeout=30) as client,
@@ -90,7 +90,7 @@ async def test_a_client_that_leaves_ends_its_stream_at_once() -> None:
 
 
 async def test_a_client_that_does_not_read_is_dropped_after_the_send_timeout() -> None:
-    log, closed = _log(), []
+    log, closed = _log(), list[float]()
     async with _streaming(log, closed, send_timeout=0.5) as base:
         port = int(base.rsplit(":", 1)[1])
         async with await anyio.connect_tcp("127.0.0.1", port) as stalled:
