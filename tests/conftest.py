@@ -17,7 +17,7 @@ import os
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import pytest
@@ -271,21 +271,46 @@ def pg_dsn() -> Iterator[str]:
         cluster.stop()
 
 
-@pytest.fixture
-def pg_schema_dsn(pg_dsn: str) -> Iterator[str]:
-    """A DSN whose ``search_path`` is a fresh schema, dropped after the test."""
+@pytest.fixture(scope="session")
+def _pg_admin(pg_dsn: str) -> Iterator[Callable[[Any], None]]:
+    """Runs ``pg_schema_dsn``'s statements on one connection for the session, where a connection
+    each (a server process started and ended) cost each test two; a new one if it was lost."""
     import psycopg
+
+    conn: psycopg.Connection[Any] | None = None
+
+    def execute(statement: Any) -> None:
+        nonlocal conn
+        for attempt in (1, 2):
+            if conn is None or conn.closed:
+                conn = psycopg.connect(pg_dsn, autocommit=True)
+            try:
+                conn.execute(statement)
+                return
+            except psycopg.OperationalError:  # the server ended it (a test terminated backends)
+                conn.close()
+                if attempt == 2:
+                    raise
+
+    try:
+        yield execute
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+@pytest.fixture
+def pg_schema_dsn(pg_dsn: str, _pg_admin: Callable[[Any], None]) -> Iterator[str]:
+    """A DSN whose ``search_path`` is a fresh schema, dropped after the test."""
     from psycopg import sql
     from psycopg.conninfo import make_conninfo
 
     schema = f"agentloop_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    _pg_admin(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     try:
         yield make_conninfo(pg_dsn, options=f"-c search_path={schema}")
     finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        _pg_admin(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 @pytest.fixture(params=["asyncio", "trio"])
