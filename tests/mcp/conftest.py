@@ -189,6 +189,26 @@ _SDK_TRIO_GC = pytest.mark.filterwarnings(
 )
 
 
+_TURNS: dict[str, int] = {}
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures' own parameters are applied
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """server-everything over stdio is a Node process per test (a third of a second of CPU,
+    most of a second's wait): each of its tests runs over stdio on one backend, asyncio and
+    trio in turn down the file, and over HTTP (one process for the session) on both. Every
+    test still meets both transports, and each transport both backends."""
+    if metafunc.definition.path.name != "test_mcp_everything.py":
+        return
+    turn = _TURNS.setdefault(metafunc.definition.originalname, len(_TURNS)) % 2
+    stdio = ("asyncio", "trio")[turn]
+    metafunc.parametrize(
+        ("anyio_backend", "transport"),
+        [("asyncio", "http"), ("trio", "http"), (stdio, "stdio")],
+        ids=lambda value: str(value),
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name == "test_mcp_everything.py" and "trio-http" in item.name:
