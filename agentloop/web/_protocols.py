@@ -12,7 +12,9 @@ by encoding the earlier events again and sending only what follows.
 Thoughts are reasoning, actions are tool calls (their arguments streamed, then their input and
 output), answers and undecided text are text. Neither protocol can take back text it streamed:
 a withdrawn draft ends its parts and is announced by a custom message naming them
-(``agentloop.attempt_discarded``), for the front end to strike through or drop.
+(``agentloop.attempt_discarded``), for the front end to strike through or drop. A running
+tool's progress is a custom message too (``agentloop.action_progress``; in the Vercel stream a
+transient data part, which ``useChat`` hands to ``onData`` and keeps out of the message).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from agentloop import (
     ActionAwaiting,
     ActionDecided,
     ActionFinished,
+    ActionProgress,
     ActionStarted,
     AnswerDelta,
     AttemptDiscarded,
@@ -205,6 +208,16 @@ def _output(value: Any) -> Any:
 
 def _content(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(_output(value))
+
+
+def _progress(ident: str, event: ActionProgress) -> dict[str, Any]:
+    """A running tool's progress report, for the call the protocol knows as ``ident``."""
+    value: dict[str, Any] = {"toolCallId": ident, "name": event.name, "progress": event.progress}
+    if event.total is not None:
+        value["total"] = event.total
+    if event.message is not None:
+        value["message"] = event.message
+    return value
 
 
 def _camel(name: str) -> str:
@@ -457,6 +470,10 @@ class AgUiEncoder:
                         subagent_run_id=sub,
                     )
                 ]
+            case ActionProgress():
+                value = _progress(p.call_for(event.run_id, event.attempt, event.tag), event)
+                name = "agentloop.action_progress"
+                return [c.CustomEvent(name=name, value=value, subagent_run_id=sub)]
             case AttemptDiscarded():
                 out = self._close(event, event.attempt)
                 ids = list(p.by_attempt.get((event.run_id, event.attempt), []))  # not the state
@@ -700,6 +717,11 @@ class VercelEncoder:
                         "output": _output(result.output),
                     }
                 ]
+            case ActionProgress():
+                ident = p.call_for(event.run_id, event.attempt, event.tag)
+                data = _progress(ident, event)
+                kind = "data-agentloop-action-progress"
+                return [{"type": kind, "id": f"progress-{ident}", "data": data, "transient": True}]
             case AttemptDiscarded():
                 ids = p.by_attempt.get((event.run_id, event.attempt), [])
                 data = {"attempt": event.attempt, "reason": event.reason, "ids": ids}

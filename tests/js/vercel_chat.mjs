@@ -8,13 +8,15 @@
 // after the first frames); {"resume": true} (a fresh Chat with the messages so far, as
 // useChat({resume: true}) does on mount: resumeStream()).
 // A step's "base" sends it, and the steps after it, to another server (a replica of the app).
-// Prints, as JSON: the requests made, each response's frames, each onFinish, the messages.
+// Prints, as JSON: the requests made, each response's frames, each onFinish, each onData part
+// (transient data parts reach only onData), the messages.
 const [base, pkg, chatId, planJson] = process.argv.slice(2);
 const plan = JSON.parse(planJson);
 const ai = await import(pkg);
 const requests = [];
 const finishes = [];
 const errors = [];
+const data = [];
 
 let current = base;
 
@@ -55,6 +57,7 @@ async function makeChat(messages) {
     transport: new ai.DefaultChatTransport({ api: `${base}/api/chat`, fetch: recordingFetch }),
     onFinish: ({ finishReason, isError, isAbort }) => finishes.push({ finishReason: finishReason ?? null, isError, isAbort }),
     onError: (error) => errors.push(String(error?.message ?? error)),
+    onData: (part) => void data.push(part),
   };
   if (ai.lastAssistantMessageIsCompleteWithApprovalResponses) {
     init.sendAutomaticallyWhen = ai.lastAssistantMessageIsCompleteWithApprovalResponses;
@@ -113,4 +116,4 @@ for (const step of plan) {
   }
   await settle(chat);
 }
-console.log(JSON.stringify({ requests, finishes, errors, status: chat.status, messages: chat.messages }));
+console.log(JSON.stringify({ requests, finishes, errors, data, status: chat.status, messages: chat.messages }));

@@ -20,6 +20,7 @@ from agentloop.testing import (
     RecordedRequest,
     ScriptedResponse,
 )
+from agentloop.tools import ToolContext
 
 REVIEW = "Please double-check that answer."
 THOUGHT = "I will set myself a goal, then check the weather in Paris."
@@ -36,6 +37,18 @@ async def transfer(amount: int, to: str) -> str:
         to: to whom
     """
     return f"sent {amount} to {to}"
+
+
+@tool
+async def crunch(n: int, context: ToolContext) -> str:
+    """Crunch ``n`` items, reporting progress after each (the protocols' progress tests).
+
+    Args:
+        n: how many items
+    """
+    for i in range(1, n + 1):
+        await context.report_progress(i, n, f"item {i}")
+    return f"crunched {n}"
 
 
 @tool

@@ -27,7 +27,7 @@ from agentloop.testing import (
 from agentloop.web import create_app
 from tests.support.node import node, run_script
 
-from ._demo import DRAFT, FINAL, THOUGHT, DemoProvider, demo_agent, transfer
+from ._demo import DRAFT, FINAL, THOUGHT, DemoProvider, crunch, demo_agent, transfer
 from ._serving import serving
 
 pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn's loop
@@ -318,3 +318,35 @@ async def test_a_sub_agents_run_is_a_subagent_the_verifier_accepts(client: str) 
     inner = events[types.index("SUBAGENT_STARTED") + 1 : types.index("SUBAGENT_FINISHED")]
     assert inner and all(e.get("subagentRunId") == sub for e in inner)
     assert step["result"] == "The helper said hi."
+
+
+async def test_a_tools_progress_reaches_the_client_as_a_custom_event(client: str) -> None:
+    """``ToolContext.report_progress`` is ``agentloop.action_progress``, a ``CUSTOM`` event
+    naming the call by its AG-UI id, between the call's end and its result: the verifier
+    takes it, and the messages rebuilt keep no trace of it."""
+    script: list[EmulatedTurn | str] = [
+        EmulatedTurn(calls=[EmulatedCall("crunch", {"n": 3})]),
+        "Crunched.",
+    ]
+    async with ProviderServer(EmulatedProvider(script=script)) as server:
+        from agentloop.models.openai import OpenAIChatModel
+
+        model = OpenAIChatModel("emulated", base_url=server.url + "/v1", api_key="k")
+        async with model:
+            agent = Agent(model, tools=[crunch], store=InMemoryStore())
+            found, history = await _drive(agent, "thread-crunch", [{"say": "crunch"}], client)
+    (step,) = found["steps"]
+    events = _ok(step)
+    types = [e["type"] for e in events]
+    progress = [e for e in events if e["type"] == "CUSTOM"]
+    (end,) = [e for e in events if e["type"] == "TOOL_CALL_END"]
+    assert [e["name"] for e in progress] == ["agentloop.action_progress"] * 3
+    assert [e["value"] for e in progress] == [
+        {"toolCallId": end["toolCallId"], "name": "crunch", "progress": float(i), "total": 3.0,
+         "message": f"item {i}"}
+        for i in (1, 2, 3)
+    ]  # fmt: skip
+    first, last = types.index("CUSTOM"), len(types) - 1 - types[::-1].index("CUSTOM")
+    assert types.index("TOOL_CALL_END") < first and last < types.index("TOOL_CALL_RESULT")
+    assert step["result"] == "Crunched."
+    assert _rebuilt(found) == _history(history)

@@ -20,7 +20,7 @@ from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, Prov
 from agentloop.web import create_app
 from tests.support.node import node, run_script
 
-from ._demo import FINAL, THOUGHT, DemoProvider, demo_agent, transfer
+from ._demo import FINAL, THOUGHT, DemoProvider, crunch, demo_agent, transfer
 from ._serving import serving
 
 pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # uvicorn's loop
@@ -182,3 +182,32 @@ async def test_a_failed_run_is_the_chats_error(package: str) -> None:
     assert "no such model" in error and found["status"] == "error"
     (finish,) = [f for f in _frames(found) if f["type"] == "finish"]
     assert finish["finishReason"] == "error"
+
+
+@pytest.mark.parametrize("package", ["ai", "ai-v5"])
+async def test_a_tools_progress_reaches_on_data_and_stays_out_of_the_message(
+    package: str,
+) -> None:
+    """``ToolContext.report_progress`` is a transient ``data-agentloop-action-progress`` part
+    naming the call by its id: the chat hands each to ``onData`` and keeps none in the
+    assistant's message, whose tool part ends with the output."""
+    script: list[EmulatedTurn | str] = [
+        EmulatedTurn(calls=[EmulatedCall("crunch", {"n": 3})]),
+        "Crunched.",
+    ]
+    async with ProviderServer(EmulatedProvider(script=script)) as server:
+        model = OpenAIChatModel("emulated", base_url=server.url + "/v1", api_key="k")
+        async with model:
+            agent = Agent(model, tools=[crunch], store=InMemoryStore())
+            found, _ = await _drive(agent, package, "chat-crunch", [{"say": "crunch"}])
+    assert found["errors"] == [] and found["status"] == "ready"
+    _, assistant = found["messages"]
+    (part,) = _tool_parts(assistant)
+    assert part["type"] == "tool-crunch" and part["state"] == "output-available"
+    progress = [d for d in found["data"] if d["type"] == "data-agentloop-action-progress"]
+    assert [d["data"] for d in progress] == [
+        {"toolCallId": part["toolCallId"], "name": "crunch", "progress": float(i), "total": 3.0,
+         "message": f"item {i}"}
+        for i in (1, 2, 3)
+    ]  # fmt: skip
+    assert not [p for p in assistant["parts"] if p["type"].startswith("data-")]

@@ -336,7 +336,7 @@ function actionRow(turn, box, call) {
       el("code", "input", JSON.stringify(call.input)));
     box.root.append(item);
     box.last = null; // text after the call starts a new block below it
-    row = { item, at: 0, started: false, done: false };
+    row = { item, at: 0, started: false, done: false, progress: null };
     turn.actions.set(key, row);
   }
   return row;
@@ -352,10 +352,18 @@ function started(row, box, turn, now, live) {
   }
 }
 
+function progressed(row, event) { // a running tool's last report, until it finishes
+  if (row.done) return;
+  if (!row.progress) row.item.append(row.progress = el("div", "progress"));
+  const total = event.total === null || event.total === undefined ? "" : " / " + event.total;
+  row.progress.textContent = event.progress + total + (event.message ? " · " + event.message : "");
+}
+
 function finished(row, result, took, sub) {
   if (row.done) return;
   if (result.subrun && (result.subrun.pending || []).length) return; // it goes on when resumed
   row.done = true;
+  if (row.progress) row.progress.remove();
   if (took !== null) row.item.append(el("span", "timing", ", took " + seconds(took)));
   if (sub) row.item.append(sub.root);
   const last = sub && sub.lastText;
@@ -470,6 +478,11 @@ function render(event) {
     case "action_started": {
       const box = attemptOf(turn, event.run_id, event.attempt);
       started(actionRow(turn, box, event), box, turn, now, !frozen);
+      break;
+    }
+    case "action_progress": {
+      const row = turn.actions.get(event.run_id + ":" + event.attempt + ":" + event.tag);
+      if (row) progressed(row, event);
       break;
     }
     case "action_finished": {

@@ -1,14 +1,17 @@
-"""A sub-agent (an agent called as a tool) on the built-in page, in Chromium: its streamed text
-shows once, inside the row of the action that called it and under its name, never as the
-parent's own text, and its answer is not repeated as the action's output."""
+"""What runs inside an action, on the built-in page in Chromium: a sub-agent (an agent called as
+a tool) streams its text once, inside the row of the action that called it and under its name,
+never as the parent's own text, and its answer is not repeated as the action's output; a
+running tool's progress shows in its row until it finishes."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
-from agentloop import Agent
+from agentloop import Agent, tool
 from agentloop.models import ModelRequest
 from agentloop.testing import FunctionModel, Reply, call
+from agentloop.tools import ToolContext
 from agentloop.web import create_app
 
 from ._serving import serving
@@ -66,3 +69,47 @@ async def test_a_sub_agents_text_shows_once_inside_its_action() -> None:
         ["expertRome: 25°C and sunny."],
     ]
     assert [r["outputs"] for r in by_city] == [[], []]  # the streamed answer is the output
+
+
+async def test_a_running_tools_progress_shows_in_its_row_until_it_finishes() -> None:
+    """``ToolContext.report_progress``: the row of the running call shows the last report
+    (``2 / 3 · item 2``), and once the call finishes, its output instead."""
+    reported, go_on = anyio.Event(), anyio.Event()
+
+    @tool
+    async def crunch(n: int, context: ToolContext) -> str:
+        """Crunch ``n`` items.
+
+        Args:
+            n: how many
+        """
+        for i in range(1, n):
+            await context.report_progress(i, n, f"item {i}")
+        reported.set()
+        await go_on.wait()
+        return f"crunched {n}"
+
+    def top(request: ModelRequest) -> Reply:
+        if request.messages[-1].role == "user":
+            return Reply(calls=[call("crunch", {"n": 3})])
+        return Reply(text="Crunched.")
+
+    agent = Agent(FunctionModel(top), tools=[crunch])
+    async with serving(create_app(agent)) as base, _page(base) as page:
+        await page.fill("#input", "crunch")
+        await page.click("#send")
+        with anyio.fail_after(15):
+            await reported.wait()
+        shown = page.locator("#chat .action .progress")
+        await shown.wait_for(timeout=15_000)
+        await page.wait_for_function(
+            "() => document.querySelector('#chat .action .progress').textContent.includes('2 / 3')",
+            timeout=15_000,
+        )
+        during = await shown.text_content()
+        go_on.set()
+        await page.wait_for_selector("[data-testid=answer]", timeout=15_000)
+        after = await page.locator("#chat .action").text_content()
+        left = await shown.count()
+    assert during == "2 / 3 · item 2"
+    assert left == 0 and after is not None and "→ crunched 3" in after
