@@ -346,8 +346,11 @@ class Executor:
     def flush(self) -> None:
         """Spawn the task of every action held (the run's task is about to suspend)."""
         held = self._held
-        while held:
-            pending, step, error, ticket = held.pop(0)
+        if not held:
+            return
+        ready = held.copy()
+        held.clear()
+        for pending, step, error, ticket in ready:
             self._tg.start_soon(self._execute, pending, step, error, ticket, name=_TASK_NAME)
 
     def suspending(self, coro: Awaitable[T]) -> Awaitable[T]:

@@ -319,32 +319,17 @@ class RunLog:
         Args:
             after: The seq the reader last saw (``None``: from the start).
         """
-        batches = self.replay_batches(after)
+        start = self.start_index(after)
+        seen = self._events[:start]
 
         async def events() -> AsyncIterator[tuple[Event, bool]]:
-            async for batch in batches:
-                for item in batch:
-                    yield item
+            for event in seen:
+                yield event, False
+            async for _, batch in self._follow_batches(start):
+                for event in batch:
+                    yield event, True
 
         return events()
-
-    def replay_batches(self, after: int | None) -> AsyncIterator[list[tuple[Event, bool]]]:
-        """``replay``, each wake-up's events together (at most ``_BATCH``), so that a stream
-        sends what is there in one write; ``LogTrimmed`` now as for ``replay``.
-
-        Args:
-            after: The seq the reader last saw (``None``: from the start).
-        """
-        start = self.start_index(after)
-        seen = [(event, False) for event in self._events[:start]]
-
-        async def batches() -> AsyncIterator[list[tuple[Event, bool]]]:
-            if seen:
-                yield seen
-            async for _, batch in self._follow_batches(start):
-                yield [(event, True) for event in batch]
-
-        return batches()
 
     async def follow(self, index: int) -> AsyncIterator[tuple[int, Event]]:
         """The events from position ``index`` on, waiting for new ones until the run ends.

@@ -185,7 +185,7 @@ class LogStream(Response):
                             await send(_body(chunk))
                         continue
                     if log.done:
-                        ending = b"".join(b"data: %s\n\n" % m for m in codec.end_json())
+                        ending = _ending(codec)
                         if ending:
                             await send(_body(ending))
                         return
@@ -260,9 +260,14 @@ async def _frames(
     async for batch in batches:
         for chunk in _chunks(iter(batch), codec):
             yield chunk
-    ending = b"".join(b"data: %s\n\n" % message for message in codec.end_json())
+    ending = _ending(codec)
     if ending:
         yield ending
+
+
+def _ending(codec: Encoder) -> bytes:
+    """The frames that end the protocol's stream (none for some protocols)."""
+    return b"".join(b"data: %s\n\n" % message for message in codec.end_json())
 
 
 async def _batched(

@@ -154,15 +154,14 @@ async def test_refused_runs_give_their_places_back(agent: Agent[Any, Any]) -> No
 async def test_a_reader_takes_every_event_already_in_the_log_at_once(
     agent: Agent[Any, Any],
 ) -> None:
-    """A finished run's log replays as one batch (seen events first, on their own), the same
-    events as one at a time; a reader behind the bound is still refused."""
+    """A finished run's log gives a reader every event in one batch (what ``LogStream`` sends
+    in one write), the same events as one at a time, from the start or after a seq."""
     async with RunHub(agent) as hub:
         log = await hub.start("alice", "hello")
         await log.wait_done()
         events = await _read(log)
-        batches = [batch async for batch in log.replay_batches(None)]
-        assert [[e for e, new in b if new] for b in batches] == [events]
+        assert log.batch(log.position(log.start_index(None))) == events
         after = events[2].seq
-        batches = [batch async for batch in log.replay_batches(after)]
-        assert [[new for _, new in b] for b in batches] == [[False] * 3, [True] * (len(events) - 3)]
-        assert [e for b in batches for e, _ in b] == events
+        assert log.start_index(after) == 3
+        assert log.batch(log.position(3)) == events[3:]
+        assert log.batch(log.position(len(events))) == []
