@@ -6,9 +6,8 @@ call not yet started), or while it waits on decisions. The next run in the chain
 the first run's start fields (its fingerprint first: a changed worker still ends it with
 ``AgentMismatch``) and a ``carry``: where the engine goes on from (the steps so far, the
 state, the counters their steps do not hold and the deadline's time spent; or the
-``RunWaiting`` it waits in), the event
-stream's numbering (``base``) with a tail of its last events, bounded in bytes, for callers a
-little behind, the model calls' numbering (a late ``deltas`` signal matches no call of the new
+``RunWaiting`` it waits in), the event stream's numbering (``base``) with a tail of its last
+events, bounded in bytes, for callers a little behind, the model calls' numbering (a late ``deltas`` signal matches no call of the new
 run), and the streaming caller's lease. The whole start is measured against Temporal's payload
 limit: past it, the carry's large strings go by digest (``_payloads``), which the next run
 reads back from the run before (the ``agentloop.carried`` activity); a carry that still cannot
@@ -17,6 +16,7 @@ fit is not made, and the run goes on uncut.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -62,22 +62,8 @@ def tail_of(log: Sequence[str], sizes: Sequence[int]) -> list[str]:
 
 
 def encode(carry: Carry) -> dict[str, Any]:
-    return {
-        "previous": carry.previous,
-        "base": carry.base,
-        "tail": carry.tail,
-        "calls": carry.calls,
-        "caller": list(carry.caller),
-        "at": carry.at,
-        "replayed": carry.replayed,
-        "steps": carry.steps,
-        "state": carry.state,
-        "counts": carry.counts,
-        "waiting": carry.waiting,
-        "waited_since": carry.waited_since,
-        "elapsed": carry.elapsed,
-        "continued": carry.continued,
-    }
+    """``carry`` as the next run's start holds it (JSON: ``caller`` becomes a list)."""
+    return {f.name: getattr(carry, f.name) for f in dataclasses.fields(carry)}
 
 
 def decode(data: Any) -> Carry:
