@@ -250,7 +250,8 @@ async def test_cancelling_a_run_cancels_its_mcp_calls_and_closes_the_server(
 
 
 async def test_a_slow_call_times_out_and_the_connection_stays_usable(http_url: str) -> None:
-    """tool_timeout bounds each call (a timeout error result); the session is still fine."""
+    """tool_timeout bounds each call (a timeout error result); the session is still fine. The
+    bound leaves the echo after it room on a loaded machine: it applies to every call."""
     model = ScriptedModel(
         [
             Reply(calls=[call("block", {"key": "slow"})]),
@@ -259,10 +260,10 @@ async def test_a_slow_call_times_out_and_the_connection_stays_usable(http_url: s
         ]
     )
     with anyio.fail_after(LIMIT):
-        async with MCPHttpServer(http_url, tool_timeout=0.2) as server:
+        async with MCPHttpServer(http_url, tool_timeout=1.0) as server:
             result = await Agent(model, tools=[server]).run("go")
     (slow,) = result.steps[0].actions
-    assert slow.error_kind == "timeout" and slow.error == "timed out after 0.2s"
+    assert slow.error_kind == "timeout" and slow.error == "timed out after 1s"
     assert result.steps[1].actions[0].output == {"result": "after"}
 
 
