@@ -261,12 +261,15 @@ class Counted:
         self._control("--zero")
         self._control("--instr=on")
 
-    def off(self) -> int:
-        """Instrumentation off; the instructions counted since ``on``."""
+    def off(self, keep: Path | None = None) -> int:
+        """Instrumentation off; the instructions counted since ``on`` (the profile copied to
+        ``keep``, for ``callgrind_annotate``, when given)."""
         self._control("--instr=off")
         before = set(self.out.parent.glob(self.out.name + "*"))
         self._control("--dump")
         (dump,) = set(self.out.parent.glob(self.out.name + "*")) - before
+        if keep is not None:
+            shutil.copyfile(dump, keep)
         return int(_TOTALS.findall(dump.read_text())[-1])
 
 
@@ -275,9 +278,11 @@ async def _round(
     order: list[str],
     clients: int,
     counted: dict[int, Counted] | None = None,
+    keep: Path | None = None,
 ) -> list[Sample]:
     """``clients`` at once against each target in ``order``, one target after another; with
-    ``counted``, the servers' instructions instead of their CPU."""
+    ``counted``, the servers' instructions instead of their CPU (each profile kept in the
+    folder ``keep``, when given)."""
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=0)
@@ -294,7 +299,11 @@ async def _round(
             results = await asyncio.gather(
                 *(_client(session, base, target) for _ in range(clients))
             )
-            used = counted[pid].off() / 1000 if counted else (_cpu(pid) - before) * 1000
+            if counted:
+                profile = None if keep is None else keep / f"{target}-{clients}.callgrind"
+                used = counted[pid].off(profile) / 1000
+            else:
+                used = (_cpu(pid) - before) * 1000
             firsts = sorted(first for first, _ in results if first == first)
             samples.append(
                 Sample(
@@ -325,11 +334,17 @@ async def _ready(bases: list[str], path: str = "/app.js") -> None:
 
 
 def floor(
-    counts: list[int], repeat: int, *, count: bool = False, only: list[str] | None = None
+    counts: list[int],
+    repeat: int,
+    *,
+    count: bool = False,
+    only: list[str] | None = None,
+    keep: Path | None = None,
 ) -> int:
     """The web path against its floor (``--floor``): prints a table, nonzero if a stream failed.
-    With ``count``, the servers run under callgrind and the table gives instructions; ``only``
-    names the targets to measure (the floor always)."""
+    With ``count``, the servers run under callgrind and the table gives instructions (each
+    target's profile kept in the folder ``keep``, when given); ``only`` names the targets to
+    measure (the floor always)."""
     valgrind = shutil.which("valgrind")
     if count and (valgrind is None or shutil.which("callgrind_control") is None):
         print("Skipped: valgrind is not installed (`apt-get install valgrind`).")
@@ -383,7 +398,7 @@ def floor(
                 for rep in range(repeat):
                     order = targets[rep % len(targets) :] + targets[: rep % len(targets)]
                     samples += asyncio.run(
-                        _round(servers, order, clients, counted if count else None)
+                        _round(servers, order, clients, counted if count else None, keep)
                     )
         finally:
             _stop([serve, relay])
@@ -438,12 +453,17 @@ def main(argv: list[str] | None = None) -> int:
         "--count", action="store_true", help="with --floor: instructions under callgrind"
     )
     parser.add_argument("--targets", help=f"with --floor: some of {','.join(_TARGETS)}")
+    parser.add_argument(
+        "--keep", type=Path, help="with --floor --count: a folder to keep each target's profile in"
+    )
     args = parser.parse_args(argv)
     if args.floor:
         counts = [int(c) for c in (args.clients or ("20" if args.smoke else "100,1000")).split(",")]
         repeat = 1 if args.smoke or args.count else args.repeat
         only = args.targets.split(",") if args.targets else None
-        return floor(counts, repeat, count=args.count, only=only)
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        return floor(counts, repeat, count=args.count, only=only, keep=args.keep)
     clients = int(args.clients) if args.clients else (20 if args.smoke else 1000)
     raise_fd_limit(8 * clients + 400)  # the children inherit it
     from tests.support.temporal import TemporalUnavailableHere, start_dev_server

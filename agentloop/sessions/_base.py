@@ -408,7 +408,7 @@ class BaseStore(ABC):
         if self._opened:
             return
         if self._open_lock is None:
-            self._open_lock = anyio.Lock()
+            self._open_lock = anyio.Lock(fast_acquire=True)
         async with self._open_lock:
             if not self._opened:
                 await self._open()
@@ -667,6 +667,8 @@ class BaseStore(ABC):
         encoded, delta = _finish_parts(lease, expected_version, records, set_state, delete_state)
         await self._ready()
         item = Finish(lease=lease, expected_version=expected_version, records=encoded, delta=delta)
+        if self._finish_round is None and not self._finishing and self._finish_now(item):
+            return self._finished(item)
         bound = math.inf if within is None else max(float(within), 0.0)
         deadline = anyio.current_time() + bound
         self._finishing.append(item)
@@ -694,6 +696,16 @@ class BaseStore(ABC):
         finally:
             if not item.done and item in self._finishing:
                 self._finishing.remove(item)  # gave up before its turn: nothing was written
+        return self._finished(item)
+
+    def _finish_now(self, item: Finish) -> bool:
+        """Write a lone finish at once, without awaiting, if this back end can (one in memory,
+        where a batch saves nothing and gathering one costs event-loop rounds and a task):
+        whether it did, its outcome set in ``item``. Called only while no batch is on its way."""
+        return False
+
+    def _finished(self, item: Finish) -> int | None:
+        """A written finish's outcome: its new version, or what it failed with, raised."""
         if item.error is not None:
             raise item.error
         if item.expected_version is not None:

@@ -385,7 +385,8 @@ class RunHub:
 
     Args:
         agent: The agent that serves every run.
-        store: Where sessions live (default: the agent's store, else a new ``InMemoryStore``).
+        store: Where sessions live (default: the agent's store, else a new ``InMemoryStore``,
+            which the hub enters while it is entered: one lease keeper renews its runs' leases).
         limits: The server's bounds.
         secret: The server's secret, which keys owner ids (default: ``AGENTLOOP_SECRET``, else
             one made once and kept in ``store``, shared by every server on it).
@@ -400,7 +401,13 @@ class RunHub:
         secret: bytes | str | None = None,
     ) -> None:
         self.agent = agent
-        self.store: SessionStore = store or agent.store or InMemoryStore()
+        # A store the hub made is its own to enter, so that one lease keeper renews every run's
+        # lease, not a task per run; a store it was given is its owner's to enter (or not).
+        self._own_store: InMemoryStore | None = None
+        found = store or agent.store
+        if found is None:
+            found = self._own_store = InMemoryStore()
+        self.store: SessionStore = found
         self.limits = limits or WebLimits()
         self._given_secret = secret
         self._secret: bytes | None = None
@@ -419,9 +426,16 @@ class RunHub:
         return self._secret
 
     async def __aenter__(self) -> Self:
-        self._secret = await server_secret(self.store, self._given_secret)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        if self._own_store is not None:
+            await self._own_store.__aenter__()
+        try:
+            self._secret = await server_secret(self.store, self._given_secret)
+            self._tg = anyio.create_task_group()
+            await self._tg.__aenter__()
+        except BaseException:
+            if self._own_store is not None:
+                await self._own_store.__aexit__(None, None, None)
+            raise
         return self
 
     async def __aexit__(
@@ -433,7 +447,11 @@ class RunHub:
         if self._tg is None:
             raise RuntimeError("RunHub left without being entered")
         self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
+        try:
+            return await self._tg.__aexit__(exc_type, exc, tb)
+        finally:
+            if self._own_store is not None:
+                await self._own_store.__aexit__(None, None, None)
 
     # -- starting ---------------------------------------------------------------------------
 

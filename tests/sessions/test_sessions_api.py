@@ -100,3 +100,28 @@ async def test_session_busy_says_when_the_lease_ends_in_words() -> None:
     message = str(busy.value)
     assert "leased by 'a-run' until 2025-12-01 12:01:30 UTC (in 1 min 30 s)" in message
     assert "1764590490" not in message
+
+
+async def test_an_in_memory_store_answers_without_passing_the_loop_a_round() -> None:
+    """An in-memory store's operations take its lock without a round of the event loop, and a
+    run's finish with no batch on its way is written at once: gathering a batch saves nothing
+    there, and the rounds and the task cost more than the write (a served run does seven)."""
+    from agentloop.sessions import RunEndRecord
+
+    store = InMemoryStore()
+    others: list[str] = []
+
+    async def other() -> None:
+        others.append("ran")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        await store.create("s", user="u")
+        lease = await store.acquire_lease("s", owner="run", ttl=30)
+        end = RunEndRecord(run_id="r", status="finished", output="done", usage={})
+        assert await store.finish_run(lease, expected_version=0, records=[end], within=2) == 1
+        session = await store.get("s")
+        assert others == []  # no operation let the other task run
+    assert session is not None and session.lease is None
+    assert [record.type for record in session.history] == ["run_end"]
+    assert store.stats.commits == 1

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import Agent, RunFinished, SessionBusy, SessionNotFound
+from agentloop import Agent, RunFinished, SessionBusy, SessionNotFound, UserError
 from agentloop.sessions import InMemoryStore
 from agentloop.testing import ProviderServer
 from agentloop.web import LogTrimmed, RunHub, RunLog, TooMany, WebLimits
@@ -165,3 +165,31 @@ async def test_a_reader_takes_every_event_already_in_the_log_at_once(
         assert log.start_index(after) == 3
         assert log.batch(log.position(3)) == events[3:]
         assert log.batch(log.position(len(events))) == []
+
+
+async def test_the_store_the_hub_makes_is_entered_so_one_keeper_renews_every_lease(
+    provider: ProviderServer, agent: Agent[Any, Any]
+) -> None:
+    """An agent without a store is served from an in-memory store the hub makes and enters
+    while it is entered: its lease keeper holds each running run's lease (not a renewal task
+    per run), and leaving the hub closes it. A store the hub is given is its owner's."""
+    bare = demo_agent(provider.url)
+    try:
+        async with RunHub(bare) as hub:
+            store = hub.store
+            assert isinstance(store, InMemoryStore)
+            keeper = store.lease_keeper
+            assert keeper is not None
+            log = await hub.start("alice", "Paris or Oslo?")
+            assert len(keeper.holdings) == 1  # the run's lease, while it runs
+            with anyio.fail_after(10):
+                await log.wait_done()
+            assert not keeper.holdings
+        assert store.lease_keeper is None
+        with pytest.raises(UserError, match="closed"):
+            await store.get("any")
+    finally:
+        await bare.model.aclose()  # type: ignore[union-attr]
+    async with RunHub(agent) as given:
+        assert given.store is agent.store
+        assert given.store.lease_keeper is None  # type: ignore[attr-defined]  # not entered
