@@ -32,6 +32,8 @@ from agentloop import (
     SessionNotFound,
     UserError,
 )
+from agentloop._loop import execute
+from agentloop._run import Emitter
 from agentloop.sessions import InMemoryStore, Session, SessionStore
 
 from ._secret import server_secret
@@ -527,58 +529,38 @@ class RunHub:
         *,
         task_status: TaskStatus[None],
     ) -> None:
-        started = False
+        """The run, in this task, its events appended to its log as it emits them: no stream
+        and no task of ``Agent.stream``'s between the run and the log (the log is bounded by
+        dropping old events, so the run never waits for it)."""
+        sink = _LogSink(log, self._logs, task_status)
         try:
             with log.cancel_scope:
-                if kind == "run":
-                    stream = self.agent.stream(input, session=log.session, store=self.store)
-                else:
-                    stream = self.agent.stream_resume(
-                        session=log.session, store=self.store, decisions=decisions
-                    )
-                held: list[Event] = []  # until the run is past its start, which may refuse
-                async with stream as run:
-                    async for event in run:
-                        if not started and isinstance(event, RunStarted | RunFailed):
-                            held.append(event)
-                            continue
-                        if not started:
-                            started = self._started(log, held, task_status)
-                        log.append(event)
-                refusal = None
-                if not started:
-                    try:
-                        run.result  # noqa: B018  raises why the run never began (busy, …)
-                    except (UserError, SessionBusy) as exc:
-                        refusal = exc
-                    except Exception:
-                        pass  # a run that failed later than its start: stream its failure
-                if refusal is not None:
-                    raise refusal
-                if not started:
-                    started = self._started(log, held, task_status)
-        except Exception as exc:
-            if not started:
-                raise
-            if not isinstance(exc, AgentLoopError):
-                raise
+                launch = self.agent._launch(  # pyright: ignore[reportPrivateUsage]  # as a stream's
+                    input,
+                    Emitter(sink),
+                    session=log.session,
+                    store=self.store,
+                    resume=kind == "resume",
+                    decisions=decisions,
+                )
+                try:
+                    await execute(launch)
+                except (UserError, SessionBusy):
+                    if not sink.started:
+                        raise  # why the run never began (busy, …): the caller's answer
+                except Exception:  # a run that failed: its RunFailed says how
+                    pass
+                sink.start()  # a run that ended at its start: stream what it held
         finally:
             log.close()
             self._busy.discard(log.session)
             self._running[log.owner] -= 1
             if not self._running[log.owner]:
                 del self._running[log.owner]
-            if started:
+            if sink.started:
                 self._ended.append(log.id)
                 while len(self._ended) > self.limits.finished_runs_kept:
                     self._logs.pop(self._ended.pop(0), None)
-
-    def _started(self, log: RunLog, held: list[Event], task_status: TaskStatus[None]) -> bool:
-        self._logs[log.id] = log
-        for event in held:
-            log.append(event)
-        task_status.started()
-        return True
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -662,6 +644,42 @@ class RunHub:
         self._streams[owner] -= 1
         if not self._streams[owner]:
             del self._streams[owner]  # one entry per caller with streams open, no more
+
+
+@final
+class _LogSink:
+    """Where a hub's run emits (``EventSink``): its log, the events of its start held until
+    the run is past it (a start may be refused: a busy session, a bad input); then the log
+    joins the hub's ``logs`` and the hub's start returns."""
+
+    __slots__ = ("_held", "_log", "_logs", "_status", "started")
+
+    def __init__(self, log: RunLog, logs: dict[str, RunLog], status: TaskStatus[None]) -> None:
+        self._log = log
+        self._logs = logs
+        self._status = status
+        self._held: list[Event] = []
+        self.started = False
+
+    def send_nowait(self, item: Event) -> None:
+        if not self.started:
+            if isinstance(item, RunStarted | RunFailed):
+                self._held.append(item)
+                return
+            self.start()
+        self._log.append(item)
+
+    async def send(self, item: Event) -> None:
+        self.send_nowait(item)
+
+    def start(self) -> None:
+        """The run is past its start (or ended at it): its log is the hub's, held events in."""
+        if not self.started:
+            self.started = True
+            self._logs[self._log.id] = self._log
+            for event in self._held:
+                self._log.append(event)
+            self._status.started()
 
 
 async def session_for(
