@@ -14,11 +14,10 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Literal, Self, final
 
 import anyio
 import anyio.lowlevel
@@ -274,12 +273,44 @@ def _check_lease(lease: object) -> Lease:
     return lease
 
 
+@final
+class _Counting:
+    """``BaseStore._counting``: one object per store, entered by every operation (a
+    generator-based context manager was a generator and four calls an operation)."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: BaseStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Literal[False]:
+        if exc_type is None:
+            return False
+        stats = self._store.stats
+        if issubclass(exc_type, SessionConflict):
+            stats.conflicts += 1
+            if issubclass(exc_type, DatabaseBusy):
+                stats.busy_timeouts += 1
+        elif issubclass(exc_type, SessionBusy):
+            stats.busy += 1
+        return False
+
+
 class BaseStore(ABC):
     """The public methods of every store; subclasses supply the atomic ``_do_*`` operations."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._clock: Clock = clock or time.time
         self.stats = StoreStats()
+        self._counter = _Counting(self)
         self._closed = False
         self._finishing: builtins.list[Finish] = []
         self._finish_round: FinishRound | None = None
@@ -459,18 +490,9 @@ class BaseStore(ABC):
         with ``async with``; None otherwise."""
         return self._keeper
 
-    @contextmanager
-    def _counting(self) -> Generator[None, None, None]:
-        try:
-            yield
-        except SessionConflict as exc:
-            self.stats.conflicts += 1
-            if isinstance(exc, DatabaseBusy):
-                self.stats.busy_timeouts += 1
-            raise
-        except SessionBusy:
-            self.stats.busy += 1
-            raise
+    def _counting(self) -> _Counting:
+        """Counts the conflicts and busy sessions an operation raises, in ``stats``."""
+        return self._counter
 
     # -- the SessionStore methods ------------------------------------------------------------
 

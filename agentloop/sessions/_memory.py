@@ -3,6 +3,10 @@
 It keeps the same encoded text a database would (JSON state values, record bodies) and decodes on
 every read, so it accepts, refuses and returns exactly what the durable back ends do, and a caller
 mutating a dict it passed in cannot change stored history.
+
+An operation does not await between its first look at the sessions and its last change to them,
+so each is atomic on the store's event loop without a lock (taking one cost more than the
+operation), and returns without a scheduling round.
 """
 
 from __future__ import annotations
@@ -11,8 +15,6 @@ import builtins
 import functools
 from dataclasses import dataclass, field
 from types import MappingProxyType
-
-import anyio
 
 from agentloop._errors import SessionBusy, SessionConflict, SessionNotFound
 
@@ -57,9 +59,6 @@ class InMemoryStore(BaseStore):
     def __init__(self, *, clock: Clock | None = None) -> None:
         super().__init__(clock=clock)
         self._sessions: dict[str, _Stored] = {}
-        # Held only around code that does not await: it is never waited for, and taking it need
-        # not pass the event loop a round (which cost more than the operation).
-        self._lock = anyio.Lock(fast_acquire=True)
 
     async def _open(self) -> None:
         pass
@@ -95,44 +94,40 @@ class InMemoryStore(BaseStore):
     async def _do_create(
         self, session_id: str, app: str, user: str, state: dict[str, str], now: float
     ) -> Session:
-        async with self._lock:
-            if session_id in self._sessions:
-                raise SessionConflict(f"session {session_id!r} already exists")
-            row = SessionRow(
-                version=0, last_seq=0, lease_owner=None, lease_fence=0, lease_expires_at=None
-            )
-            stored = _Stored(app=app, user=user, created_at=now, updated_at=now, row=row)
-            stored.state.update(state)
-            self._sessions[session_id] = stored
-            return self._session(session_id, stored, None)
+        if session_id in self._sessions:
+            raise SessionConflict(f"session {session_id!r} already exists")
+        row = SessionRow(
+            version=0, last_seq=0, lease_owner=None, lease_fence=0, lease_expires_at=None
+        )
+        stored = _Stored(app=app, user=user, created_at=now, updated_at=now, row=row)
+        stored.state.update(state)
+        self._sessions[session_id] = stored
+        return self._session(session_id, stored, None)
 
     async def _do_get(self, session_id: str, history_limit: int | None) -> Session | None:
-        async with self._lock:
-            stored = self._sessions.get(session_id)
-            return None if stored is None else self._session(session_id, stored, history_limit)
+        stored = self._sessions.get(session_id)
+        return None if stored is None else self._session(session_id, stored, history_limit)
 
     async def _do_list(
         self, app: str | None, user: str | None, limit: int, offset: int
     ) -> builtins.list[SessionInfo]:
-        async with self._lock:
-            infos = [
-                SessionInfo(
-                    id=sid,
-                    app=s.app,
-                    user=s.user,
-                    version=s.row.version,
-                    created_at=s.created_at,
-                    updated_at=s.updated_at,
-                )
-                for sid, s in self._sessions.items()
-                if (app is None or s.app == app) and (user is None or s.user == user)
-            ]
+        infos = [
+            SessionInfo(
+                id=sid,
+                app=s.app,
+                user=s.user,
+                version=s.row.version,
+                created_at=s.created_at,
+                updated_at=s.updated_at,
+            )
+            for sid, s in self._sessions.items()
+            if (app is None or s.app == app) and (user is None or s.user == user)
+        ]
         infos.sort(key=lambda i: (-i.updated_at, i.id))
         return infos[offset : offset + limit]
 
     async def _do_delete(self, session_id: str) -> bool:
-        async with self._lock:
-            return self._sessions.pop(session_id, None) is not None
+        return self._sessions.pop(session_id, None) is not None
 
     async def _do_commit(
         self,
@@ -143,8 +138,7 @@ class InMemoryStore(BaseStore):
         lease: Lease | None,
         now: float,
     ) -> int:
-        async with self._lock:
-            return self._commit(session_id, expected_version, records, delta, lease, now)
+        return self._commit(session_id, expected_version, records, delta, lease, now)
 
     def _commit(
         self,
@@ -173,18 +167,16 @@ class InMemoryStore(BaseStore):
     async def _do_acquire(
         self, session_id: str, owner: str, ttl: float, now: float
     ) -> tuple[Lease, bool] | Held:
-        async with self._lock:
-            row = self._stored(session_id).row
-            answer = decide_acquire(session_id, row, owner, ttl, now)
-            if not isinstance(answer, Held):
-                lease = answer[0]
-                row.lease_owner, row.lease_fence = lease.owner, lease.fence
-                row.lease_expires_at = lease.expires_at
-            return answer
+        row = self._stored(session_id).row
+        answer = decide_acquire(session_id, row, owner, ttl, now)
+        if not isinstance(answer, Held):
+            lease = answer[0]
+            row.lease_owner, row.lease_fence = lease.owner, lease.fence
+            row.lease_expires_at = lease.expires_at
+        return answer
 
     async def _do_renew(self, lease: Lease, ttl: float, now: float) -> Lease:
-        async with self._lock:
-            return self._renew(lease, ttl, now)
+        return self._renew(lease, ttl, now)
 
     def _renew(self, lease: Lease, ttl: float, now: float) -> Lease:
         row = self._stored(lease.session_id).row
@@ -197,22 +189,20 @@ class InMemoryStore(BaseStore):
     async def _do_renew_many(
         self, items: builtins.list[tuple[Lease, float]], now: float
     ) -> builtins.list[Lease | Exception]:
-        """All of them under one hold of the lock (a subclass that overrides ``_do_renew``
+        """All of them at once (a subclass that overrides ``_do_renew``
         still goes through it)."""
         if type(self)._do_renew is not InMemoryStore._do_renew:
             return await super()._do_renew_many(items, now)
         outcome: builtins.list[Lease | Exception] = []
-        async with self._lock:
-            for lease, ttl in items:
-                try:
-                    outcome.append(self._renew(lease, ttl, now))
-                except (SessionNotFound, SessionBusy) as exc:
-                    outcome.append(exc)
+        for lease, ttl in items:
+            try:
+                outcome.append(self._renew(lease, ttl, now))
+            except (SessionNotFound, SessionBusy) as exc:
+                outcome.append(exc)
         return outcome
 
     async def _do_release(self, lease: Lease) -> None:
-        async with self._lock:
-            self._release(lease)
+        self._release(lease)
 
     def _release(self, lease: Lease) -> None:
         stored = self._sessions.get(lease.session_id)
@@ -230,16 +220,15 @@ class InMemoryStore(BaseStore):
         )
 
     async def _do_finish(self, batch: builtins.list[Finish], now: float) -> None:
-        """The whole batch under one hold of the lock, without a pause between finishes."""
+        """The whole batch at once, without a pause between finishes."""
         if not self._own_finish():
             await super()._do_finish(batch, now)
             return
-        async with self._lock:
-            self._finish_all(batch, now)
+        self._finish_all(batch, now)
 
     def _finish_now(self, item: Finish) -> bool:
-        """A lone finish written at once: nothing awaits under the lock, so it is free."""
-        if not self._own_finish() or self._lock.locked():
+        """A lone finish, written at once (see the module)."""
+        if not self._own_finish():
             return False
         self._finish_all([item], self._clock())
         return True

@@ -103,9 +103,10 @@ async def test_session_busy_says_when_the_lease_ends_in_words() -> None:
 
 
 async def test_an_in_memory_store_answers_without_passing_the_loop_a_round() -> None:
-    """An in-memory store's operations take its lock without a round of the event loop, and a
-    run's finish with no batch on its way is written at once: gathering a batch saves nothing
-    there, and the rounds and the task cost more than the write (a served run does seven)."""
+    """An in-memory store's operations return without a round of the event loop (no lock: none
+    awaits inside), and a run's finish with no batch on its way is written at once: gathering a
+    batch saves nothing there, and the rounds and the task cost more than the write (a served
+    run does seven operations)."""
     from agentloop.sessions import RunEndRecord
 
     store = InMemoryStore()
