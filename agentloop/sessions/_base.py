@@ -8,13 +8,14 @@ so the in-memory and SQL back ends decide exactly alike.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import math
 import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self, final
@@ -460,12 +461,7 @@ class BaseStore(ABC):
         """Open the store, and start its lease keeper: one task renews the leases of every
         run on the store while the block lasts (a run on a store not entered renews its own)."""
         await self._ready()
-        if self._keeper is None:
-            group = anyio.create_task_group()
-            await group.__aenter__()
-            keeper = LeaseKeeper(self.renew_leases, retryable, repr(self))
-            self._keeper, self._keeper_group = keeper, group
-            group.start_soon(keeper.run)
+        await self._start_keeper()
         return self
 
     async def __aexit__(
@@ -474,6 +470,34 @@ class BaseStore(ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        await self._stop_keeper()
+        await self.aclose()
+
+    @contextlib.asynccontextmanager
+    async def keeping_leases(self) -> AsyncGenerator[Self, None]:
+        """``async with store``, but the store stays open after the block: its lease keeper
+        renews the leases of every run on the store while the block lasts. A store whose
+        keeper runs already (entered) keeps it after the block."""
+        await self._ready()
+        started = await self._start_keeper()
+        try:
+            yield self
+        finally:
+            if started:
+                await self._stop_keeper()
+
+    async def _start_keeper(self) -> bool:
+        """Start the lease keeper, unless it runs: whether this started it."""
+        if self._keeper is not None:
+            return False
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        keeper = LeaseKeeper(self.renew_leases, retryable, repr(self))
+        self._keeper, self._keeper_group = keeper, group
+        group.start_soon(keeper.run)
+        return True
+
+    async def _stop_keeper(self) -> None:
         keeper, group = self._keeper, self._keeper_group
         self._keeper = self._keeper_group = None
         if keeper is not None and group is not None:
@@ -482,7 +506,6 @@ class BaseStore(ABC):
             # exception group (the keeper's task, cancelled, ends at once).
             group.cancel_scope.shield = True
             await group.__aexit__(None, None, None)
-        await self.aclose()
 
     @property
     def lease_keeper(self) -> LeaseKeeper | None:

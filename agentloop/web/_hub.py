@@ -12,6 +12,7 @@ import bisect
 import secrets
 from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, final
@@ -388,7 +389,7 @@ class RunHub:
     Args:
         agent: The agent that serves every run.
         store: Where sessions live (default: the agent's store, else a new ``InMemoryStore``,
-            which the hub enters while it is entered: one lease keeper renews its runs' leases).
+            whose lease keeper runs while the hub is entered: ``InMemoryStore.keeping_leases``).
         limits: The server's bounds.
         secret: The server's secret, which keys owner ids (default: ``AGENTLOOP_SECRET``, else
             one made once and kept in ``store``, shared by every server on it).
@@ -403,9 +404,10 @@ class RunHub:
         secret: bytes | str | None = None,
     ) -> None:
         self.agent = agent
-        # A store the hub made is its own to enter, so that one lease keeper renews every run's
-        # lease, not a task per run; a store it was given is its owner's to enter (or not).
+        # A store the hub made is its own: while the hub is entered, one lease keeper renews
+        # every run's lease, not a task per run (a store it was given is its owner's to enter).
         self._own_store: InMemoryStore | None = None
+        self._keeping: AbstractAsyncContextManager[object] | None = None
         found = store or agent.store
         if found is None:
             found = self._own_store = InMemoryStore()
@@ -428,15 +430,17 @@ class RunHub:
         return self._secret
 
     async def __aenter__(self) -> Self:
-        if self._own_store is not None:
-            await self._own_store.__aenter__()
+        self._secret = await server_secret(self.store, self._given_secret)
+        if self._own_store is not None:  # around the runs' task group
+            self._keeping = self._own_store.keeping_leases()
+            await self._keeping.__aenter__()
+        self._tg = anyio.create_task_group()
         try:
-            self._secret = await server_secret(self.store, self._given_secret)
-            self._tg = anyio.create_task_group()
             await self._tg.__aenter__()
         except BaseException:
-            if self._own_store is not None:
-                await self._own_store.__aexit__(None, None, None)
+            keeping, self._keeping = self._keeping, None
+            if keeping is not None:
+                await keeping.__aexit__(None, None, None)
             raise
         return self
 
@@ -452,8 +456,9 @@ class RunHub:
         try:
             return await self._tg.__aexit__(exc_type, exc, tb)
         finally:
-            if self._own_store is not None:
-                await self._own_store.__aexit__(None, None, None)
+            keeping, self._keeping = self._keeping, None
+            if keeping is not None:
+                await keeping.__aexit__(None, None, None)
 
     # -- starting ---------------------------------------------------------------------------
 

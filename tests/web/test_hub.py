@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import Agent, RunFinished, SessionBusy, SessionNotFound, UserError
+from agentloop import Agent, RunFinished, SessionBusy, SessionNotFound
 from agentloop.sessions import InMemoryStore
+from agentloop.sessions._keeper import LeaseKeeper
 from agentloop.testing import ProviderServer
 from agentloop.web import LogTrimmed, RunHub, RunLog, TooMany, WebLimits
 
@@ -167,15 +168,21 @@ async def test_a_reader_takes_every_event_already_in_the_log_at_once(
         assert log.batch(log.position(len(events))) == []
 
 
-async def test_the_store_the_hub_makes_is_entered_so_one_keeper_renews_every_lease(
+def _keeper(store: InMemoryStore) -> LeaseKeeper | None:
+    return store.lease_keeper
+
+
+async def test_the_store_the_hub_makes_keeps_its_leases_with_one_keeper(
     provider: ProviderServer, agent: Agent[Any, Any]
 ) -> None:
-    """An agent without a store is served from an in-memory store the hub makes and enters
-    while it is entered: its lease keeper holds each running run's lease (not a renewal task
-    per run), and leaving the hub closes it. A store the hub is given is its owner's."""
+    """An agent without a store is served from an in-memory store the hub makes, whose lease
+    keeper runs while the hub is entered: it holds each running run's lease (not a renewal
+    task per run). The store stays open after the hub, its sessions kept, and the hub can be
+    entered again. A store the hub is given is its owner's to enter."""
     bare = demo_agent(provider.url)
     try:
-        async with RunHub(bare) as hub:
+        hub = RunHub(bare)
+        async with hub:
             store = hub.store
             assert isinstance(store, InMemoryStore)
             keeper = store.lease_keeper
@@ -185,11 +192,17 @@ async def test_the_store_the_hub_makes_is_entered_so_one_keeper_renews_every_lea
             with anyio.fail_after(10):
                 await log.wait_done()
             assert not keeper.holdings
-        assert store.lease_keeper is None
-        with pytest.raises(UserError, match="closed"):
-            await store.get("any")
+        assert _keeper(store) is None
+        assert await store.get(log.session) is not None
+        async with hub:  # again: the same store, its keeper running again
+            assert hub.store is store
+            assert _keeper(store) is not None
+            again = await hub.start("alice", "And Rome?", session=log.session)
+            with anyio.fail_after(10):
+                await again.wait_done()
     finally:
         await bare.model.aclose()  # type: ignore[union-attr]
     async with RunHub(agent) as given:
         assert given.store is agent.store
-        assert given.store.lease_keeper is None  # type: ignore[attr-defined]  # not entered
+        assert isinstance(given.store, InMemoryStore)
+        assert _keeper(given.store) is None  # not entered
