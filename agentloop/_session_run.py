@@ -227,18 +227,23 @@ class SessionScope:
         unfinished run (whose id the run takes); with a ``run_key`` of a finished run, its
         result."""
         store = spec.store
-        try:
-            await store.create(spec.session_id)
-        except SessionConflict:
-            pass  # it exists
         acquired_at = anyio.current_time()
-        lease = await store.acquire_lease(
+        acquire = functools.partial(
+            store.acquire_lease,
             spec.session_id,
             owner=owner,
             ttl=ttl,
             wait=spec.wait is not None,
             timeout=spec.wait,
         )
+        try:  # most runs find their session: only a first run pays for creating it
+            lease = await acquire()
+        except SessionNotFound:
+            try:
+                await store.create(spec.session_id)
+            except SessionConflict:
+                pass  # another run created it meanwhile
+            lease = await acquire()
         scope = cls(store, lease, ttl, run_id=owner, run_key=spec.run_key, acquired_at=acquired_at)
         try:
             # One more run than memory needs: the unfinished run a resume picks up. A run key

@@ -106,6 +106,17 @@ async def test_memory_token_budget_drops_the_oldest_runs(store: Any) -> None:
     assert texts == ["q2" * 10, "b" * 40, "q3"]
 
 
+async def test_runs_of_a_session_raise_no_conflict(store: Any) -> None:
+    """A session's first run creates it and later runs find it: no ``SessionConflict`` is
+    raised and caught on the way (``stats.conflicts`` counts real conflicts only)."""
+    agent = Agent(ScriptedModel(["one", "two", "three"]), store=store)
+    for text in ("a", "b", "c"):
+        await agent.run(text, session="s-plain")
+    assert store.stats.conflicts == 0
+    session = await store.get("s-plain")
+    assert [r.type for r in session.history].count("run_end") == 3
+
+
 async def test_a_second_concurrent_run_of_a_session_is_busy(store: Any) -> None:
     """One run per session at a time: the second gets SessionBusy, or waits when asked."""
     release = anyio.Event()

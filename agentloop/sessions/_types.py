@@ -204,7 +204,7 @@ class SessionStore(Protocol):
         """Take the session's lease (an expired one is taken over); ``SessionBusy`` if held.
 
         Args:
-            session_id: The session's id (created when missing).
+            session_id: The session's id (``SessionNotFound`` when there is none).
             owner: Who takes it (a run's id).
             ttl: Seconds it lasts unless renewed.
             wait: Wait for a held lease to be released or to expire.
