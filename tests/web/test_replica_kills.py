@@ -40,7 +40,8 @@ pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 # The replicas serve the Agent; the workers its TemporalAgent (an activity is lost after 2 s
-# without a heartbeat), on the same task queue.
+# without a heartbeat), on the same task queue. A run's next task leaves a killed worker after
+# 1 s (--sticky-timeout), not the default 10 s.
 AGENT = "tests.web._replicated:agent"
 DURABLE = "tests.web._replicated:durable"
 START_TIMEOUT = 60.0  # a process imports the SDKs first, slowly on a busy machine
@@ -100,7 +101,7 @@ class Cluster:
 
         from agentloop.temporal import connect
 
-        process = self._spawn("worker", "worker", DURABLE)
+        process = self._spawn("worker", "worker", DURABLE, "--sticky-timeout", "1")
         client = await connect(self.target)
         kinds = [TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY]
         with anyio.fail_after(START_TIMEOUT):
