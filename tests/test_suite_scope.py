@@ -41,3 +41,36 @@ def test_the_fast_loop_leaves_the_heavy_tests_out_and_keeps_the_rest() -> None:
     collected = _fast_loop_collects(*HEAVY, "tests/test_loop.py")
     assert collected, "the fast loop collected nothing"
     assert {item.split("::")[0] for item in collected} == {"tests/test_loop.py"}
+
+
+def test_the_slow_tests_run_first_and_the_longest_modules_first() -> None:
+    """``conftest.LONGEST_FIRST`` names files that exist and are slow; a parallel run starts
+    with them, in that order, then the other slow tests, then the rest."""
+    from tests.conftest import LONGEST_FIRST
+
+    named = [path for path in LONGEST_FIRST if (ROOT / path).is_file()]
+    assert named == list(LONGEST_FIRST)
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--collect-only",
+        "-q",
+        "-n0",
+        "-p",
+        "no:cacheprovider",
+    ]
+    done = subprocess.run(
+        [*command, *LONGEST_FIRST, "tests/test_crash_resume.py", "tests/test_loop.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = [line.split("::")[0] for line in done.stdout.splitlines() if "::" in line]
+    in_order = list(dict.fromkeys(files))
+    assert in_order[: len(LONGEST_FIRST)] == list(LONGEST_FIRST)
+    assert in_order[len(LONGEST_FIRST) :][:1] == ["tests/test_crash_resume.py"]
+    assert files[-1] == "tests/test_loop.py"  # not slow: last
