@@ -44,6 +44,16 @@ class DevServer:
         self.process.wait()
 
 
+# For the suite's server: one partition per task queue, not four. DescribeTaskQueue (the tests'
+# "is this worker polling yet?") reports the pollers of the root partition only, so a worker
+# polling another one went unseen for up to a minute (its long poll's end), and no task waits
+# to be forwarded between partitions. The benchmarks keep the dev server's defaults.
+ONE_PARTITION = (
+    *("--dynamic-config-value", "matching.numTaskqueueReadPartitions=1"),
+    *("--dynamic-config-value", "matching.numTaskqueueWritePartitions=1"),
+)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -77,12 +87,6 @@ def start_dev_server(*extra: str) -> DevServer:
             str(free_port()),
             "--log-level",
             "error",
-            # One partition per task queue, not four: DescribeTaskQueue (the suite's "is this
-            # worker polling yet?") reports the pollers of the root partition only, so a worker
-            # polling another one went unseen for up to a minute (its long poll's end); and a
-            # task is never forwarded between partitions to reach a poller.
-            *("--dynamic-config-value", "matching.numTaskqueueReadPartitions=1"),
-            *("--dynamic-config-value", "matching.numTaskqueueWritePartitions=1"),
             *extra,
         ],
         stdout=subprocess.DEVNULL,
