@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,34 +47,31 @@ def test_the_fast_loop_leaves_the_heavy_tests_out_and_keeps_the_rest() -> None:
     assert {item.split("::")[0] for item in collected} == {"tests/test_loop.py"}
 
 
-def test_the_slow_tests_run_first_and_the_longest_modules_first() -> None:
-    """``conftest.LONGEST_FIRST`` names files that exist and are slow; a parallel run starts
-    with them, in that order, then the other slow tests, then the rest."""
-    from tests.conftest import LONGEST_FIRST
+@dataclass(frozen=True)
+class _Item:
+    """What ``conftest._slow_order`` reads of a collected test."""
 
-    named = [path for path in LONGEST_FIRST if (ROOT / path).is_file()]
-    assert named == list(LONGEST_FIRST)
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--collect-only",
-        "-q",
-        "-n0",
-        "-p",
-        "no:cacheprovider",
+    nodeid: str
+    slow: bool
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return pytest.mark.slow if name == "slow" and self.slow else None
+
+
+def test_the_slow_tests_run_first_and_the_longest_modules_first() -> None:
+    """``conftest.LONGEST_FIRST`` names files that exist; the collection's order puts the slow
+    tests first, those files' first in that order, and keeps the order otherwise."""
+    from tests.conftest import LONGEST_FIRST, _slow_order
+
+    assert [path for path in LONGEST_FIRST if (ROOT / path).is_file()] == list(LONGEST_FIRST)
+    last, first = LONGEST_FIRST[-1], LONGEST_FIRST[0]
+    items = [
+        _Item("tests/test_loop.py::test_a", slow=False),
+        _Item("tests/test_crash_resume.py::test_b", slow=True),
+        _Item(f"{last}::test_c", slow=True),
+        _Item(f"{first}::test_d", slow=True),
+        _Item(f"{first}::test_e", slow=False),
+        _Item("tests/test_crash_resume.py::test_f", slow=True),
     ]
-    done = subprocess.run(
-        [*command, *LONGEST_FIRST, "tests/test_crash_resume.py", "tests/test_loop.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    files = [line.split("::")[0] for line in done.stdout.splitlines() if "::" in line]
-    in_order = list(dict.fromkeys(files))
-    assert in_order[: len(LONGEST_FIRST)] == list(LONGEST_FIRST)
-    assert in_order[len(LONGEST_FIRST) :][:1] == ["tests/test_crash_resume.py"]
-    assert files[-1] == "tests/test_loop.py"  # not slow: last
+    ordered = sorted(items, key=lambda item: _slow_order(cast("Any", item)))
+    assert [item.nodeid.rpartition("_")[2] for item in ordered] == ["d", "c", "b", "f", "e", "a"]
