@@ -177,10 +177,11 @@ class Cluster:
 
     def kill(self, process: Process) -> None:
         """SIGKILL it, and wait until it is gone (its stand-in exits once it has)."""
-        try:
-            os.kill(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        if process.poll() is None:  # else its pid may be another process's by now
+            try:
+                os.kill(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         process.stand_in.wait()
 
     def kill_all(self) -> None:
