@@ -230,16 +230,39 @@ def _freeze_what_each_module_leaves() -> Iterator[None]:
     freeze_what_lives()
 
 
+# The slow modules that take longest, longest first (seconds for the file alone, -n0, at load 2-3).
+# xdist's worksteal hands each worker a contiguous share of the collection, so the first
+# worker's share starts with every slow test, and the others, once idle, steal from its end: a
+# long chain there (a module's processes, one 15 s test) would start last and end last.
+LONGEST_FIRST = (
+    "tests/web/test_replica_kills.py",  # 20-26: one cluster of processes for the module
+    "tests/test_temporal_continue.py",  # 59: tests of 6-15 s
+    "tests/web/test_replicas.py",  # 21
+    "tests/test_temporal.py",  # 17
+    "tests/test_temporal_crash.py",  # 16
+    "tests/reliability/test_stream_bounds.py",  # 13
+    "tests/web/test_browser.py",  # 12
+)
+
+
+def _slow_order(item: pytest.Item) -> tuple[bool, int]:
+    """Slow tests first, the longest modules among them first; the order is otherwise kept."""
+    path = item.nodeid.partition("::")[0]
+    rank = LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+    return item.get_closest_marker("slow") is None, rank
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs a Temporal dev server is slow (each xdist worker starts a server for its
     session, and a durable run is several activities): ``-m "not slow"``, the fast loop, starts
-    none. Then the slow tests first (the order is otherwise kept): in a parallel run a long test
-    that starts near the end holds the whole suite up while the other workers sit idle."""
+    none. Then the slow tests first, the longest first (``LONGEST_FIRST``): in a parallel run a
+    long test that starts near the end holds the whole suite up while the other workers sit
+    idle."""
     for item in items:
         if item.get_closest_marker("temporal") and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    items.sort(key=_slow_order)
 
 
 def _pg_unavailable(reason: str) -> NoReturn:
@@ -345,10 +368,10 @@ def _temporal_unavailable(reason: str) -> NoReturn:
 @pytest.fixture(scope="session")
 def temporal_target() -> Iterator[str]:
     """A Temporal dev server for this test session (each xdist worker starts its own)."""
-    from tests.support.temporal import TemporalUnavailableHere, start_dev_server
+    from tests.support.temporal import ONE_PARTITION, TemporalUnavailableHere, start_dev_server
 
     try:
-        server = start_dev_server()
+        server = start_dev_server(*ONE_PARTITION)
     except TemporalUnavailableHere as exc:
         _temporal_unavailable(str(exc))
     try:

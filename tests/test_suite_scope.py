@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,3 +45,33 @@ def test_the_fast_loop_leaves_the_heavy_tests_out_and_keeps_the_rest() -> None:
     collected = _fast_loop_collects(*HEAVY, "tests/test_loop.py")
     assert collected, "the fast loop collected nothing"
     assert {item.split("::")[0] for item in collected} == {"tests/test_loop.py"}
+
+
+@dataclass(frozen=True)
+class _Item:
+    """What ``conftest._slow_order`` reads of a collected test."""
+
+    nodeid: str
+    slow: bool
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return pytest.mark.slow if name == "slow" and self.slow else None
+
+
+def test_the_slow_tests_run_first_and_the_longest_modules_first() -> None:
+    """``conftest.LONGEST_FIRST`` names files that exist; the collection's order puts the slow
+    tests first, those files' first in that order, and keeps the order otherwise."""
+    from tests.conftest import LONGEST_FIRST, _slow_order
+
+    assert [path for path in LONGEST_FIRST if (ROOT / path).is_file()] == list(LONGEST_FIRST)
+    last, first = LONGEST_FIRST[-1], LONGEST_FIRST[0]
+    items = [
+        _Item("tests/test_loop.py::test_a", slow=False),
+        _Item("tests/test_crash_resume.py::test_b", slow=True),
+        _Item(f"{last}::test_c", slow=True),
+        _Item(f"{first}::test_d", slow=True),
+        _Item(f"{first}::test_e", slow=False),
+        _Item("tests/test_crash_resume.py::test_f", slow=True),
+    ]
+    ordered = sorted(items, key=lambda item: _slow_order(cast("Any", item)))
+    assert [item.nodeid.rpartition("_")[2] for item in ordered] == ["d", "c", "b", "f", "e", "a"]

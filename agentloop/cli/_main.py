@@ -230,6 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="the session store the replicas share (default: the agent's own store)",
     )
+    work.add_argument(
+        "--sticky-timeout",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds before a run's next task leaves a worker that stopped answering for "
+        "another (default 10); lower it to carry runs on sooner after a crash",
+    )
     _eval_parser(commands)
     return parser
 
@@ -560,6 +568,7 @@ def _worker(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         task_queue=args.task_queue,
         store=args.store,
+        sticky_timeout=args.sticky_timeout,
     )
     anyio.run(worker_command, options)
     return 0

@@ -20,6 +20,7 @@ class WorkerOptions:
     namespace: str
     task_queue: str | None
     store: str | None
+    sticky_timeout: float
 
 
 async def worker_command(options: WorkerOptions) -> None:
@@ -43,7 +44,14 @@ async def worker_command(options: WorkerOptions) -> None:
         client = await connect(options.temporal, namespace=options.namespace)
         queue = options.task_queue or durable.task_queue
         await stack.enter_async_context(durable.agent)
-        await stack.enter_async_context(worker(client, [durable], task_queue=queue))
+        await stack.enter_async_context(
+            worker(
+                client,
+                [durable],
+                task_queue=queue,
+                sticky_queue_schedule_to_start_timeout=options.sticky_timeout,
+            )
+        )
         sys.stderr.write(
             f"agentloop worker: serving {durable.name!r} on task queue {queue!r} at "
             f"{options.temporal} (namespace {options.namespace})\n"

@@ -41,7 +41,7 @@ def _stream(fd: int, model: io.TextIOWrapper, *, line_buffering: bool) -> io.Tex
     )
 
 
-def _become(request: Request) -> NoReturn:
+def become_agentloop(request: Request) -> NoReturn:
     """In the forked child: be ``python -m agentloop ARGS``; never return."""
     os.environ.clear()
     os.environ.update(request.env)
@@ -96,4 +96,4 @@ def _shut_down(code: int) -> NoReturn:
 if __name__ == "__main__":
     gc.collect()
     gc.freeze()  # what was imported: children neither scan it nor copy it by collecting
-    serve(sys.argv[1], _become)
+    serve(sys.argv[1], become_agentloop)

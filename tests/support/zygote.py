@@ -143,10 +143,11 @@ def serve(path: str, become: Callable[[Request], NoReturn]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def launch(path: str, args: list[str]) -> int:
+def launch(path: str, args: list[str], pid_file: str | None = None) -> int:
     """Have the zygote at ``path`` fork a child on our standard streams, environment and
     working folder; stand in for it until it exits, and return its exit status (negative: the
-    signal that ended it)."""
+    signal that ended it). With ``pid_file``, the child's pid is written there (whole, by a
+    rename) once it runs, for a test that signals the child itself."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(path)
     request = json.dumps({"args": args, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
@@ -157,6 +158,10 @@ def launch(path: str, args: list[str]) -> int:
         os.dup2(devnull, fd)
     os.close(devnull)
     pid = _read_int(conn)
+    if pid_file is not None:
+        with open(f"{pid_file}.partial", "w") as file:
+            file.write(str(pid))
+        os.replace(f"{pid_file}.partial", pid_file)
 
     def forward(signum: int, frame: object) -> None:
         try:
@@ -177,5 +182,9 @@ def exit_as(code: int) -> NoReturn:
     sys.exit(code)
 
 
-if __name__ == "__main__":  # the launcher: python -S zygote.py SOCKET ARGS...
-    exit_as(launch(sys.argv[1], sys.argv[2:]))
+if __name__ == "__main__":  # the launcher: python -S zygote.py [--pid-file PATH] SOCKET ARGS...
+    given = sys.argv[1:]
+    where = given[1] if given[0] == "--pid-file" else None
+    if where is not None:
+        given = given[2:]
+    exit_as(launch(given[0], given[1:], where))

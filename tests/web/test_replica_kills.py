@@ -9,15 +9,20 @@ replicas behind a round-robin proxy (``tests/support/proxy.py``, as a load balan
 - Every replica and worker is SIGKILLed while a run waits for an approval; one replica and one
   worker start afresh; the approval given on the page runs the tool once.
 
-The processes live for the module (each test starts only what the one before killed)."""
+The processes live for the module (each test starts only what the one before killed). They
+are forked from one warm process that imported the SDKs once (``_zygote.py``), where ``fork``
+exists: each still a process of its own, SIGKILLed by its pid."""
 
 from __future__ import annotations
 
 import os
+import select
+import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,15 +45,30 @@ pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 # The replicas serve the Agent; the workers its TemporalAgent (an activity is lost after 2 s
-# without a heartbeat), on the same task queue.
+# without a heartbeat), on the same task queue. A run's next task leaves a killed worker after
+# 1 s (--sticky-timeout), not the default 10 s.
 AGENT = "tests.web._replicated:agent"
 DURABLE = "tests.web._replicated:durable"
 START_TIMEOUT = 60.0  # a process imports the SDKs first, slowly on a busy machine
+ZYGOTE = Path(__file__).with_name("_zygote.py")
+LAUNCHER = [sys.executable, "-S", str(ROOT / "tests" / "support" / "zygote.py")]
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # Playwright's, uvicorn's and Temporal's
+
+
+@dataclass
+class Process:
+    """A replica or worker: the process that stands in for it (its launcher, when forked) and
+    its own pid, the one its worker identity and the tools' log lines carry."""
+
+    stand_in: subprocess.Popen[bytes]
+    pid: int
+
+    def poll(self) -> int | None:
+        return self.stand_in.poll()
 
 
 @dataclass
@@ -62,20 +82,40 @@ class Cluster:
     folder: Path
     proxy: RoundRobinProxy
     url: str
-    replicas: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
-    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    zygote: str | None  # the warm process's socket; None: each process starts from scratch
+    replicas: dict[int, Process] = field(default_factory=dict)
+    workers: list[Process] = field(default_factory=list)
 
-    def _spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
-        errors = (self.folder / f"{name}-{uuid.uuid4().hex[:6]}.err").open("wb")
-        command = [sys.executable, "-m", "agentloop", *args, "--temporal", self.target]
-        with errors:
+    def _start(self, files: Path, *args: str) -> subprocess.Popen[bytes]:
+        """``agentloop ARGS --temporal TARGET`` (forked: its pid in ``files.pid``), its stderr
+        in ``files.err``."""
+        arguments = [*args, "--temporal", self.target]
+        if self.zygote is None:
+            command = [sys.executable, "-m", "agentloop", *arguments]
+        else:
+            pid_file = str(files.with_suffix(".pid"))
+            command = [*LAUNCHER, "--pid-file", pid_file, self.zygote, *arguments]
+        with files.with_suffix(".err").open("wb") as errors:
             return subprocess.Popen(
                 command, env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors
             )
 
+    async def _spawn(self, name: str, *args: str) -> Process:
+        files = self.folder / f"{name}-{uuid.uuid4().hex[:6]}"
+        stand_in = self._start(files, *args)
+        if self.zygote is None:
+            return Process(stand_in, stand_in.pid)
+        pid_file = files.with_suffix(".pid")
+        with anyio.fail_after(START_TIMEOUT):
+            while not pid_file.exists():
+                if stand_in.poll() is not None:
+                    raise AssertionError(f"a {name} was not forked: {self._errors()}")
+                await anyio.sleep(0.01)
+        return Process(stand_in, int(pid_file.read_text()))
+
     async def start_replica(self) -> None:
         port = free_port()
-        process = self._spawn(
+        process = await self._spawn(
             "replica", "serve", AGENT, "--port", str(port), "--task-queue", self.queue
         )
         async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
@@ -100,7 +140,7 @@ class Cluster:
 
         from agentloop.temporal import connect
 
-        process = self._spawn("worker", "worker", DURABLE)
+        process = await self._spawn("worker", "worker", DURABLE, "--sticky-timeout", "1")
         client = await connect(self.target)
         kinds = [TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY]
         with anyio.fail_after(START_TIMEOUT):
@@ -135,9 +175,14 @@ class Cluster:
             for _ in range(workers - len(self.workers)):
                 tg.start_soon(self.start_worker)
 
-    def kill(self, process: subprocess.Popen[bytes]) -> None:
-        process.kill()
-        process.wait()
+    def kill(self, process: Process) -> None:
+        """SIGKILL it, and wait until it is gone (its stand-in exits once it has)."""
+        if process.poll() is None:  # else its pid may be another process's by now
+            try:
+                os.kill(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        process.stand_in.wait()
 
     def kill_all(self) -> None:
         for process in [*self.replicas.values(), *self.workers]:
@@ -152,6 +197,39 @@ class Cluster:
 
     def _errors(self) -> str:
         return "\n".join(f.read_text()[-1500:] for f in sorted(self.folder.glob("*.err")))
+
+
+@contextmanager
+def _warm_process(folder: Path, env: dict[str, str]) -> Generator[str | None]:
+    """The socket of a process (``_zygote.py``) that forks the ``agentloop`` command, for the
+    module; ``None`` without ``fork``."""
+    if not hasattr(os, "fork"):
+        yield None
+        return
+    path = folder / "zygote.sock"
+    zygote = subprocess.Popen(
+        [sys.executable, str(ZYGOTE), str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert zygote.stdin is not None and zygote.stdout is not None
+    try:
+        ready, _, _ = select.select([zygote.stdout], [], [], START_TIMEOUT)
+        if not ready or zygote.stdout.readline().strip() != "ready":
+            pytest.fail(f"the agentloop zygote did not start (exit code {zygote.poll()})")
+        yield str(path)
+    finally:
+        zygote.stdin.close()  # its end: it kills the children still running and exits
+        try:
+            zygote.wait(START_TIMEOUT)
+        finally:
+            if zygote.poll() is None:
+                zygote.kill()
+                zygote.wait()
+            zygote.stdout.close()
 
 
 @pytest.fixture(scope="module")
@@ -173,20 +251,22 @@ def cluster(temporal_target: str, tmp_path_factory: pytest.TempPathFactory) -> I
             "AGENTLOOP_TEST_STORE": str(folder / "sessions.db"),
             "AGENTLOOP_TEST_QUEUE": queue,
         }
-        cluster = Cluster(
-            temporal_target,
-            queue,
-            env,
-            log,
-            folder,
-            proxy,
-            f"http://127.0.0.1:{port}",
-        )
-        try:
-            yield cluster
-        finally:
-            cluster.kill_all()
-            serving.cancel()
+        with _warm_process(folder, env) as zygote:
+            cluster = Cluster(
+                temporal_target,
+                queue,
+                env,
+                log,
+                folder,
+                proxy,
+                f"http://127.0.0.1:{port}",
+                zygote,
+            )
+            try:
+                yield cluster
+            finally:
+                cluster.kill_all()
+                serving.cancel()
 
 
 async def _wait_for(
