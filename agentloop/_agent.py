@@ -32,7 +32,7 @@ from ._output import Output, parse_output
 from ._plan import Stages, plan_run
 from ._prompt import Plain, Ruleset, compile_template, render, system_message, untemplated
 from ._retry import RetryPolicy
-from ._run import Emitter, Launch, run_of
+from ._run import Emitter, EventSink, Launch, run_of
 from ._session_run import Memory, SessionSpec, check_stored_input, unfinished_runs
 from ._steps import RunResult
 from ._time import new_id
@@ -553,6 +553,24 @@ class Agent(Generic[DepsT, OutputT]):
             shed(exc)  # the caller's task keeps neither this run's frames nor the run
             raise
         return _checked(result, raise_on_error)
+
+    async def _run_into(
+        self,
+        sink: EventSink,
+        input: RunInput,
+        *,
+        session: str | None,
+        store: SessionStore | None,
+        resume: bool,
+        decisions: Mapping[str, Decision] | None,
+    ) -> RunResult:
+        """A run (or a resume) in the caller's task, its events sent straight to ``sink``: the
+        seam of a driver that keeps its own log of them (the web hub), with no stream, channel
+        or task of ``stream``'s between the run and the sink."""
+        launch = self._launch(
+            input, Emitter(sink), session=session, store=store, resume=resume, decisions=decisions
+        )
+        return await execute(launch)
 
     def stream(
         self,

@@ -33,8 +33,6 @@ from agentloop import (
     SessionNotFound,
     UserError,
 )
-from agentloop._loop import execute
-from agentloop._run import Emitter
 from agentloop.sessions import InMemoryStore, Session, SessionStore
 
 from ._secret import server_secret
@@ -540,16 +538,15 @@ class RunHub:
         sink = _LogSink(log, self._logs, task_status)
         try:
             with log.cancel_scope:
-                launch = self.agent._launch(  # pyright: ignore[reportPrivateUsage]  # as a stream's
-                    input,
-                    Emitter(sink),
-                    session=log.session,
-                    store=self.store,
-                    resume=kind == "resume",
-                    decisions=decisions,
-                )
                 try:
-                    await execute(launch)
+                    await self.agent._run_into(  # pyright: ignore[reportPrivateUsage]  # the seam
+                        sink,
+                        input,
+                        session=log.session,
+                        store=self.store,
+                        resume=kind == "resume",
+                        decisions=decisions,
+                    )
                 except (UserError, SessionBusy):
                     if not sink.started:
                         raise  # why the run never began (busy, …): the caller's answer
