@@ -163,6 +163,26 @@ async def test_held_text_is_sent_past_its_bound(
         await sender.close()
 
 
+async def test_held_text_past_its_bound_cuts_a_slow_batch_short(
+    anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Late in a long call the batches are slow (an hour here): text past ``MAX_HELD`` is
+    sent at once all the same, so a usage limit's cut comes no later than it did."""
+    monkeypatch.setattr(_batches, "MAX_HELD", 100)
+    workflow = _Workflow()
+    sender = _batches.Batches(1, workflow.send, streaming=True)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sender.run)
+        sender.add(TextPiece("a"))
+        assert await workflow.next_batch() == [["TextPiece", {"text": "a"}]]
+        sender.add(TextPiece("b" * 40))  # waits for the tick
+        await anyio.sleep(0.05)
+        assert len(workflow.batches) == 1
+        sender.add(TextPiece("c" * 40))
+        assert [d[1]["text"] for d in await workflow.next_batch()] == ["b" * 40, "c" * 40]
+        await sender.close()
+
+
 async def test_a_call_goes_quiet_once_its_caller_stops_streaming(
     anyio_backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

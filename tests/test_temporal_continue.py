@@ -26,6 +26,8 @@ from agentloop.testing import Reply, ScriptedModel, call
 from tests.support.temporal import import_temporal
 
 import_temporal()
+from temporalio.service import RPCError  # noqa: E402
+
 from agentloop.temporal import (  # noqa: E402
     DurableRunFailed,
     TemporalAgent,
@@ -260,6 +262,59 @@ async def test_a_run_continues_as_new_while_it_waits_and_the_decision_lands(
     assert [e.seq for e in seen] == list(range(1, len(seen) + 1))
     assert [e.type for e in seen].count("run_waiting") == 1
     assert seen[-1].type == "run_finished"
+
+
+async def test_a_decide_sent_during_the_cut_is_sent_again_and_lands_once(
+    temporal_target: str,
+) -> None:
+    """A decide sent as the waiting run continues as new reaches the run before as it closes,
+    or the next run before it waits again: either refuses it unrecorded, the caller sends it
+    again, and the next run takes it, once. Raced at staggered moments, twelve runs each
+    end paid, their tool run once; none refuses the decision. (Before, the next run could say
+    it did not wait, about one race in ten.)"""
+    model = ScriptedModel(
+        [
+            r
+            for _ in range(12)
+            for r in (Reply(calls=[call("transfer", {"amount": 5}, id="pay")]), "paid")
+        ]
+    )
+    durable = TemporalAgent(
+        Agent(model, name="racing", tools=[transfer]),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    outputs, cuts = [], 0
+    async with serving(temporal_target, durable) as client:
+        for round in range(12):
+            run = await durable.start(client, "pay")
+            with anyio.fail_after(60):
+                async for event in run:
+                    if isinstance(event, ev.RunWaiting):
+                        break
+                await _decide_as_it_cuts(client, durable, run.run_id, 0.01 * round)
+                outputs.append((await run.result()).output)
+            cuts += len(await _runs_of(client, run.run_id)) > 1
+    assert outputs == ["paid"] * 12 and ran == {"transfer:5": 12}
+    assert cuts >= 6, f"the decisions came before the cut in {12 - cuts} of 12 runs"
+
+
+async def _decide_as_it_cuts(
+    client: Any, durable: TemporalAgent[Any], run_id: str, delay: float
+) -> None:
+    """Acks grow the waiting run's history past ``continue_after`` while, ``delay`` seconds
+    in, the decision is sent."""
+    handle = client.get_workflow_handle(run_id)
+
+    async def acks() -> None:
+        with contextlib.suppress(RPCError):  # the run ended meanwhile
+            for _ in range(40):
+                await handle.signal("agentloop.ack", 0)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(acks)
+        await anyio.sleep(delay)
+        await durable.decide(client, run_id, {"pay": Approve()})
 
 
 async def _continued_while_waiting(client: Any, run: Any) -> None:

@@ -4,6 +4,7 @@ real sockets; histories fetched from the server."""
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
@@ -200,3 +201,48 @@ async def test_a_sessions_second_run_fails_no_activity(temporal_target: str, tmp
     assert (first.output, second.output) == ("one", "two")
     assert failed == [], failed
     assert kept is not None and len([r for r in kept.history if r.type == "run"]) == 2
+
+
+async def test_one_long_streamed_call_signals_within_the_schedules_bound(
+    temporal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model call cannot move to a new run, so one call's signals are bounded: the batches
+    come every ``BATCH_SECONDS`` for the first ``FAST_BATCHES``, then each ``BATCH_GROWTH``
+    times longer than the one before (the schedule scaled down here: 20 ms, 10, 1.15). A 5 s
+    call of a delta every 10 ms reaches the streaming caller whole and in order, within the
+    signals the schedule allows in the time the call took (37 in 5 s; 239 at a steady 20 ms)."""
+    from agentloop.temporal import _batches
+
+    fast, every, growth = 10, 0.02, 1.15
+    monkeypatch.setattr(_batches, "BATCH_SECONDS", every)
+    monkeypatch.setattr(_batches, "FAST_BATCHES", fast, raising=False)
+    monkeypatch.setattr(_batches, "BATCH_GROWTH", growth, raising=False)
+    seconds, pieces = 5.0, 500
+    words = [f"w{i} " for i in range(pieces)]
+    reply = Reply(timeline=[(seconds * (i + 1) / pieces, w) for i, w in enumerate(words)])
+    durable = TemporalAgent(
+        Agent(ScriptedModel([reply]), name="long-call"), task_queue=f"q-{uuid.uuid4().hex[:8]}"
+    )
+    client = await connect(temporal_target)
+    async with worker(client, [durable]):
+        run = await durable.start(client, "talk for a while")
+        with anyio.fail_after(60):
+            texts = [e.text async for e in run if isinstance(e, ev.TextDelta)]
+            result = await run.result()
+        history = await client.get_workflow_handle(run.run_id).fetch_history()
+    names = _names(history)
+    signals = names.count("WORKFLOW_EXECUTION_SIGNALED")
+    started, ended = (
+        e.event_time.ToDatetime()
+        for e in history.events
+        if e.HasField("activity_task_started_event_attributes")
+        or e.HasField("activity_task_completed_event_attributes")
+    )
+    took = (ended - started).total_seconds()  # the call's, under the machine's load
+    # The first batch, the fast ones, then m batches in every * (growth**m - 1) / (growth - 1).
+    slow = math.log(1 + (took - fast * every) * (growth - 1) / every, growth)
+    bound = 1 + fast + math.ceil(slow)
+    assert "".join(texts) == "".join(words) == result.output
+    assert len(texts) > 20, "the caller streamed the call"
+    assert signals <= bound, (signals, bound, took, len(names))
+    assert len(names) <= 4 * bound + 20, len(names)  # a signal, and a workflow task's 3 events

@@ -5,7 +5,11 @@ goes by signal:
 - a sealed tool call at once (``ToolCallEnd``), with everything before it: the workflow starts
   its tool while the reply still streams (eager dispatch);
 - text and thoughts in batches of about ``BATCH_SECONDS``, while a caller streams the run
-  (asked again every ``RECHECK_SECONDS``: one whose lease lapsed stops the batches);
+  (asked again every ``RECHECK_SECONDS``: one whose lease lapsed stops the batches). A call
+  cannot move to a new run (continue-as-new), so its batches slow down past the first
+  ``FAST_BATCHES``: each waits ``BATCH_GROWTH`` times longer than the one before, up to
+  ``MAX_BATCH_SECONDS``. One streamed call takes some 1,000 signals in 10 minutes and 1,400
+  in an hour (under 6,000 history events), not 12,000 and 72,000;
 - the rest with the activity's result, when the reply ends. With no caller streaming that is
   every text and thought delta, merged: a caller that attaches during the call gets its text
   at once when it ends, and live deltas from the next call on.
@@ -29,6 +33,9 @@ from ..models._types import (
 from . import _codec, _payloads
 
 BATCH_SECONDS = 0.05  # text and thoughts gathered into one signal while a caller streams
+FAST_BATCHES = 200  # a call's first batches (10 s of streaming) come every BATCH_SECONDS,
+BATCH_GROWTH = 1.005  # then each waits this much longer than the one before (18 s at 1 h),
+MAX_BATCH_SECONDS = 60.0  # up to this (past some 3 h of one call: 60 signals an hour)
 RECHECK_SECONDS = 1.0  # an activity asks again this often whether a caller streams now
 # After the reply's ``FinishDelta`` the stream closes within a moment: a due batch waits this
 # long for the result to carry it rather than cost a signal of its own.
@@ -84,16 +91,15 @@ class Batches:
         self._closing = anyio.Event()
         self._added = anyio.Event()
         self._done = anyio.Event()
+        self._every = BATCH_SECONDS  # between two batches while a caller streams
         self.sent = 0
 
     def add(self, delta: ModelDelta) -> None:
         self._pending.append(delta)
         self._held += 32 + _chars(delta)
-        if isinstance(delta, ToolCallEnd):
-            self._sealed = True
-            self._urgent.set()
-        elif isinstance(delta, FinishDelta):
-            self._finishing = True
+        self._sealed = self._sealed or isinstance(delta, ToolCallEnd)
+        self._finishing = self._finishing or isinstance(delta, FinishDelta)
+        if self._sealed or self._finishing or self._held > MAX_HELD:  # a slow tick too
             self._urgent.set()
         self._wake.set()
         self._added.set()
@@ -152,7 +158,7 @@ class Batches:
     async def _tick(self, began: float) -> None:
         """The rest of a batch's time, cut short by a seal, the finish or the close."""
         self._urgent = anyio.Event()
-        left = BATCH_SECONDS - (anyio.current_time() - began)
+        left = self._every - (anyio.current_time() - began)
         if left > 0 and not (self._sealed or self._finishing or self._closed):
             with anyio.move_on_after(left):
                 await self._urgent.wait()
@@ -187,6 +193,8 @@ class Batches:
             batch = [piece for piece, _ in pieces[start : start + count]]
             await self._send({"call": self._call, "index": self.sent, "deltas": batch})
             self.sent += 1
+            if self.sent > FAST_BATCHES:  # the call's history stays bounded: see above
+                self._every = min(self._every * BATCH_GROWTH, MAX_BATCH_SECONDS)
             self._beat()
             start += count
 

@@ -397,6 +397,9 @@ class AgentRunWorkflow:
         self._start: dict[str, Any] = {}
         self._continue_after = 10_000
         self._cutting: _carry.Carry | None = None
+        # A continued run has taken up where the run before stopped (it waits again, or its
+        # engine runs): until then a ``decide`` is refused as during the cut, and sent again.
+        self._taken_up = False
         self._uncut = False  # a cut cannot be made (an old history, a carry too large)
         self._engine: anyio.CancelScope | None = None
         self._since_step: int | None = None
@@ -538,7 +541,9 @@ class AgentRunWorkflow:
                 type="DecisionError",
                 non_retryable=True,
             )
-        if self._cutting is not None:  # the caller sends it again, to the next run
+        taking_up = workflow.info().continued_run_id is not None and not self._taken_up
+        if self._cutting is not None or (taking_up and not self._finished):
+            # The caller sends it again: to the next run, or once this one waits again.
             raise ApplicationError(CONTINUING, type="DecisionError", non_retryable=True)
         step, toolbox = self._waiting_step, self._toolbox
         if step is None or toolbox is None or self._decided is not None:
@@ -720,6 +725,7 @@ class AgentRunWorkflow:
                 try:
                     # A cut between steps cancels the engine (``cut_between_steps``).
                     with anyio.CancelScope() as self._engine:
+                        self._taken_up = self._taken_up or waited is None
                         self._invoked_at = workflow.now().timestamp()
                         result = waited if waited is not None else await execute(launch)
                         # A run that waits on decisions waits here, durably (for days if
@@ -758,6 +764,7 @@ class AgentRunWorkflow:
             if reply is not None
             else Step(index=len(result.steps), attempt=0, pending=result.pending)
         )
+        self._taken_up = True
         within = durable.decision_timeout
         since, self._waited_since = self._waited_since or workflow.now().timestamp(), None
         if not await self._decided_within(within, since):
