@@ -6,7 +6,6 @@ result is the uninterrupted run's."""
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 from agentloop import AttemptDiscarded, RunResult
 from agentloop.testing import EmulatedCall, EmulatedProvider, EmulatedTurn, ProviderServer
 from tests.support.temporal import import_temporal
+from tests.support.warm import warm_process
 
 import_temporal()
 from agentloop.temporal import connect, replayer  # noqa: E402
@@ -73,35 +73,16 @@ def spawn_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Spawn]:
         yield fresh
         return
     path = tmp_path_factory.mktemp("temporal") / "zygote.sock"
-    zygote = subprocess.Popen(
-        [sys.executable, str(ZYGOTE), str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=env,
-    )
-    assert zygote.stdin is not None and zygote.stdout is not None
 
     def forked(target: str, queue: str, url: str, log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [*LAUNCHER, str(path), str(WORKER), target, queue, url, str(log)], env=env
         )
 
-    try:
-        ready, _, _ = select.select([zygote.stdout], [], [], START_TIMEOUT)
-        if not ready or zygote.stdout.readline().strip() != "ready":
-            pytest.fail(f"the Temporal worker zygote did not start (exit code {zygote.poll()})")
+    with warm_process(
+        ZYGOTE, path, env=env, cwd=ROOT, timeout=START_TIMEOUT, what="the Temporal worker zygote"
+    ):
         yield forked
-    finally:
-        zygote.stdin.close()  # its end: it kills the workers still running and exits
-        try:
-            zygote.wait(START_TIMEOUT)
-        finally:
-            if zygote.poll() is None:
-                zygote.kill()
-                zygote.wait()
-            zygote.stdout.close()
 
 
 def _lines(log: Path) -> list[list[str]]:

@@ -12,12 +12,11 @@ with ``run_in_terminal`` or ask for a ``fresh`` one. Without ``fork`` (Windows) 
 from __future__ import annotations
 
 import os
-import select
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
+
+from tests.support.warm import warm_process
 
 from ._proc import ROOT, ZYGOTE, environment, forking
 
@@ -31,28 +30,11 @@ def forked_command(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         return
     path = tmp_path_factory.mktemp("cli") / "zygote.sock"
     env = environment()
-    zygote = subprocess.Popen(
-        [sys.executable, str(ZYGOTE), str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=env,
-    )
-    assert zygote.stdin is not None and zygote.stdout is not None
-    try:
-        ready, _, _ = select.select([zygote.stdout], [], [], START_TIMEOUT)
-        if not ready or zygote.stdout.readline().strip() != "ready":
-            pytest.fail(f"the agentloop test zygote did not start (exit code {zygote.poll()})")
+    with warm_process(
+        ZYGOTE, path, env=env, cwd=ROOT, timeout=START_TIMEOUT, what="the agentloop test zygote"
+    ):
         forking.socket, forking.env = str(path), env
-        yield
-    finally:
-        forking.socket = None
-        zygote.stdin.close()  # its end: it kills the children still running and exits
         try:
-            zygote.wait(START_TIMEOUT)
+            yield
         finally:
-            if zygote.poll() is None:
-                zygote.kill()
-                zygote.wait()
-            zygote.stdout.close()
+            forking.socket = None

@@ -16,7 +16,6 @@ exists: each still a process of its own, SIGKILLed by its pid."""
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -34,6 +33,7 @@ import pytest
 from agentloop.testing import ProviderServer
 from tests.support.proxy import RoundRobinProxy
 from tests.support.temporal import free_port, import_temporal
+from tests.support.warm import warm_process
 
 from ._replicated import ANSWER, GUARD, GUARD_ANSWER, SLOW, SLOW_ANSWER, STORY, WORDS, Provider
 from ._serving import Frame, frames
@@ -207,29 +207,10 @@ def _warm_process(folder: Path, env: dict[str, str]) -> Generator[str | None]:
         yield None
         return
     path = folder / "zygote.sock"
-    zygote = subprocess.Popen(
-        [sys.executable, str(ZYGOTE), str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=env,
-    )
-    assert zygote.stdin is not None and zygote.stdout is not None
-    try:
-        ready, _, _ = select.select([zygote.stdout], [], [], START_TIMEOUT)
-        if not ready or zygote.stdout.readline().strip() != "ready":
-            pytest.fail(f"the agentloop zygote did not start (exit code {zygote.poll()})")
+    with warm_process(
+        ZYGOTE, path, env=env, cwd=ROOT, timeout=START_TIMEOUT, what="the agentloop zygote"
+    ):
         yield str(path)
-    finally:
-        zygote.stdin.close()  # its end: it kills the children still running and exits
-        try:
-            zygote.wait(START_TIMEOUT)
-        finally:
-            if zygote.poll() is None:
-                zygote.kill()
-                zygote.wait()
-            zygote.stdout.close()
 
 
 @pytest.fixture(scope="module")
