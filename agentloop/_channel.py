@@ -98,10 +98,11 @@ def _asyncio_internals(backend: Any) -> Any:
     module = sys.modules.get(backend.__module__)  # the backend is a class
     if module is None or not module.__name__.endswith("._asyncio"):
         return None
-    scope = getattr(module, "CancelScope", None)
-    slots = getattr(scope, "__slots__", ())
-    needed = ("_cancel_called", "_shield", "_parent_scope")
-    if not all(name in slots for name in needed):
+    try:  # a fresh scope has the attributes the check reads (slots or not, as versions differ)
+        probe = module.CancelScope()
+    except Exception:
+        return None
+    if not all(hasattr(probe, name) for name in ("_cancel_called", "_shield", "_parent_scope")):
         return None
     if not all(
         hasattr(module, name) for name in ("_task_states", "current_task", "get_running_loop")

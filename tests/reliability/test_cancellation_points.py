@@ -86,6 +86,10 @@ async def _finish_and_check(
 ) -> HistoryView:
     """After the cancel: consistent session; resume (when a run is unfinished) to the answer;
     committed actions never run twice."""
+    if await store.get(session) is None:
+        # Cancelled before the run made its session: nothing was written and nothing ran.
+        assert not log.counts() and not store.applied
+        await store.create(session)
     history = await check_session(store, session, applied=store.applied)
     committed = history.action_keys()
     assert log.duplicated(committed) == 0
