@@ -1,10 +1,12 @@
 """Streaming runs to web clients: ``agentloop.web`` on Starlette, with resumable server-sent events.
 
-Shows: ``create_app(agent)``, a Starlette app whose ``POST /api/runs`` starts a run and whose
-``GET /api/runs/{run}/events`` streams it (``?protocol=ag-ui`` or ``vercel`` for those front ends;
-each frame's ``id:`` is the event's seq); a client that drops and reconnects with
-``Last-Event-ID`` reads on where it stopped, and the prompt is not run again; a second run on a
-busy session gets 409; the built-in page at ``/`` shows thoughts, tools, the goal and the answer.
+Shows: ``create_app(agent)``, a Starlette app whose ``POST /api/runs`` (``Accept:
+text/event-stream``) starts a run and answers with its stream (``?protocol=ag-ui`` or ``vercel``
+for those front ends; each frame's ``id:`` is the event's seq); a client that drops reconnects to
+the run's events URL (``Content-Location``, ``GET /api/runs/{run}/events``) with
+``Last-Event-ID`` and reads on where it stopped, and the prompt is not run again; a second run on
+a busy session gets 409; the built-in page at ``/`` shows thoughts, tools, the goal and the
+answer.
 
 The model is the emulated provider (``agentloop.testing``) on a loopback port, offline, speaking
 OpenAI's API to the real driver. ``python examples/web_streaming.py`` serves the page at
@@ -90,34 +92,37 @@ async def serving(
             server.should_exit = True
 
 
-async def read_events(
-    client: httpx2.AsyncClient, url: str, *, after: str | None = None, stop_after: int = 0
+async def read_frames(
+    response: httpx2.Response, *, stop_after: int = 0
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The (id, event) frames of a run's stream; with ``stop_after``, drop the connection then."""
-    headers = {"last-event-id": after} if after else {}
+    """The (id, event) frames of a run's stream; with ``stop_after``, stop reading then."""
+    response.raise_for_status()
     found: list[tuple[str, dict[str, Any]]] = []
     ident = ""
-    async with client.stream("GET", url, headers=headers) as response:
-        response.raise_for_status()
-        async for line in response.aiter_lines():
-            if line.startswith("id:"):
-                ident = line[3:].strip()
-            elif line.startswith("data:"):
-                found.append((ident, json.loads(line[5:])))
-                if stop_after and len(found) == stop_after:
-                    break  # the client goes away mid-run
+    async for line in response.aiter_lines():
+        if line.startswith("id:"):
+            ident = line[3:].strip()
+        elif line.startswith("data:"):
+            found.append((ident, json.loads(line[5:])))
+            if stop_after and len(found) == stop_after:
+                break  # the client goes away mid-run
     return found
 
 
 async def one_client(client: httpx2.AsyncClient, i: int) -> None:
-    """Start a run, drop halfway, reconnect with Last-Event-ID, check nothing was lost."""
-    started = await client.post("/api/runs", json={"input": f"Paris or Oslo? ({i})"})
-    started.raise_for_status()
-    run = started.json()
-    busy = await client.post("/api/runs", json={"input": "again", "session": run["session"]})
-    assert busy.status_code == 409, busy.status_code  # the session is busy: refused, not failed
-    first = await read_events(client, run["events"], stop_after=8)
-    rest = await read_events(client, run["events"], after=first[-1][0])
+    """Start a run, its stream the POST's answer; drop halfway, reconnect with Last-Event-ID,
+    check nothing was lost."""
+    body = {"input": f"Paris or Oslo? ({i})"}
+    sse = {"accept": "text/event-stream"}
+    async with client.stream("POST", "/api/runs", json=body, headers=sse) as response:
+        session = response.headers["x-agentloop-session"]
+        events = response.headers["content-location"]  # where the stream goes on
+        busy = await client.post("/api/runs", json={"input": "again", "session": session})
+        assert busy.status_code == 409, busy.status_code  # the session is busy: refused
+        first = await read_frames(response, stop_after=8)
+    after = {"last-event-id": first[-1][0]}
+    async with client.stream("GET", events, headers=after) as response:
+        rest = await read_frames(response)
     seqs = [event["seq"] for _, event in first + rest]
     assert seqs == list(range(1, len(seqs) + 1)), seqs  # each event once, in order
     final = rest[-1][1]
@@ -129,8 +134,9 @@ async def run_clients(n: int) -> None:
     provider = EmulatedProvider(script=SCRIPT, chunk_delay=0.01)
     async with ProviderServer(provider) as server:
         agent = make_agent(server.url)
-        # Every client here is one caller (no auth on 127.0.0.1): let it run n at once.
-        limits = WebLimits(max_runs_per_owner=n, max_streams_per_owner=n)
+        # Every client here is one caller (no auth on 127.0.0.1): let it run n at once, and
+        # open 2n streams (a reconnect may come before the server has seen its drop).
+        limits = WebLimits(max_runs_per_owner=n, max_streams_per_owner=2 * n)
         async with agent.model, serving(agent, 0, limits) as base:  # type: ignore[union-attr]
             pool = httpx2.Limits(max_connections=2 * n)
             async with httpx2.AsyncClient(base_url=base, limits=pool, timeout=30) as client:

@@ -1,7 +1,7 @@
 """The HTTP API and the built-in page, as a Starlette app (closed by default).
 
-POST   /api/runs                      {"input", "session"?}  → 201 {"run", "session", "events"}
-                                      (Accept: text/event-stream → the run's stream itself)
+POST   /api/runs                      {"input", "session"?}  → the run's stream (Accept:
+                                      text/event-stream), else 201 {"run", "session", "events"}
 GET    /api/runs/{run}/events         ?protocol=agentloop|ag-ui|vercel  (SSE, Last-Event-ID)
 DELETE /api/runs/{run}                stop the run                      → 204
 POST   /api/sessions/{session}/resume {"decisions"?}                    → 201 as for a run

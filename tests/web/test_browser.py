@@ -244,6 +244,66 @@ async def test_the_page_streams_thoughts_tools_goal_and_a_withdrawn_draft() -> N
     assert any("took" in t for t in timings)
 
 
+class _CutFirstStream:
+    """ASGI wrapper: the first streamed ``POST /api/runs`` loses its connection mid-run, at its
+    third chunk of frames, once the page has had time to read the first two (the app's send
+    fails, so uvicorn drops the connection mid-body; a browser may drop what it had not read)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.cut = False
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.cut or scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] != "/api/runs":
+            await self.app(scope, receive, send)
+            return
+        self.cut = True
+        chunks = 0
+
+        async def cutting(message: Any) -> None:
+            nonlocal chunks
+            if message["type"] == "http.response.body" and message.get("body"):
+                chunks += 1
+                if chunks > 2:
+                    await anyio.sleep(0.2)
+                    raise OSError("the connection dropped")
+            await send(message)
+
+        await self.app(scope, receive, cutting)
+
+
+async def test_the_page_streams_a_run_from_its_post_and_reads_on_after_a_drop() -> None:
+    """A question is one request: the POST that starts the run answers with its stream. When
+    that connection drops mid-run, the page reads on from the run's events URL with
+    ``Last-Event-ID`` (one GET), and the reply shows once, in order."""
+    users_seen: list[int] = []
+    agent = Agent(_chat_model(users_seen), tools=[lookup], store=InMemoryStore())
+    app = create_app(agent)
+    async with serving(_CutFirstStream(app)) as base, _page(base) as page:  # type: ignore[arg-type]
+        requests: list[tuple[str, str, dict[str, str]]] = []
+        page.on("request", lambda r: requests.append((r.method, r.url, r.headers)))
+        await _ask(page, QUESTIONS[0], 1)
+        turns = await _turns(page)
+        await _ask(page, QUESTIONS[1], 2)  # no drop: the POST alone
+        second = (await _turns(page))[1]
+    api = [(m, u.removeprefix(base), h) for m, u, h in requests if "/api/" in u]
+    assert [(m, u) for m, u, _ in api] == [
+        ("POST", "/api/runs"),
+        ("GET", f"/api/runs/{api[1][1].split('/')[3]}/events"),
+        ("POST", "/api/runs"),  # the second question: its POST, nothing else
+    ]
+    assert [h.get("accept") for m, _, h in api if m == "POST"] == ["text/event-stream"] * 2
+    assert api[1][2].get("last-event-id", "").isdigit()  # read on from the last event seen
+    kinds = [b.split(":")[0] for b in turns[0]["blocks"]]
+    assert kinds == ["thought", "text", "action", "text", "text answer"], turns[0]["blocks"]
+    assert sum("Let me check." in b for b in turns[0]["blocks"]) == 1  # nothing read twice
+    assert len(turns[0]["answers"]) == 1 and turns[0]["outputs"] == ["→ Paris: 21°C, sunny"]
+    assert second["answers"] == ["The second answer, with code."] and users_seen == [2]
+
+
 @tool(requires_approval=True)
 async def transfer(amount: int, to: str) -> str:
     """Send money.

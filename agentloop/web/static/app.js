@@ -1,6 +1,7 @@
-// agentloop's page: a chat over one session. Each question starts a run (POST /api/runs) whose
-// events stream in (GET /api/runs/{run}/events, resumed with Last-Event-ID after a drop) and
-// render in stream order; a reload shows the session's history (GET /api/sessions/{id}).
+// agentloop's page: a chat over one session. Each question starts a run whose events stream in
+// the answer to that one request (POST /api/runs, Accept: text/event-stream) and render in
+// stream order; after a drop the stream goes on from its events URL (Content-Location, GET with
+// Last-Event-ID). A reload shows the session's history (GET /api/sessions/{id}).
 // Everything a model, a tool or a user wrote reaches the page as text nodes: Markdown is parsed
 // here into DOM nodes (no HTML is ever parsed), and links go to http(s) and mailto only.
 "use strict";
@@ -573,19 +574,23 @@ function abandonWaiting() {
   state.waiting = null;
 }
 
-// Server-sent events over fetch (so that a token can go in a header), resumed after a drop.
-async function follow(url) {
+// Server-sent events over fetch (so that a token can go in a header), resumed after a drop:
+// `first` is the stream already open (the POST's answer), `url` the run's events to resume from.
+async function follow(url, first) {
   let last = null;
   state.ended = false;
   state.following = url;
   for (let tries = 0; tries < 20; tries++) {
-    const extra = last === null ? {} : { "last-event-id": last };
-    let response;
-    try {
-      response = await fetch(url, { headers: headers(extra), credentials: "same-origin" });
-    } catch (err) {
-      await new Promise((r) => setTimeout(r, 500));
-      continue;
+    let response = first;
+    first = null;
+    if (!response) {
+      const extra = last === null ? {} : { "last-event-id": last };
+      try {
+        response = await fetch(url, { headers: headers(extra), credentials: "same-origin" });
+      } catch (err) {
+        await new Promise((r) => setTimeout(r, 500));
+        continue;
+      }
     }
     if (!response.ok) { sessionStorage.removeItem(KEYS.live); return fail("events: HTTP " + response.status); }
     const reader = response.body.getReader();
@@ -622,15 +627,25 @@ async function send(url, body) {
   state.busy = true;
   $("send").disabled = true;
   try {
-    const response = await fetch(url, {
-      method: "POST", headers: headers(), body: JSON.stringify(body), credentials: "same-origin",
-    });
-    let data = {};
-    try { data = await response.json(); } catch (err) { /* not JSON */ }
-    if (!response.ok) { fail((data && data.error) || "HTTP " + response.status); return false; }
-    state.session = data.session;
-    sessionStorage.setItem(KEYS.session, data.session);
-    await follow(data.events);
+    let response;
+    try { // the run's stream is the answer: its ids and events URL in the headers
+      response = await fetch(url, {
+        method: "POST", headers: headers({ accept: "text/event-stream" }),
+        body: JSON.stringify(body), credentials: "same-origin",
+      });
+    } catch (err) {
+      fail("the server could not be reached");
+      return false;
+    }
+    if (!response.ok) { // refusals are JSON: nothing ran
+      let data = {};
+      try { data = await response.json(); } catch (err) { /* not JSON */ }
+      fail((data && data.error) || "HTTP " + response.status);
+      return false;
+    }
+    state.session = response.headers.get("x-agentloop-session");
+    sessionStorage.setItem(KEYS.session, state.session);
+    await follow(response.headers.get("content-location"), response);
     return true;
   } finally {
     state.busy = false;
