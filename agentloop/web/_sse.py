@@ -138,6 +138,7 @@ class LogStream(Response):
         self._ping = ping
         self._send_timeout = send_timeout
         self._on_close = on_close
+        self._done = _Done()
         self.status_code = 200
         self.background = None
         self.init_headers({**headers, "x-accel-buffering": "no"})
@@ -146,16 +147,17 @@ class LogStream(Response):
         try:
             if scope.get("method") == "HEAD":
                 await self._write(send, self._start())
-            else:
-                async with anyio.create_task_group() as tg:
-                    _open.scopes.add(tg.cancel_scope)  # what a shutdown cancels
-                    try:
-                        tg.start_soon(_left, receive, tg.cancel_scope)
-                        await self._stream(send)
-                    finally:
-                        _open.scopes.discard(tg.cancel_scope)
-                    tg.cancel_scope.cancel()
-            await self._write(send, {"type": "http.response.body", "body": b"", "more_body": False})
+                await self._write(send, _last(b""))
+                return
+            async with anyio.create_task_group() as tg:
+                _open.scopes.add(tg.cancel_scope)  # what a shutdown cancels
+                try:
+                    tg.start_soon(_left, receive, tg.cancel_scope, self._done)
+                    await self._stream(send)
+                finally:
+                    _open.scopes.discard(tg.cancel_scope)
+            if not self._done.sent:  # the client left, or the server shuts down
+                await self._write(send, _last(b""))
         finally:
             if self._on_close is not None:
                 self._on_close()
@@ -166,7 +168,7 @@ class LogStream(Response):
     async def _stream(self, send: Send) -> None:
         """The log's frames as they come, under one cancel scope whose deadline is a write's
         timeout while writing and the ping's while waiting: a scope per write or wait cost
-        more than the writing."""
+        more than the writing. The last frames go with the response's end, in one message."""
         log, codec, first = self._log, self._codec, True
         while True:
             writing = True
@@ -181,13 +183,20 @@ class LogStream(Response):
                             writing = True
                             guard.deadline = anyio.current_time() + self._send_timeout
                         self._position += len(batch)
-                        for chunk in _chunks(((event, True) for event in batch), codec):
+                        chunks = list(_chunks(((event, True) for event in batch), codec))
+                        if log.done and not log.batch(self._position):  # the run's last events
+                            tail = chunks.pop() if chunks else b""
+                            for chunk in chunks:
+                                await send(_body(chunk))
+                            self._done.sent = True
+                            await send(_last(tail + _ending(codec)))  # the end in the same write
+                            return
+                        for chunk in chunks:
                             await send(_body(chunk))
                         continue
                     if log.done:
-                        ending = _ending(codec)
-                        if ending:
-                            await send(_body(ending))
+                        self._done.sent = True
+                        await send(_last(_ending(codec)))
                         return
                     writing = False
                     guard.deadline = anyio.current_time() + self._ping
@@ -209,11 +218,27 @@ def _body(chunk: bytes) -> Any:
     return {"type": "http.response.body", "body": chunk, "more_body": True}
 
 
-async def _left(receive: Receive, stream: anyio.CancelScope) -> None:
-    """Ends ``stream`` when the client disconnects."""
+def _last(chunk: bytes) -> Any:
+    return {"type": "http.response.body", "body": chunk, "more_body": False}
+
+
+class _Done:
+    """Whether a stream has sent its response's end (``LogStream``)."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent = False
+
+
+async def _left(receive: Receive, stream: anyio.CancelScope, done: _Done) -> None:
+    """Ends ``stream`` when the client disconnects; returns by itself once the response is
+    complete, when ``receive`` answers ``http.disconnect`` too (the ASGI spec): no cancel,
+    whose message formats the task's repr."""
     while (await receive())["type"] != "http.disconnect":
         pass
-    stream.cancel()
+    if not done.sent:
+        stream.cancel()
 
 
 async def watch_exit() -> None:
