@@ -198,15 +198,12 @@ def create_app(
             except BaseException:
                 hub.close_stream(caller)
                 raise
-            response = _respond(hub, caller, log, log.begins_after, protocol)
-            response.headers.update(
-                {
-                    "x-agentloop-run": log.id,
-                    "x-agentloop-session": log.session,
-                    "content-location": _events_url(log),
-                }
-            )
-            return response
+            ids = {
+                "x-agentloop-run": log.id,
+                "x-agentloop-session": log.session,
+                "content-location": _events_url(log),
+            }
+            return _respond(hub, caller, log, log.begins_after, protocol, ids)
 
     async def start_run(request: Request) -> Response:
         caller = await owner(request)
@@ -366,12 +363,21 @@ def _stream(
 
 
 def _respond(
-    hub: RunBackend, owner: str, log: EventLog, after: int | None, protocol: str
+    hub: RunBackend,
+    owner: str,
+    log: EventLog,
+    after: int | None,
+    protocol: str,
+    headers: dict[str, str] | None = None,
 ) -> Response:
     """``log`` streamed on a stream the owner has opened (``open_stream``), closed with it."""
     try:
         return sse_response(
-            log, after=after, protocol=protocol, on_close=functools.partial(hub.close_stream, owner)
+            log,
+            after=after,
+            protocol=protocol,
+            on_close=functools.partial(hub.close_stream, owner),
+            headers=headers,
         )
     except BaseException:
         hub.close_stream(owner)
@@ -393,6 +399,8 @@ def _streams_back(request: Request) -> bool:
 
 
 def _protocol(request: Request) -> str:
+    if not request.scope.get("query_string"):  # most requests: no query to parse
+        return "agentloop"
     protocol = request.query_params.get("protocol", "agentloop")
     if protocol not in PROTOCOLS:
         raise HTTPException(400, f"protocol must be one of {', '.join(PROTOCOLS)}")

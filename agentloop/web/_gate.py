@@ -23,7 +23,6 @@ import json
 from collections.abc import Iterable
 from typing import Any, final
 
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -101,7 +100,7 @@ class RequestGate:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
+        headers = _wanted(scope)
         name, port = _split_host(headers.get("host", ""))
         if not self.host_allowed(name):
             await _refuse(scope, receive, send, 400, "this server does not answer to that Host")
@@ -131,7 +130,7 @@ class RequestGate:
             return False
         return is_loopback(name) or any(_host_pattern_matches(p, name) for p in self._hosts)
 
-    def _origin_allowed(self, headers: Headers, own_authority: str) -> bool:
+    def _origin_allowed(self, headers: dict[str, str], own_authority: str) -> bool:
         origin = headers.get("origin")
         if origin is not None:
             if self._any_origin:
@@ -143,6 +142,19 @@ class RequestGate:
             return bool(sep) and origin.strip().lower() != "null" and authority == own_authority
         site = headers.get("sec-fetch-site")
         return site is None or site.lower() in ("same-origin", "none") or self._any_origin
+
+
+_WANTED = frozenset({b"host", b"origin", b"sec-fetch-site", b"content-type"})
+
+
+def _wanted(scope: Scope) -> dict[str, str]:
+    """The headers the gate reads, in one pass (the first of each, as ``Headers.get``)."""
+    found: dict[str, str] = {}
+    for raw, value in scope["headers"]:
+        key = raw.lower()  # ASGI servers lowercase names; one that did not is read the same
+        if key in _WANTED:
+            found.setdefault(key.decode(), value.decode("latin-1"))
+    return found
 
 
 def _origin_checked(scope: Scope, method: str) -> bool:

@@ -11,7 +11,7 @@ keep-alive ping is the stream's own wait for the log timing out. Other logs go t
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -67,6 +67,7 @@ def sse_response(
     ping: float = 15.0,
     send_timeout: float = 30.0,
     on_close: Callable[[], None] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Response:
     """Stream ``log`` from the event after seq ``after`` (all of it when ``None``) in
     ``protocol`` (``agentloop``, ``ag-ui`` or ``vercel``). ``LogTrimmed`` if those events are
@@ -80,16 +81,17 @@ def sse_response(
         send_timeout: Seconds a frame may wait on a client that does not read before the
             stream is dropped (the run never waits on it: it writes to the log).
         on_close: Called once when the stream ends, however it ends.
+        headers: More headers for the response.
     """
     codec = encoder(protocol, thread_id=log.session)
-    headers = {**codec.headers, "cache-control": "no-store"}
+    fields = {**codec.headers, "cache-control": "no-store", **(headers or {})}
     if isinstance(log, RunLog):
         return LogStream(
-            log, after, codec, headers, ping=ping, send_timeout=send_timeout, on_close=on_close
+            log, after, codec, fields, ping=ping, send_timeout=send_timeout, on_close=on_close
         )
     response = EventSourceResponse(
         _frames(_batched(log.replay(after)), codec),
-        headers=headers,
+        headers=fields,
         ping=ping,
         sep=_SEP,
         send_timeout=send_timeout,
