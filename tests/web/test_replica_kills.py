@@ -273,7 +273,9 @@ async def test_a_browser_on_a_replica_killed_mid_answer_sees_the_whole_answer_on
         await page.click("#send")
         await page.wait_for_function(f"() => ({reply})().includes('{WORDS[9]}')", timeout=30_000)
         before = await page.evaluate(reply)
-        [(streaming, _)] = cluster.proxy.requests("/events")  # the page's one stream so far
+        # the page's one stream so far: the answer to the POST that started the run
+        [(streaming, head)] = cluster.proxy.requests("POST /api/runs ")
+        assert "accept: text/event-stream" in head.lower() and not cluster.proxy.requests("/events")
         cluster.kill(cluster.replicas[streaming])
         await page.wait_for_selector("[data-testid=answer]", timeout=30_000)
         after = await page.evaluate(reply)
@@ -286,8 +288,7 @@ async def test_a_browser_on_a_replica_killed_mid_answer_sees_the_whole_answer_on
     assert [after.count(word) for word in WORDS] == [1] * len(WORDS)  # no gap, no repeat
     assert after.index(WORDS[0]) < after.index(WORDS[-1])
     # The page reconnected through the proxy, after the last event it had, on the other one.
-    [first, *again] = cluster.proxy.requests("/events")
-    assert first[0] == streaming and "last-event-id" not in first[1].lower()
+    again = cluster.proxy.requests("/events")
     assert again and {port for port, _ in again} == {
         next(p for p in cluster.replicas if p != streaming)
     }
