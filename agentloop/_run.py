@@ -470,8 +470,21 @@ class RunCore:
         await self.flush_discards()
         await self.emitter.emit(self, cls, fields)
 
+    async def action_started(self, pending: PendingAction) -> None:
+        """Emit ``ActionStarted`` (the executor's, as it starts an action)."""
+        if self.emitter.active:
+            action = pending.action
+            await self.emit(
+                ev.ActionStarted,
+                attempt=action.attempt,
+                tag=action.tag,
+                name=action.name,
+                path=action.path,
+                input=action.input,
+            )
+
     def action_finished(self, result: ActionResult) -> Awaitable[None]:
-        """Emit ``ActionFinished`` (the executor's ``on_finish``); count a ``ModelRetry``
+        """Emit ``ActionFinished`` (the executor's, as an action finishes); count a ``ModelRetry``
         against its tool's budget."""
         if result.error_kind == "retry":
             self._count_retry(result)

@@ -35,6 +35,21 @@ if TYPE_CHECKING:
     from .models._types import DiscardReason
 
 
+class ModelTerminal:
+    """The innermost model call of one run (``call_model`` on its run and executor): a slotted
+    object, not a ``functools.partial``, which with its tuple and dict is four times the size
+    (every run in flight holds one)."""
+
+    __slots__ = ("executor", "run")
+
+    def __init__(self, run: RunCore, executor: Executor) -> None:
+        self.run = run
+        self.executor = executor
+
+    def __call__(self, request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
+        return call_model(self.run, self.executor, request)
+
+
 async def call_model(
     run: RunCore, executor: Executor, request: mt.ModelRequest
 ) -> mt.ModelResponse:
