@@ -19,7 +19,7 @@ from ._actions import Ordinals, PendingAction, action_of, refusal
 from ._errors import ModelError, ModelTimeout, ReplyTooLarge, UsageLimitExceeded
 from ._output import PartialParser
 from ._steps import RunErrorInfo
-from ._time import fail_after
+from ._time import fail_after, task_deadline
 from ._tracing import attempt_failed, stream_failed_after_start
 from .models._assemble import ResponseBuilder
 from .models._fallback import FallbackModel
@@ -174,7 +174,7 @@ class _Attempt:
         await run.emit(ev.ModelCallStarted, attempt=record.n, step=len(run.steps), model=model.name)
         policy = plan.retry
         try:
-            with fail_after(policy.attempt_timeout):
+            with task_deadline(policy.attempt_timeout):
                 async with model.stream(self.request) as deltas:
                     # Read here, not in a coroutine of its own: every run in flight holds
                     # this chain while its reply streams.
