@@ -202,7 +202,7 @@ async def _in_task_group(
     and the loop gets a task group of its own within their scopes."""
     error: Exception | None = None
     exits: list[BaseException] = []  # KeyboardInterrupt/SystemExit from tools (they cancel tg)
-    lost: list[Exception] = []
+    lost: list[Exception] = [] if session is not None else _NONE_LOST  # only a lease is lost
     renewal: anyio.CancelScope | None = None
     drop: Callable[[], None] | None = None
     try:
@@ -236,6 +236,9 @@ async def _in_task_group(
     if lost:
         raise lost[0]
     raise RuntimeError("the run's task group was cancelled without an error")  # a fault of ours
+
+
+_NONE_LOST: list[Exception] = []  # a run without a session: never appended to
 
 
 def _toolbox(run: RunCore, tools: Sequence[Tool]) -> Toolbox:
