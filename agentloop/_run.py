@@ -149,6 +149,11 @@ class Emitter:
         return build(run.run_id, run.parent_run_id, run.branch, self._seq, run.agent.name, fields)
 
 
+# The emitter of every run whose events go nowhere (``Agent.run``): with no sink it keeps no
+# state (``emit`` returns at once, nothing counts), so one serves all.
+SILENT = Emitter(None)
+
+
 _EventBuilder: TypeAlias = Callable[[str, "str | None", str, int, str, dict[str, Any]], ev.Event]
 _COMMON_FIELDS = ("run_id", "parent_run_id", "branch", "seq", "agent")
 _EVENT_BUILDERS: dict[type[Any], _EventBuilder] = {}
