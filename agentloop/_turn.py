@@ -24,6 +24,8 @@ from ._tracing import attempt_failed, stream_failed_after_start
 from .models._assemble import ResponseBuilder
 from .models._fallback import FallbackModel
 
+_NO_CALLS: dict[str, tuple[int, str]] = {}  # never written: an attempt's own from its first call
+
 # Keys of ReAct text pieces other than answers (an answer's key is its section, from 0).
 _TEXT = -2
 _THOUGHT = -1
@@ -209,7 +211,8 @@ class _Attempt:
         self.partial = PartialParser(typed) if typed is not None and run.emitting else None
         self.partial_section = 0
         self.parser = rp.ReactParser() if request.tool_mode == "react" else None
-        self.calls: dict[str, tuple[int, str]] = {}  # native call id -> (index, tool name)
+        # Native call id -> (index, tool name): the shared empty dict until the first call.
+        self.calls: dict[str, tuple[int, str]] = _NO_CALLS
         self.tags: set[str] | None = None  # the sealed calls' ids, made with the first
         self.ordinals = Ordinals()  # equal calls so far, for their idempotency keys
         # ReAct text in reply order: (key, chunks) with key _TEXT, _THOUGHT or an answer section
@@ -242,6 +245,8 @@ class _Attempt:
                 if run.emitter.active:
                     return run.emit(ev.ThoughtDelta, attempt=n, text=text)
             case mt.ToolCallStart(id=id, name=name):
+                if self.calls is _NO_CALLS:
+                    self.calls = {}
                 self.calls[id] = (len(self.calls), mt.split_wire_tool_name(name)[0])
                 self.record.streamed = True
                 if run.emitter.active:
