@@ -13,11 +13,12 @@ import json
 import logging
 import math
 import types
+from collections import deque
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from contextvars import Context, copy_context
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import anyio
 import sniffio
@@ -48,11 +49,15 @@ logger = logging.getLogger("agentloop")
 class Toolbox:
     """The tools of one run, addressable by name and path."""
 
-    __slots__ = ("_tools",)
+    __slots__ = ("_tools", "terminal")
 
     def __init__(self, tools: Sequence[Tool]) -> None:
         check_unique_names(tools)
         self._tools: dict[str, Tool] = {t.name: t for t in tools}
+        # The engine's terminal tool call on these tools, under the limits it was made with:
+        # made once, it serves every run that shares the toolbox (``_loop``).
+        self.terminal: tuple[ToolLimits, Callable[[ToolCall], Awaitable[ActionResult]]] | None
+        self.terminal = None
 
     def __bool__(self) -> bool:
         return bool(self._tools)
@@ -261,6 +266,23 @@ class PendingAction:
 
 
 T = TypeVar("T")
+
+
+class RunOwner(Protocol):
+    """What the executor needs of its run (``RunCore``)."""
+
+    @property
+    def context(self) -> RunContext: ...
+
+    def action_started(self, pending: PendingAction) -> Awaitable[None]:
+        """Announce an action as it starts."""
+        ...
+
+    def action_finished(self, result: ActionResult) -> Awaitable[None]:
+        """Announce an action's result."""
+        ...
+
+
 _Ready = tuple["PendingAction", int, "ActionResult | None", "Ticket | None"]
 
 
@@ -278,12 +300,11 @@ class Executor:
 
     __slots__ = (
         "_call",
+        "_core",
         "_exits",
         "_held",
         "_limiter",
         "_limits",
-        "_on_finish",
-        "_on_start",
         "_parallel",
         "_run",
         "_tg",
@@ -293,17 +314,18 @@ class Executor:
     def __init__(
         self,
         *,
-        run: RunContext,
+        run: RunOwner,
         task_group: TaskGroup,
         toolbox: Toolbox,
         call: Callable[[ToolCall], Awaitable[ActionResult]],
         limits: ToolLimits,
-        on_start: Callable[[PendingAction], Awaitable[None]],
-        on_finish: Callable[[ActionResult], Awaitable[None]],
         exits: list[BaseException] | None = None,
         defer: bool = False,
     ) -> None:
-        self._run = run
+        # The run itself, which the executor tells of each action's start and finish (not
+        # callbacks bound to it: every run in flight holds its executor), and its view.
+        self._core = run
+        self._run = run.context
         self._held: list[_Ready] | None = [] if defer else None
         # A KeyboardInterrupt or SystemExit from a tool goes here and cancels the task group;
         # the task group's owner raises it as itself (on asyncio it would otherwise leave
@@ -313,10 +335,8 @@ class Executor:
         self.toolbox = toolbox
         self._call = call
         self._limits = limits
-        self._parallel: anyio.CapacityLimiter | None = None  # made with the first action
+        self._parallel: _Slots | None = None  # made with the first action
         self._limiter: anyio.CapacityLimiter | None = None  # looked up with the first action
-        self._on_start = on_start
-        self._on_finish = on_finish
 
     async def start(
         self, pending: PendingAction, *, step: int, error: ActionResult | None = None
@@ -335,7 +355,7 @@ class Executor:
                     ticket = self._run.state.serial(activity.serial_key(self._run)).take()
                 # ActionStarted (and the result) show the input the tool receives.
                 pending.action = cleaned_action(pending.action, activity)
-        await self._on_start(pending)
+        await self._core.action_started(pending)
         held = self._held
         if held is not None:
             held.append((pending, step, error, ticket))
@@ -399,7 +419,7 @@ class Executor:
             result = dataclasses.replace(result, error=truncate(error_text, max_chars))
         pending.result = result
         try:
-            await self._on_finish(result)
+            await self._core.action_finished(result)
         finally:
             pending.set_finished()
 
@@ -410,8 +430,9 @@ class Executor:
             limiter = self._limiter = self._limits.tool_limiter or default_tool_limiter()
         parallel = self._parallel
         if parallel is None:
-            parallel = self._parallel = anyio.CapacityLimiter(self._limits.max_parallel_actions)
-        await _acquire(parallel, pending)
+            parallel = self._parallel = _Slots(self._limits.max_parallel_actions)
+        if not parallel.take_nowait():
+            await parallel.take()
         try:
             await _acquire(limiter, pending)
             try:
@@ -427,8 +448,51 @@ class Executor:
             finally:
                 limiter.release_on_behalf_of(pending)
         finally:
-            parallel.release_on_behalf_of(pending)
+            parallel.give()
         return result
+
+
+class _Slots:
+    """A run's ``max_parallel_actions``: a count while a slot is free, and a queue only once
+    an action waits for one. (A ``CapacityLimiter`` per run, its set of borrowers and its
+    ordered dict of waiters, is some 450 bytes held by every run in flight.) First come,
+    first served: a slot given back goes to the longest waiter."""
+
+    __slots__ = ("_free", "_waiters")
+
+    def __init__(self, total: int) -> None:
+        self._free = total
+        self._waiters: deque[anyio.Event] | None = None
+
+    def take_nowait(self) -> bool:
+        """Take a free slot, if there is one nobody waits for (no checkpoint)."""
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        """Wait for a slot: ``give`` hands it over by setting the waiter's event."""
+        event = anyio.Event()
+        waiters = self._waiters
+        if waiters is None:
+            waiters = self._waiters = deque()
+        waiters.append(event)
+        try:
+            await event.wait()
+        except BaseException:
+            if event.is_set():
+                self.give()  # handed a slot as it was cancelled: the next waiter has it
+            else:
+                waiters.remove(event)
+            raise
+
+    def give(self) -> None:
+        waiters = self._waiters
+        if waiters:
+            waiters.popleft().set()
+        else:
+            self._free += 1
 
 
 class _Flushing:

@@ -32,7 +32,7 @@ from ._output import Output, parse_output
 from ._plan import Stages, plan_run
 from ._prompt import Plain, Ruleset, compile_template, render, system_message, untemplated
 from ._retry import RetryPolicy
-from ._run import Emitter, EventSink, Launch, run_of
+from ._run import SILENT, Emitter, EventSink, Launch, run_of
 from ._session_run import Memory, SessionSpec, check_stored_input, unfinished_runs
 from ._steps import RunResult
 from ._time import new_id
@@ -536,7 +536,7 @@ class Agent(Generic[DepsT, OutputT]):
         running = execute(
             self._launch(
                 input,
-                Emitter(None),
+                SILENT,
                 session=session,
                 store=store,
                 wait_for_session=wait_for_session,
@@ -661,7 +661,7 @@ class Agent(Generic[DepsT, OutputT]):
         """
         launch = self._launch(
             "",
-            Emitter(None),
+            SILENT,
             session=session,
             store=store,
             wait_for_session=wait_for_session,

@@ -16,6 +16,7 @@ import anyio
 from ._errors import UserError, as_given
 
 TEMP_PREFIX = "temp:"
+_MAKING_MUTEX = threading.Lock()  # the first change of a state makes its lock under this one
 
 
 @final
@@ -38,9 +39,11 @@ class StateView(Mapping[str, Any]):
         # Keys changed since ``take_changes``: True set, False deleted (the last change wins).
         # One dict, not two sets: every run has a state, and an empty set is 216 bytes.
         self._changes: dict[str, bool] = {}
-        self._locks: dict[str, anyio.Lock] = {}
-        self._serial: dict[str, SerialQueue] = {}
-        self._mutex = threading.Lock()
+        # Made when first needed (most runs never lock a key nor write from a thread): every
+        # run in flight has a state, and these are some 220 bytes.
+        self._locks: dict[str, anyio.Lock] | None = None
+        self._serial: dict[str, SerialQueue] | None = None
+        self._mutex: threading.Lock | None = None
         self._read_only = False
 
     def __getitem__(self, key: str) -> Any:
@@ -49,13 +52,13 @@ class StateView(Mapping[str, Any]):
     def __setitem__(self, key: str, value: Any) -> None:
         self._check_writable(key)
         _check_json(key, value)
-        with self._mutex:
+        with self._guard():
             self._data[key] = value
             self._changes[key] = True
 
     def __delitem__(self, key: str) -> None:
         self._check_writable(key)
-        with self._mutex:
+        with self._guard():
             del self._data[key]
             self._changes[key] = False
 
@@ -90,7 +93,7 @@ class StateView(Mapping[str, Any]):
             default: The old value when ``key`` is not set.
         """
         self._check_writable(key)
-        with self._mutex:
+        with self._guard():
             new = fn(self._data.get(key, default))
             _check_json(key, new)
             self._data[key] = new
@@ -103,9 +106,12 @@ class StateView(Mapping[str, Any]):
         Args:
             key: The key the lock guards.
         """
-        lock = self._locks.get(key)
+        locks = self._locks
+        if locks is None:
+            locks = self._locks = {}
+        lock = locks.get(key)
         if lock is None:
-            lock = self._locks[key] = anyio.Lock()
+            lock = locks[key] = anyio.Lock()
         return lock
 
     def serial(self, key: str) -> SerialQueue:
@@ -114,19 +120,22 @@ class StateView(Mapping[str, Any]):
         Args:
             key: The key the queue orders work on.
         """
-        queue = self._serial.get(key)
+        serial = self._serial
+        if serial is None:
+            serial = self._serial = {}
+        queue = serial.get(key)
         if queue is None:
-            queue = self._serial[key] = SerialQueue()
+            queue = serial[key] = SerialQueue()
         return queue
 
     def snapshot(self) -> dict[str, Any]:
         """A copy of the persistent part of the state (no ``temp:`` keys)."""
-        with self._mutex:
+        with self._guard():
             return {k: v for k, v in self._data.items() if not k.startswith(TEMP_PREFIX)}
 
     def take_changes(self) -> tuple[dict[str, Any], set[str]]:
         """The persistent keys set and deleted since the last call, and forget them."""
-        with self._mutex:
+        with self._guard():
             persistent = [
                 (k, kept) for k, kept in self._changes.items() if not k.startswith(TEMP_PREFIX)
             ]
@@ -137,6 +146,12 @@ class StateView(Mapping[str, Any]):
 
     def read_only(self) -> StateView:
         """A view of the same data that refuses writes (given to abandoned sync tools)."""
+        # Shared with this view, so made now: made later, each view would have its own.
+        if self._locks is None:
+            self._locks = {}
+        if self._serial is None:
+            self._serial = {}
+        self._guard()
         view = StateView.__new__(StateView)
         view._data = self._data
         view._changes = self._changes
@@ -145,6 +160,17 @@ class StateView(Mapping[str, Any]):
         view._mutex = self._mutex
         view._read_only = True
         return view
+
+    def _guard(self) -> threading.Lock:
+        """The lock of every change and copy, made with the first (under a lock of the module:
+        a sync tool's thread may be the first)."""
+        mutex = self._mutex
+        if mutex is None:
+            with _MAKING_MUTEX:
+                mutex = self._mutex
+                if mutex is None:
+                    mutex = self._mutex = threading.Lock()
+        return mutex
 
     def _check_writable(self, key: str) -> None:
         if self._read_only:

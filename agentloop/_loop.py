@@ -44,14 +44,14 @@ from ._errors import (
     UsageLimitExceeded,
 )
 from ._final import KEEP_GOING, REACT_REMINDER, final_text, finish_error, visible_thought
-from ._middleware import ModelCall, compose
+from ._middleware import ModelCall, ToolCall, compose
 from ._plan import Plan, plan_run
 from ._prompt import build_prompt, replay_step
-from ._run import NO_ENTRIES, Launch, RunCore
+from ._run import NO_ENTRIES, Launch, RunCore, run_of
 from ._session_run import SessionScope
 from ._steps import Action, ActionResult, PendingCall, RunErrorInfo, RunResult, Step
 from ._tracing import tool_span, traced_model_call, traced_run
-from ._turn import call_model
+from ._turn import ModelTerminal
 from ._waiting import (
     DecidedBy,
     DecisionError,
@@ -64,7 +64,7 @@ from ._waiting import (
     subrun_waits,
 )
 from ._window import ContextFitter
-from .models._types import DiscardReason
+from .models._types import DiscardReason, RunContext
 from .tools._tool import Tool
 from .tools._toolset import run_scope, tools_revision
 
@@ -202,7 +202,7 @@ async def _in_task_group(
     and the loop gets a task group of its own within their scopes."""
     error: Exception | None = None
     exits: list[BaseException] = []  # KeyboardInterrupt/SystemExit from tools (they cancel tg)
-    lost: list[Exception] = []
+    lost: list[Exception] = [] if session is not None else _NONE_LOST  # only a lease is lost
     renewal: anyio.CancelScope | None = None
     drop: Callable[[], None] | None = None
     try:
@@ -236,6 +236,9 @@ async def _in_task_group(
     if lost:
         raise lost[0]
     raise RuntimeError("the run's task group was cancelled without an error")  # a fault of ours
+
+
+_NONE_LOST: list[Exception] = []  # a run without a session: never appended to
 
 
 def _toolbox(run: RunCore, tools: Sequence[Tool]) -> Toolbox:
@@ -407,26 +410,22 @@ def _engine(
         tool_middleware = (tool_span(run), *tool_middleware)
     effects = run.effects
     if effects is None:
-        progress = functools.partial(_action_progress, run)
-        asker = functools.partial(_ask_while_running, run)
-        call = compose(tool_middleware, make_terminal(toolbox, plan.tool_limits, progress, asker))
+        call = compose(tool_middleware, _terminal(toolbox, plan))
     else:  # the tool and its middleware are another driver's effect; the controls stay here
         controls_only = () if control_tool is None else (control_tool,)
         call = compose(controls_only, effects.tool_call(toolbox))
     executor = Executor(
-        run=run.context,
+        run=run,
         task_group=tg,
         toolbox=toolbox,
         call=call,
         limits=plan.tool_limits,
-        on_start=functools.partial(_action_started, run),
-        on_finish=run.action_finished,
         exits=exits,
         # A durable run's calls are its workflow's activities, scheduled as they always were.
         defer=effects is None,
     )
 
-    untraced: ModelCall = functools.partial(call_model, run, executor)
+    untraced: ModelCall = ModelTerminal(run, executor)
     model_terminal = untraced
     if run.instrument is not None:
         model_terminal = traced_model_call(run, untraced)
@@ -435,6 +434,17 @@ def _engine(
     if check_input is not None:
         model_middleware = (*model_middleware, check_input)
     return plan, executor, compose(model_middleware, model_terminal)
+
+
+def _terminal(toolbox: Toolbox, plan: Plan) -> Callable[[ToolCall], Awaitable[ActionResult]]:
+    """The innermost tool call on ``toolbox``, made once per toolbox and limits: progress and
+    questions find their run from the call's, so the runs sharing the toolbox share it."""
+    limits = plan.tool_limits
+    kept = toolbox.terminal
+    if kept is None or kept[0] is not limits:
+        terminal = make_terminal(toolbox, limits, _action_progress, _ask_while_running)
+        kept = toolbox.terminal = (limits, terminal)
+    return kept[1]
 
 
 async def _withdraw(run: RunCore, error: RunError) -> None:
@@ -662,23 +672,11 @@ def _tools_changed(run: RunCore) -> bool:
     )
 
 
-async def _action_started(run: RunCore, pending: PendingAction) -> None:
-    if run.emitting:
-        action = pending.action
-        await run.emit(
-            ev.ActionStarted,
-            attempt=action.attempt,
-            tag=action.tag,
-            name=action.name,
-            path=action.path,
-            input=action.input,
-        )
-
-
 async def _action_progress(
-    run: RunCore, action: Action, progress: float, total: float | None, message: str | None
+    context: RunContext, action: Action, progress: float, total: float | None, message: str | None
 ) -> None:
     """A running tool's progress report (``ToolContext.report_progress``), as an event."""
+    run = run_of(context)
     if run.emitting:
         await run.emit(
             ev.ActionProgress,
@@ -692,13 +690,14 @@ async def _action_progress(
 
 
 async def _ask_while_running(
-    run: RunCore, action: Action, about: Any
+    context: RunContext, action: Action, about: Any
 ) -> Approve | Deny | Edit | None:
     """A running tool asks a question (``ToolContext.ask_approver``), with ``about`` as the
     call's input: the run's live approver decides it as an approval. With none, or left
     undecided, the tool hears ``None`` and the question becomes a pending call of kind
     ``elicitation`` that the run waits on (``_settle``); resumed with its decision, the call
     runs again and hears that decision when it asks again."""
+    run = run_of(context)
     kind: Literal["approval", "elicitation"] = "approval" if run.approver else "elicitation"
     call = dataclasses.replace(
         pending_call(action, kind, prefix=run.call_prefix, branch=run.branch), input=about

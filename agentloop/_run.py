@@ -149,6 +149,11 @@ class Emitter:
         return build(run.run_id, run.parent_run_id, run.branch, self._seq, run.agent.name, fields)
 
 
+# The emitter of every run whose events go nowhere (``Agent.run``): with no sink it keeps no
+# state (``emit`` returns at once, nothing counts), so one serves all.
+SILENT = Emitter(None)
+
+
 _EventBuilder: TypeAlias = Callable[[str, "str | None", str, int, str, dict[str, Any]], ev.Event]
 _COMMON_FIELDS = ("run_id", "parent_run_id", "branch", "seq", "agent")
 _EVENT_BUILDERS: dict[type[Any], _EventBuilder] = {}
@@ -470,8 +475,21 @@ class RunCore:
         await self.flush_discards()
         await self.emitter.emit(self, cls, fields)
 
+    async def action_started(self, pending: PendingAction) -> None:
+        """Emit ``ActionStarted`` (the executor's, as it starts an action)."""
+        if self.emitter.active:
+            action = pending.action
+            await self.emit(
+                ev.ActionStarted,
+                attempt=action.attempt,
+                tag=action.tag,
+                name=action.name,
+                path=action.path,
+                input=action.input,
+            )
+
     def action_finished(self, result: ActionResult) -> Awaitable[None]:
-        """Emit ``ActionFinished`` (the executor's ``on_finish``); count a ``ModelRetry``
+        """Emit ``ActionFinished`` (the executor's, as an action finishes); count a ``ModelRetry``
         against its tool's budget."""
         if result.error_kind == "retry":
             self._count_retry(result)

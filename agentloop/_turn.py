@@ -19,10 +19,12 @@ from ._actions import Ordinals, PendingAction, action_of, refusal
 from ._errors import ModelError, ModelTimeout, ReplyTooLarge, UsageLimitExceeded
 from ._output import PartialParser
 from ._steps import RunErrorInfo
-from ._time import fail_after
+from ._time import fail_after, task_deadline
 from ._tracing import attempt_failed, stream_failed_after_start
 from .models._assemble import ResponseBuilder
 from .models._fallback import FallbackModel
+
+_NO_CALLS: dict[str, tuple[int, str]] = {}  # never written: an attempt's own from its first call
 
 # Keys of ReAct text pieces other than answers (an answer's key is its section, from 0).
 _TEXT = -2
@@ -33,6 +35,21 @@ if TYPE_CHECKING:
     from ._run import AttemptRecord, RunCore
     from .models._base import Model
     from .models._types import DiscardReason
+
+
+class ModelTerminal:
+    """The innermost model call of one run (``call_model`` on its run and executor): a slotted
+    object, not a ``functools.partial``, which with its tuple and dict is four times the size
+    (every run in flight holds one)."""
+
+    __slots__ = ("executor", "run")
+
+    def __init__(self, run: RunCore, executor: Executor) -> None:
+        self.run = run
+        self.executor = executor
+
+    def __call__(self, request: mt.ModelRequest) -> Awaitable[mt.ModelResponse]:
+        return call_model(self.run, self.executor, request)
 
 
 async def call_model(
@@ -64,7 +81,57 @@ async def call_model(
                         raise exceeded
                 attempt = _Attempt(run, executor, request, models[index])
                 try:
-                    response = await attempt.stream()
+                    # The attempt streams here, not in a coroutine of its own: every run in
+                    # flight holds this frame while its reply streams.
+                    record = attempt.record
+                    model = attempt.model
+                    await run.emit(
+                        ev.ModelCallStarted, attempt=record.n, step=len(run.steps), model=model.name
+                    )
+                    try:
+                        with task_deadline(policy.attempt_timeout):
+                            async with model.stream(request) as deltas:
+                                iterator = deltas.__aiter__()
+                                idle = policy.idle_timeout
+                                timing = run.instrument is not None  # to the first chunk
+                                while True:
+                                    try:
+                                        if idle is None:
+                                            delta = await iterator.__anext__()
+                                        else:
+                                            with fail_after(idle):
+                                                delta = await iterator.__anext__()
+                                    except StopAsyncIteration:
+                                        break
+                                    if timing:
+                                        record.first_delta_at = anyio.current_time()
+                                        timing = False
+                                    if attempt.parser is not None and isinstance(
+                                        delta, mt.TextPiece
+                                    ):
+                                        attempt.count(delta.text)
+                                        await attempt.react_events(attempt.parser.feed(delta.text))
+                                        if attempt.cut:
+                                            break  # leaving the context closes the response
+                                    else:
+                                        todo = attempt.native(delta)
+                                        if todo is not None:
+                                            await todo
+                        if attempt.parser is not None or attempt.partial is not None:
+                            await attempt.finish_text()
+                    except TimeoutError:
+                        timeout = ModelTimeout(
+                            "the model stream timed out", model=model.name, provider=model.provider
+                        )
+                        response = await attempt.failed(timeout)
+                    except ModelError as exc:
+                        response = await attempt.failed(exc)
+                    except UsageLimitExceeded:
+                        await attempt.account(None)  # cut mid-stream: the call still counts
+                        raise
+                    else:
+                        response = attempt.build()
+                        await attempt.account(response)
                 except ModelError as exc:
                     wait = policy.next_wait(exc, number)
                     if wait is None:
@@ -144,7 +211,8 @@ class _Attempt:
         self.partial = PartialParser(typed) if typed is not None and run.emitting else None
         self.partial_section = 0
         self.parser = rp.ReactParser() if request.tool_mode == "react" else None
-        self.calls: dict[str, tuple[int, str]] = {}  # native call id -> (index, tool name)
+        # Native call id -> (index, tool name): the shared empty dict until the first call.
+        self.calls: dict[str, tuple[int, str]] = _NO_CALLS
         self.tags: set[str] | None = None  # the sealed calls' ids, made with the first
         self.ordinals = Ordinals()  # equal calls so far, for their idempotency keys
         # ReAct text in reply order: (key, chunks) with key _TEXT, _THOUGHT or an answer section
@@ -152,61 +220,14 @@ class _Attempt:
         self.chars = 0
         self.cut = False
 
-    async def stream(self) -> mt.ModelResponse:
-        run, record = self.run, self.record
-        plan = run.plan
-        model = self.model
-        await run.emit(ev.ModelCallStarted, attempt=record.n, step=len(run.steps), model=model.name)
-        policy = plan.retry
-        try:
-            with fail_after(policy.attempt_timeout):
-                async with model.stream(self.request) as deltas:
-                    # Read here, not in a coroutine of its own: every run in flight holds
-                    # this chain while its reply streams.
-                    iterator = deltas.__aiter__()
-                    idle = policy.idle_timeout
-                    timing = run.instrument is not None  # time to first chunk, for the span
-                    while True:
-                        try:
-                            if idle is None:
-                                delta = await iterator.__anext__()
-                            else:
-                                with fail_after(idle):
-                                    delta = await iterator.__anext__()
-                        except StopAsyncIteration:
-                            break
-                        if timing:
-                            record.first_delta_at = anyio.current_time()
-                            timing = False
-                        if self.parser is not None and isinstance(delta, mt.TextPiece):
-                            self._count(delta.text)
-                            await self._react_events(self.parser.feed(delta.text))
-                            if self.cut:
-                                break  # leaving the context closes the provider response
-                        else:
-                            todo = self._native(delta)
-                            if todo is not None:
-                                await todo
-            if self.parser is not None and not self.cut:
-                await self._react_events(self.parser.close())
-            if self.partial is not None:
-                await self._partial("", final=True)
-        except TimeoutError:
-            return await self._failed(
-                ModelTimeout(
-                    "the model stream timed out", model=model.name, provider=model.provider
-                )
-            )
-        except ModelError as exc:
-            return await self._failed(exc)
-        except UsageLimitExceeded:
-            await self._account(None)  # cut mid-stream: the call still counts
-            raise
-        response = self._build()
-        await self._account(response)
-        return response
+    async def finish_text(self) -> None:
+        """The reply ended: what the ReAct parser still holds, and the last partial output."""
+        if self.parser is not None and not self.cut:
+            await self.react_events(self.parser.close())
+        if self.partial is not None:
+            await self._partial("", final=True)
 
-    def _native(self, delta: mt.ModelDelta) -> Awaitable[None] | None:
+    def native(self, delta: mt.ModelDelta) -> Awaitable[None] | None:
         """Take one native delta; return what must be awaited next (the event to send, the
         action to start), if anything. Not a coroutine: most deltas of a run that streams no
         events need nothing awaited, and a coroutine per delta is measurable."""
@@ -214,16 +235,18 @@ class _Attempt:
         delta = self.builder.add(delta)  # a duplicate call id comes back as the call's own
         match delta:
             case mt.TextPiece(text=text):
-                self._count(text)
+                self.count(text)
                 if self.partial is not None:
                     return self._text_and_partial(text)
                 if run.emitter.active:
                     return run.emit(ev.TextDelta, attempt=n, text=text)
             case mt.ThoughtPiece(text=text):
-                self._count(text)
+                self.count(text)
                 if run.emitter.active:
                     return run.emit(ev.ThoughtDelta, attempt=n, text=text)
             case mt.ToolCallStart(id=id, name=name):
+                if self.calls is _NO_CALLS:
+                    self.calls = {}
                 self.calls[id] = (len(self.calls), mt.split_wire_tool_name(name)[0])
                 self.record.streamed = True
                 if run.emitter.active:
@@ -232,7 +255,7 @@ class _Attempt:
                         ev.ActionArgsDelta, attempt=n, index=index, tag=id, name=tool_name, text=""
                     )
             case mt.ToolCallArgsDelta(id=id, text=text):
-                self._count(text)
+                self.count(text)
                 if run.emitter.active:
                     index, tool_name = self.calls.get(id) or (-1, "")
                     return run.emit(
@@ -253,7 +276,7 @@ class _Attempt:
                 pass
         return None
 
-    async def _react_events(self, events: list[rp.ReactEvent]) -> None:
+    async def react_events(self, events: list[rp.ReactEvent]) -> None:
         run, n = self.run, self.record.n
         for event in events:
             match event:
@@ -349,7 +372,7 @@ class _Attempt:
         ):
             await self.executor.start(pending, step=len(run.steps))
 
-    def _count(self, text: str) -> None:
+    def count(self, text: str) -> None:
         self.record.streamed = True
         self.chars += len(text)
         if self.chars <= self.cap:
@@ -363,7 +386,7 @@ class _Attempt:
             if limits is not None:
                 raise limits.while_streaming(self.run.usage, self.chars)
 
-    def _build(self, **fields: object) -> mt.ModelResponse:
+    def build(self, **fields: object) -> mt.ModelResponse:
         response = self.builder.build(
             attempt=self.record.n,
             model_name=self.model.name,
@@ -401,18 +424,18 @@ class _Attempt:
             usage=None if self.cut else response.usage,
         )
 
-    async def _failed(self, error: ModelError) -> mt.ModelResponse:
+    async def failed(self, error: ModelError) -> mt.ModelResponse:
         """A stream failed. With an action already started, its sealed actions become the step
         (never retried blind); otherwise the error goes to the retry layer."""
         if self.record.started_any():
             # Kept, not retried; but said: logged, traced, and on the attempt's event.
             stream_failed_after_start(self.run, self.record.n, error)
-            await self._account(None, error)
-            return self._build(partial=True).replace(finish_reason="error")
-        await self._account(None)
+            await self.account(None, error)
+            return self.build(partial=True).replace(finish_reason="error")
+        await self.account(None)
         raise error
 
-    async def _account(
+    async def account(
         self, response: mt.ModelResponse | None, error: ModelError | None = None
     ) -> None:
         usage = response.usage if response is not None else None

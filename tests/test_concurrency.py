@@ -280,6 +280,33 @@ async def test_per_step_parallelism_is_bounded() -> None:
     assert len(result.steps[0].actions) == 10 and peak == 3
 
 
+async def test_a_parallel_slot_handed_to_a_cancelled_waiter_goes_to_the_next() -> None:
+    """The run's parallel slots (no limiter object per run): first come, first served, and a
+    slot given to a waiter cancelled before it ran again is passed on, not lost."""
+    from agentloop._actions import _Slots  # pyright: ignore[reportPrivateUsage]
+
+    slots = _Slots(1)
+    assert slots.take_nowait() and not slots.take_nowait()
+    got: list[str] = []
+
+    async def wait(name: str, scope: anyio.CancelScope) -> None:
+        with scope:
+            await slots.take()
+            got.append(name)
+            slots.give()
+
+    first, second = anyio.CancelScope(), anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait, "first", first)
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(wait, "second", second)
+        await anyio.wait_all_tasks_blocked()
+        slots.give()  # to the first waiter...
+        first.cancel()  # ...cancelled before it runs (trio lets it take the slot first)
+    assert got[-1] == "second" and got in (["second"], ["first", "second"])
+    assert slots.take_nowait() and not slots.take_nowait()  # the one slot, back and free
+
+
 @pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_a_full_limiter_raising_trios_would_block_has_no_token_free() -> None:
     """anyio before 4.15 passes a trio limiter's own ``WouldBlock`` on (its limiter wraps

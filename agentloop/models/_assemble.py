@@ -45,6 +45,9 @@ class _Call:
         self.part: ToolCallPart | None = None  # the sealed part, made once
 
 
+_NO_CALLS: dict[str, Any] = {}  # never written: a builder makes its own with its first call
+
+
 class ResponseBuilder:
     """Collects deltas into parts. Each piece of text is copied once, when its part closes.
 
@@ -71,8 +74,10 @@ class ResponseBuilder:
         self._open_kind: str | None = None
         self._buffer: list[str] = []
         self._citations: list[Mapping[str, Any]] = []
-        self._calls: dict[str, _Call] = {}  # by the id on the wire: its latest call
-        self._by_id: dict[str, _Call] = {}  # by the call's own id
+        # By the id on the wire (its latest call), and by the call's own id; the shared empty
+        # dict until the first call (a reply of text alone needs neither).
+        self._calls: dict[str, _Call] = _NO_CALLS
+        self._by_id: dict[str, _Call] = _NO_CALLS
         self.usage: Usage | None = None
         self.finish_reason: FinishReason | None = None
         self.refusal: str | None = None
@@ -96,6 +101,8 @@ class ResponseBuilder:
                 self._close(signature=delta.signature, redacted=delta.redacted, id=delta.id)
             case ToolCallStart(id=id, name=name):
                 self._close()
+                if self._by_id is _NO_CALLS:
+                    self._calls, self._by_id = {}, {}
                 own = id if id not in self._by_id else self._fresh(id)
                 call = self._calls[id] = self._by_id[own] = _Call(own, name, len(self._parts))
                 self._parts.append(None)

@@ -195,8 +195,10 @@ class SDKModel(Model):
     # -- the seam ------------------------------------------------------------------------------
 
     def stream(self, request: ModelRequest) -> ModelStream:
+        cls = type(self)
         return DeltaStream(
-            self._open,
+            cls._open,  # the functions, with self as the owner: no bound method per reply
+            self,
             request,
             self._decoder(),
             streaming=self._streaming,
@@ -204,7 +206,7 @@ class SDKModel(Model):
             model=self._model_name,
             request_id_header=self._request_id_header,
             max_reply_chars=request.max_reply_chars,
-            secrets=self._secrets,
+            secrets=cls._secrets,
         )
 
     def _secrets(self) -> tuple[str, ...]:

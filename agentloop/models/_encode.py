@@ -60,10 +60,12 @@ def dumps(value: Any) -> bytes:
 
 
 class _Ref(weakref.ref[_T]):
-    """A weak reference that knows its cache key."""
+    """A weak reference that knows its cache key, and holds the object's encoded JSON: the
+    cache's whole entry (no tuple beside it: an entry is held for every message in flight)."""
 
-    __slots__ = ("key",)
+    __slots__ = ("data", "key")
     key: int
+    data: bytes
 
 
 class FragmentCache(Generic[_T]):
@@ -73,7 +75,7 @@ class FragmentCache(Generic[_T]):
     __slots__ = ("_forget", "_items", "_maxsize", "hits", "misses")
 
     def __init__(self, maxsize: int = 8192) -> None:
-        self._items: dict[int, tuple[_Ref[_T], bytes]] = {}
+        self._items: dict[int, _Ref[_T]] = {}
         self._maxsize = maxsize
         self.hits = 0
         self.misses = 0
@@ -81,8 +83,7 @@ class FragmentCache(Generic[_T]):
 
         def forget(ref: _Ref[_T]) -> None:
             # The object is going: its entry goes first (its id cannot be reused before this).
-            entry = items.get(ref.key)
-            if entry is not None and entry[0] is ref:
+            if items.get(ref.key) is ref:
                 del items[ref.key]
 
         self._forget = forget
@@ -91,9 +92,9 @@ class FragmentCache(Generic[_T]):
         key = id(obj)
         items = self._items
         entry = items.get(key)
-        if entry is not None and entry[0]() is obj:
+        if entry is not None and entry() is obj:
             self.hits += 1
-            return entry[1]
+            return entry.data
         self.misses += 1
         data = encode(obj)
         try:
@@ -101,9 +102,10 @@ class FragmentCache(Generic[_T]):
         except TypeError:  # not weakly referenceable: not cached
             return data
         ref.key = key
+        ref.data = data
         if len(items) >= self._maxsize:
             items.pop(next(iter(items)), None)
-        items[key] = (ref, data)
+        items[key] = ref
         return data
 
     def __len__(self) -> int:

@@ -211,6 +211,11 @@ class _Call:
         self.sealed = False
 
 
+# Never written: a decoder makes its own with its first call, or its first refusal piece.
+_NO_CALLS: dict[int, Any] = {}
+_NO_REFUSAL: list[str] = []
+
+
 class ChatDecoder:
     """Chat Completions chunks to deltas. A tool call is sealed when the next index starts or
     the choice finishes; a stream that ends without ``[DONE]`` and without a finish reason was
@@ -220,9 +225,9 @@ class ChatDecoder:
 
     def __init__(self) -> None:
         self.meter = Meter()
-        self._calls: dict[int, _Call] = {}
+        self._calls: dict[int, _Call] = _NO_CALLS  # its own from the first call
         self._open: _Call | None = None
-        self._refusal: list[str] = []
+        self._refusal: list[str] = _NO_REFUSAL  # its own from the first piece
         self._finish: str | None = None
         self._done = False
 
@@ -266,6 +271,8 @@ class ChatDecoder:
             if "refusal" in delta:
                 refusal = delta["refusal"]
                 if refusal:
+                    if self._refusal is _NO_REFUSAL:
+                        self._refusal = []
                     self._refusal.append(refusal)
                     self.meter.used += len(refusal)
             if "tool_calls" in delta:
@@ -288,6 +295,8 @@ class ChatDecoder:
             self._seal(out)
             function = fragment.get("function") or {}
             call = _Call(new_id or f"call_{index}")
+            if self._calls is _NO_CALLS:
+                self._calls = {}
             self._calls[index] = call
             self._open = call
             name = function.get("name") or ""
@@ -344,11 +353,15 @@ class ChatDecoder:
                 out.append(TextPiece(message["content"]))
                 meter.used += len(message["content"])
             if message.get("refusal"):
+                if self._refusal is _NO_REFUSAL:
+                    self._refusal = []
                 self._refusal.append(message["refusal"])
                 meter.used += len(message["refusal"])
             for index, call in enumerate(message.get("tool_calls") or []):
                 function = call.get("function") or {}
                 call_id = call.get("id") or f"call_{index}"
+                if self._calls is _NO_CALLS:
+                    self._calls = {}
                 self._calls[index] = _Call(call_id)
                 name, arguments = function.get("name") or "", function.get("arguments") or "{}"
                 out.append(ToolCallStart(id=call_id, name=name))

@@ -167,6 +167,7 @@ class DeltaStream:
         "_meter",
         "_model",
         "_open",
+        "_owner",
         "_pending",
         "_provider",
         "_raw",
@@ -183,7 +184,8 @@ class DeltaStream:
 
     def __init__(
         self,
-        open_response: Callable[[ModelRequest], Awaitable[RawResponse]],
+        open_response: Callable[[Any, ModelRequest], Awaitable[RawResponse]],
+        owner: Any,
         request: ModelRequest,
         decoder: WireDecoder,
         *,
@@ -192,9 +194,12 @@ class DeltaStream:
         model: str,
         request_id_header: str,
         max_reply_chars: int | None = None,
-        secrets: Callable[[], tuple[str, ...]] | None = None,
+        secrets: Callable[[Any], tuple[str, ...]] | None = None,
     ) -> None:
-        self._open = open_response  # with the request, not a closure over it: one object less
+        # Plain functions of ``owner`` (the driver), with the request: not a closure over it
+        # nor bound methods, which every reply in flight would hold.
+        self._open = open_response
+        self._owner = owner
         self._request = request
         self._decoder = decoder
         self._meter = decoder.meter = Meter(max_reply_chars)
@@ -220,7 +225,7 @@ class DeltaStream:
 
     async def __aenter__(self) -> AsyncIterator[ModelDelta]:
         try:
-            self._response = await self._open(self._request)
+            self._response = await self._open(self._owner, self._request)
         except Exception as exc:
             error = self._wrap(exc)
             if error is exc:
@@ -439,5 +444,5 @@ class DeltaStream:
         ):
             error.status = self._response.status
         # Whatever the error quotes of the reply loses the request's credentials.
-        scrub_error(error, exc, self._secrets() if self._secrets is not None else ())
+        scrub_error(error, exc, self._secrets(self._owner) if self._secrets is not None else ())
         return error

@@ -17,11 +17,17 @@ if TYPE_CHECKING:
 
 DepsT = TypeVar("DepsT", default=Any)
 
-ProgressSink: TypeAlias = "Callable[[Action, float, float | None, str | None], Awaitable[None]]"
-"""Where the engine sends a tool's progress reports: ``(action, progress, total, message)``."""
+ProgressSink: TypeAlias = (
+    "Callable[[RunContext[Any], Action, float, float | None, str | None], Awaitable[None]]"
+)
+"""Where the engine sends a tool's progress reports: ``(run, action, progress, total,
+message)``. The run is an argument, not bound in: one sink serves every run of an agent."""
 
-Asker: TypeAlias = "Callable[[Action, Any], Awaitable[Approve | Deny | Edit | None]]"
-"""How the engine asks the run's live approver about a running call: ``(action, about)``."""
+Asker: TypeAlias = (
+    "Callable[[RunContext[Any], Action, Any], Awaitable[Approve | Deny | Edit | None]]"
+)
+"""How the engine asks the run's live approver about a running call: ``(run, action,
+about)``."""
 
 
 @final
@@ -115,7 +121,8 @@ class ToolContext(Generic[DepsT]):
         sink = self._progress
         if sink is None or self._abandoned:  # no run streams it (a test's context, a worker's)
             return
-        await sink(self.action, float(progress), None if total is None else float(total), message)
+        total = None if total is None else float(total)
+        await sink(self.run, self.action, float(progress), total, message)
 
     async def ask_approver(self, about: Any) -> Approve | Deny | Edit | None:
         """Ask the run's live approver (``Agent(approver=...)``) about this running call, with
@@ -132,7 +139,7 @@ class ToolContext(Generic[DepsT]):
         asker = self._asker
         if asker is None or self._abandoned:
             return None
-        return await asker(self.action, about)
+        return await asker(self.run, self.action, about)
 
     def __repr__(self) -> str:
         return f"ToolContext(run_id={self.run_id!r}, tag={self.action.tag!r})"

@@ -352,6 +352,28 @@ def test_interleaved_parallel_calls_are_refused() -> None:
         decoder.event(chunk(0, arguments="1}"), out)  # type: ignore[arg-type]
 
 
+def test_a_decoder_and_builder_make_their_own_tables_with_their_first_call() -> None:
+    """A reply of text alone holds no tables of calls (each decoder and builder starts on one
+    shared empty one): the first call or refusal makes its own, and the shared stay empty."""
+    from agentloop.models import ResponseBuilder, _assemble, _openai_chat
+    from agentloop.models._openai_chat import ChatDecoder
+    from agentloop.models._sse import SSEEvent
+
+    delta = {"tool_calls": [{"index": 0, "id": "c0", "function": {"name": "a", "arguments": "{}"}}]}
+    refusal = {"refusal": "no"}
+    for body in (delta, refusal):
+        decoder, builder = ChatDecoder(), ResponseBuilder()
+        out: list[object] = []
+        decoder.event(SSEEvent(json.dumps({"choices": [{"index": 0, "delta": body}]})), out)  # type: ignore[arg-type]
+        finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        decoder.event(SSEEvent(json.dumps(finish)), out)  # type: ignore[arg-type]
+        for item in out:
+            builder.add(item)  # type: ignore[arg-type]
+        assert builder.build().tool_calls or builder.build().refusal == "no"
+    assert _openai_chat._NO_CALLS == {} and _openai_chat._NO_REFUSAL == []  # pyright: ignore[reportPrivateUsage]
+    assert _assemble._NO_CALLS == {}  # pyright: ignore[reportPrivateUsage]
+
+
 def test_direct_path_needs_static_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Credentials that change per request (a token provider, workload identity) rule the
     direct path out; a static key allows it (on a checked version, as if installed here)."""

@@ -52,11 +52,12 @@ async def test_a_failing_body_close_still_closes_the_response_and_is_logged(
 ) -> None:
     response = _Response()
 
-    async def open_response(_: ModelRequest) -> _Response:
+    async def open_response(_owner: object, _: ModelRequest) -> _Response:
         return response
 
     stream = DeltaStream(
         open_response,  # a RawResponse by shape
+        None,
         ModelRequest(messages=(Message.user("hi"),)),
         ChatDecoder(),
         streaming=True,
