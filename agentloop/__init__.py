@@ -8,6 +8,7 @@ Layers, bottom to top (``tests/test_layering.py`` checks them on the import grap
 imports under ``TYPE_CHECKING`` and inside functions). A module imports only from its own layer
 and those below, and no modules import each other in a cycle.
 
+0. ``_anyio_internals``: anyio's asyncio task states, probed once, for the hot path.
 1. Leaves: ``_errors``, ``_checks`` (settings' fields checked when made), ``_time``,
    ``_version``, ``_context`` (``StateView``, a run's state), and ``_generic`` (subscripted
    generic dataclasses made callable).

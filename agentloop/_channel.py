@@ -22,14 +22,14 @@ one).
 
 from __future__ import annotations
 
-import functools
-import sys
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from anyio import BrokenResourceError, ClosedResourceError, EndOfStream, WouldBlock
 from anyio._core._eventloop import get_async_backend  # the backend, looked up once per run
+
+from ._anyio_internals import asyncio_internals
 
 __all__ = ["EventChannel"]
 
@@ -91,28 +91,6 @@ class _AsyncioCancelCheck:
         return False
 
 
-@functools.cache
-def _asyncio_internals(backend: Any) -> Any:
-    """anyio's asyncio backend module, if it has what ``_AsyncioCancelCheck`` reads (asked once
-    per backend)."""
-    module = sys.modules.get(backend.__module__)  # the backend is a class
-    if module is None or not module.__name__.endswith("._asyncio"):
-        return None
-    try:  # a fresh scope has the attributes the check reads (slots or not, as versions differ)
-        probe = module.CancelScope()
-    except Exception:
-        return None
-    if not all(hasattr(probe, name) for name in ("_cancel_called", "_shield", "_parent_scope")):
-        return None
-    if not all(
-        hasattr(module, name) for name in ("_task_states", "current_task", "get_running_loop")
-    ):
-        return None
-    if "cancel_scope" not in getattr(getattr(module, "TaskState", None), "__slots__", ()):
-        return None
-    return module
-
-
 class EventChannel(Generic[T]):
     """One writer (the run, whose ``Emitter`` keeps its sends in order) and one reader.
 
@@ -141,7 +119,7 @@ class EventChannel(Generic[T]):
         self._buffer: deque[T] = deque()
         self._capacity = capacity
         backend = self._backend = get_async_backend()
-        internals = _asyncio_internals(backend)
+        internals = asyncio_internals(backend)
         self._cancelled: Callable[[], bool] | None  # None: take the checkpoint every read
         self._new_waiter: Callable[[], _Waiter]
         if internals is not None:

@@ -17,7 +17,10 @@ from typing import Any, Protocol
 import anyio
 from anyio._core._eventloop import get_async_backend  # see _FailAfter
 
+from ._anyio_internals import asyncio_internals
+
 _NO_DEADLINE: AbstractContextManager[Any] = nullcontext()
+SHIELD_RECHECK = 0.01  # seconds: how soon a deadline that met a shielded scope looks again
 
 
 class Entropy(Protocol):
@@ -105,17 +108,17 @@ def task_deadline(seconds: float | None) -> AbstractContextManager[Any]:
     """``fail_after`` for a block that every run in flight holds (a model attempt): on asyncio
     a timer that cancels the task, as ``asyncio.timeout`` does, instead of a cancel scope of
     its own. An anyio scope is two sets, a timer handle and the scope, 0.9 KiB; this, the
-    handle and a small object. On any other loop, ``fail_after``."""
+    handle and a small object. On any other loop, or an anyio whose task states are not as
+    ``asyncio_internals`` expects, ``fail_after``."""
     if seconds is None:
         return _NO_DEADLINE
-    asyncio = sys.modules.get("asyncio")  # not imported: not on asyncio
-    loop = asyncio.events._get_running_loop() if asyncio is not None else None
-    if asyncio is None or loop is None:
+    internals = asyncio_internals(get_async_backend())
+    if internals is None:  # not asyncio, or an anyio that keeps its task states otherwise
         return _FailAfter(seconds)
-    task = asyncio.current_task(loop)
-    if task is None:  # a callback, not a task: nothing to cancel natively
+    task = internals.current_task()
+    if task is None:  # a callback: nothing to cancel natively
         return _FailAfter(seconds)
-    return _TaskDeadline(task, loop.time() + seconds)
+    return _TaskDeadline(task, task.get_loop().time() + seconds, internals._task_states)
 
 
 class _TaskDeadline:
@@ -123,23 +126,41 @@ class _TaskDeadline:
     once; the cancellation that leaves the block then becomes ``TimeoutError``, unless another
     was asked for meanwhile (the task's cancel count says so), which goes on as cancellation.
     The task is suspended inside the block whenever the timer can fire (the block disarms it
-    as it leaves), so the cancellation is thrown at an await of the block's, never later."""
+    as it leaves), so the cancellation is thrown at an await of the block's, never later.
+    A native cancellation passes anyio's shields, so while the task is inside a shielded scope
+    of the block (a stream closing its response) the timer looks again a little later."""
 
-    __slots__ = ("_cancelling", "_fired", "_handle", "_task", "_when")
+    __slots__ = ("_cancelling", "_fired", "_handle", "_outer", "_states", "_task", "_when")
 
-    def __init__(self, task: Any, when: float) -> None:
+    def __init__(self, task: Any, when: float, states: Any) -> None:
         self._task = task
         self._when = when
+        self._states = states
         self._fired = False
         self._cancelling = 0
+        self._outer: Any = None
         self._handle: Any = None
 
     def __enter__(self) -> None:
         task = self._task
         self._cancelling = task.cancelling()
+        state = self._states.get(task)
+        self._outer = state.cancel_scope if state is not None else None
         self._handle = task.get_loop().call_at(self._when, self._fire)
 
+    def _shielded(self) -> bool:
+        state = self._states.get(self._task)
+        scope = state.cancel_scope if state is not None else None
+        while scope is not None and scope is not self._outer:
+            if scope._shield:
+                return True
+            scope = scope._parent_scope
+        return False
+
     def _fire(self) -> None:
+        if self._shielded():
+            self._handle = self._task.get_loop().call_later(SHIELD_RECHECK, self._fire)
+            return
         self._fired = True
         self._task.cancel()
 

@@ -128,3 +128,38 @@ async def test_the_idle_timeout_bounds_each_silence_not_the_whole_stream() -> No
     result = await Agent(_answer(delay=0.05), retry=policy).run("hi")
     assert result.error is None, result.error
     assert result.output == "a fine answer, in pieces"
+
+
+async def test_a_shielded_scope_in_the_block_finishes_before_the_deadline_is_raised(
+    deadline: Deadline,
+) -> None:
+    """The deadline passes while the block is inside a shielded scope (a stream closing its
+    response): the shielded work finishes, and the deadline is raised after it."""
+    finished: list[bool] = []
+    with pytest.raises(TimeoutError):
+        await _shielded_then_wait(deadline, finished)
+    assert finished
+
+
+async def _shielded_then_wait(deadline: Deadline, finished: list[bool]) -> None:
+    with deadline(0.05):
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(0.1)
+            finished.append(True)
+        await anyio.sleep(5)
+
+
+async def test_a_scope_inside_the_block_cancelled_with_the_deadline_still_times_out(
+    deadline: Deadline,
+) -> None:
+    """An inner scope whose deadline is the block's own: the block still ends in
+    ``TimeoutError`` (the inner scope catches its own, then the block's fires)."""
+    with pytest.raises(TimeoutError):
+        await _inner_at_the_same_deadline(deadline)
+
+
+async def _inner_at_the_same_deadline(deadline: Deadline) -> None:
+    with deadline(0.05):
+        with anyio.move_on_after(0.05):
+            await anyio.sleep(5)
+        await anyio.sleep(5)

@@ -19,6 +19,7 @@ PACKAGE = Path(agentloop.__file__).parent
 # The layers, bottom to top. An entry names a module and, unless it is ``agentloop`` itself,
 # the modules under it. The engine's modules are layers of their own: each imports downward.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("agentloop._anyio_internals",),  # read by the leaf _time and by _channel
     (  # leaves
         "agentloop._errors",
         "agentloop._checks",
