@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 HEAVY = [
     "tests/web/test_browser.py",  # Chromium
+    "tests/web/test_browser_actions.py",
+    "tests/web/test_browser_origin.py",
     "tests/test_crash_resume.py",  # worker processes killed mid-run
     "tests/test_temporal_crash.py",
     "tests/reliability/test_load.py",  # hundreds of sessions
@@ -24,6 +26,7 @@ HEAVY = [
     "tests/test_temporal_inputs.py",
     "tests/test_temporal_subagents.py",
     "tests/test_temporal_waiting.py",
+    "tests/web/test_replica_kills.py",  # Temporal, processes killed and Chromium
 ]
 
 
@@ -45,6 +48,19 @@ def test_the_fast_loop_leaves_the_heavy_tests_out_and_keeps_the_rest() -> None:
     collected = _fast_loop_collects(*HEAVY, "tests/test_loop.py")
     assert collected, "the fast loop collected nothing"
     assert {item.split("::")[0] for item in collected} == {"tests/test_loop.py"}
+
+
+def test_every_module_that_opens_a_browser_is_heavy() -> None:
+    """A new browser test in a module of its own must not slip into the fast loop (one did)."""
+    opens = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "tests").rglob("test_*.py")
+        if "node_modules" not in path.parts
+        and path.name != "test_suite_scope.py"
+        and any(sign in path.read_text() for sign in ("async_playwright", "import _page"))
+    }
+    assert opens, "no browser test found: the signs above are stale"
+    assert opens <= set(HEAVY)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,11 @@ from agentloop.web import create_app
 from ._demo import DRAFT, THOUGHT, DemoProvider, demo_agent
 from ._serving import serving
 
-pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # Playwright's and uvicorn's
+# Chromium is heavy by nature: the whole module is slow, left out of the fast loop.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.parametrize("anyio_backend", ["asyncio"]),  # Playwright's and uvicorn's
+]
 
 XSS = 'Go to Paris. <script>window.__xss = 1</script><img src="x" onerror="window.__xss = 2">'
 ANSWER = "\n".join(
@@ -141,7 +145,6 @@ async def _turns(page: Any) -> list[dict[str, Any]]:
     )
 
 
-@pytest.mark.slow
 async def test_the_page_is_a_chat_with_safe_markdown_and_history(tmp_path: Path) -> None:
     """Two questions stay on the page in one session, each with its answer once; the first's
     action sits between the text before and after it; the answer is Markdown whose markup
@@ -188,7 +191,6 @@ async def test_the_page_is_a_chat_with_safe_markdown_and_history(tmp_path: Path)
     assert shot.stat().st_size > 10_000
 
 
-@pytest.mark.slow
 async def test_the_page_streams_thoughts_tools_goal_and_a_withdrawn_draft() -> None:
     """ReAct on the emulated provider: the thought before the answer, actions mid-reply with
     timings, the goal card, a struck-through withdrawn draft, and the answer once, its markup
@@ -315,7 +317,6 @@ async def transfer(amount: int, to: str) -> str:
     return f"sent {amount} to {to}"
 
 
-@pytest.mark.slow
 async def test_the_page_approves_and_denies_waiting_calls_after_a_reload() -> None:
     """Two calls wait for approval and an external tool for its result; a reload shows them
     from the history, still waiting; one is approved, one denied and the result typed in on

@@ -17,7 +17,11 @@ from agentloop.web import create_app
 from ._serving import serving
 from .test_browser import _page
 
-pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # Playwright's and uvicorn's
+# Chromium is heavy by nature: the whole module is slow, left out of the fast loop.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.parametrize("anyio_backend", ["asyncio"]),  # Playwright's and uvicorn's
+]
 
 WEATHER = {"Oslo": "Oslo: **12°C** and rainy.", "Rome": "Rome: **25°C** and sunny."}
 

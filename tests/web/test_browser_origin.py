@@ -29,7 +29,11 @@ from agentloop.web import create_app
 from ._serving import frames, serving
 from .test_browser import _chromium
 
-pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # Playwright's and uvicorn's
+# Chromium is heavy by nature: the whole module is slow, left out of the fast loop.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.parametrize("anyio_backend", ["asyncio"]),  # Playwright's and uvicorn's
+]
 
 ATTACK = """<!doctype html><meta charset="utf-8"><title>cute cats</title>
 <form id="form" method="POST" action="VICTIM/api/runs" enctype="text/plain" target="sink">
@@ -81,7 +85,6 @@ async def attacker() -> AsyncIterator[Any]:
         yield base, page
 
 
-@pytest.mark.slow
 async def test_a_page_on_another_origin_starts_nothing_and_approves_nothing(
     attacker: tuple[str, dict[str, str]],
 ) -> None:
