@@ -43,6 +43,7 @@ WORKFLOW_NAME = "agentloop.AgentRun"
 EVENTS_UPDATE = "agentloop.events"
 EVENTS_QUERY = "agentloop.peek"
 DELTAS_SIGNAL = "agentloop.deltas"
+PROGRESS_SIGNAL = "agentloop.progress"  # a tool activity's progress reports
 ACK_SIGNAL = "agentloop.ack"
 DECIDE_UPDATE = "agentloop.decide"
 WAITING_QUERY = "agentloop.waiting"
