@@ -638,8 +638,9 @@ class _CountQueries:
 
         class Outbound(OutboundInterceptor):
             async def query_workflow(self, input: Any) -> Any:
-                counts[input.run_id or "latest"] += 1
-                return await super().query_workflow(input)
+                reply = await super().query_workflow(input)
+                counts[input.run_id or "latest"] += 1  # answered (a worker replayed the run)
+                return reply
 
         return Outbound(next)
 

@@ -183,7 +183,7 @@ class Batches:
         and at most every ``RECHECK_SECONDS``; while streaming, every ``RECHECK_SECONDS`` (a
         caller gone, its lease lapsed: the rest of the call is quiet). Concurrent with the
         sending: a slow answer delays no seal."""
-        while True:
+        while not self.spent:  # then nothing more is sent before the end: no need to know
             if self.streaming:
                 await anyio.sleep(RECHECK_SECONDS)
             elif not self._pending:
