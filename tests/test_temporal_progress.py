@@ -19,7 +19,7 @@ from tests.support.temporal import import_temporal
 
 import_temporal()
 from agentloop.durable_web import create_app  # noqa: E402
-from agentloop.temporal import TemporalAgent, connect, worker  # noqa: E402
+from agentloop.temporal import TemporalAgent, connect, replayer, worker  # noqa: E402
 from tests.web._serving import frames, serving  # noqa: E402
 
 pytestmark = pytest.mark.temporal
@@ -77,7 +77,8 @@ async def test_a_streaming_caller_sees_the_tools_progress_as_in_process(
     temporal_target: str,
 ) -> None:
     """Three reports 0.3 s apart: the same three ``ActionProgress`` events as in-process,
-    between ``ActionStarted`` and ``ActionFinished``, each in a signal of its own."""
+    between ``ActionStarted`` and ``ActionFinished``, each in a signal of its own; the history
+    replays."""
     async with _agent(3, 0.3, "local").stream("go") as stream:
         local = [e async for e in stream]
     durable = TemporalAgent(_agent(3, 0.3, "progressed"), task_queue=f"q-{uuid.uuid4().hex[:8]}")
@@ -94,6 +95,7 @@ async def test_a_streaming_caller_sees_the_tools_progress_as_in_process(
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert result.output == "done"
     assert _progress_signals(history) == 3
+    await replayer([durable]).replay_workflow(history)  # its signals replay as they ran
 
 
 async def test_a_tools_progress_is_bounded_and_costs_nothing_unstreamed(
