@@ -89,8 +89,9 @@ async def test_a_forged_deltas_signal_is_dropped_and_the_run_goes_on(temporal_ta
         handle = client.get_workflow_handle(run.run_id)
         await handle.signal(DELTAS_SIGNAL, {"x": 1})
         await handle.signal(DELTAS_SIGNAL, {"call": 1, "index": "0", "deltas": [{"kind": "?"}]})
-        for forged in ({"x": 1}, {"run": "r", "call": 1, "reports": [[1.0, 2.0], "abc", 5]}):
-            await handle.signal(PROGRESS_SIGNAL, forged)
+        for reports in ([[1.0, 2.0], "abc", 5], [[float("nan"), None, None]]):
+            await handle.signal(PROGRESS_SIGNAL, {"run": "r", "call": 1, "reports": reports})
+        await handle.signal(PROGRESS_SIGNAL, {"x": 1})
         await run.decide({"pay": Approve()})
         with anyio.fail_after(20):
             result = await run.result()

@@ -128,10 +128,10 @@ def decode(batch: Any) -> tuple[str, int, list[Report]]:
     out: list[Report] = []
     for item in reports[-MAX_REPORTS:]:
         progress, total, message = item
-        if not isinstance(progress, int | float) or isinstance(progress, bool):
-            raise ValueError("a report's progress is a number")
-        if total is not None and (not isinstance(total, int | float) or isinstance(total, bool)):
-            raise ValueError("a report's total is a number or null")
+        if not _finite(progress):
+            raise ValueError("a report's progress is a finite number")
+        if total is not None and not _finite(total):
+            raise ValueError("a report's total is a finite number or null")
         if message is not None and not isinstance(message, str):
             raise ValueError("a report's message is a string or null")
         out.append(
@@ -142,3 +142,7 @@ def decode(batch: Any) -> tuple[str, int, list[Report]]:
             )
         )
     return run, call, out
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
