@@ -284,7 +284,10 @@ def _progress_of(payload: dict[str, Any]) -> ProgressSender | None:
     handle = activity.client().get_workflow_handle(info.workflow_id)
 
     async def send(batch: dict[str, Any]) -> None:
-        await handle.signal(PROGRESS_SIGNAL, batch)
+        try:
+            await handle.signal(PROGRESS_SIGNAL, batch)
+        except RPCError:
+            pass  # a progress bar: these reports are lost, the tool's call is not
 
     return ProgressSender(
         number,
