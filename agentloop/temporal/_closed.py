@@ -32,7 +32,6 @@ class ClosedReads:
         self._kept: OrderedDict[Key, tuple[Any, int]] = OrderedDict()
         self._bytes = 0
         self._asking: dict[Key, anyio.Event] = {}
-        self.queries = 0  # sent (the others were answered from here)
 
     async def ask(
         self,
@@ -56,7 +55,6 @@ class ClosedReads:
             await asking.wait()  # then kept, or it failed: asked again (by the first to wake)
         done = self._asking[key] = anyio.Event()
         try:
-            self.queries += 1
             reply = await send()
             self._keep(key, reply)
             return reply
