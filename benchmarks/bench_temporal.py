@@ -19,8 +19,14 @@ tool calls, then a short answer). A Temporal dev server runs for the benchmark.
 - **Eager gain**: a reply streams for 2.0 s, sealing one tool call at 0.4 s and one at 1.0 s;
   tools take 1.0 s. The step, eager and with ``eager=False``.
 
+- **Far behind**: callers of one process attach from seq 0, all at once, to a finished run that
+  continued as new again and again (12 steps, ``continue_after=20``, each run holding a 2 KiB
+  tail): the queries of its closed earlier runs (each one a worker replaying that run), of its
+  latest run, and the seconds until every caller read every event.
+
 ``--smoke`` runs fewer runs, one worker process only, and scales the eager timings by 0.2;
-``--costs`` runs only the history, CPU per run and seal sections.
+``--costs`` runs only the history, CPU per run and seal sections; ``--far-behind`` only the
+far-behind one.
 
 Run: ``python -m benchmarks.bench_temporal``
 """
@@ -333,7 +339,63 @@ async def _step(target: str | None, eager: bool, scale: float) -> float:
         return took
 
 
-async def _main(smoke: bool, costs_only: bool = False) -> int:
+async def _far_behind(target: str, callers: int, steps: int) -> str:
+    """The far-behind row: queries of the chain's closed runs, and the time, for ``callers``."""
+    from collections import Counter
+
+    from temporalio.client import Interceptor, OutboundInterceptor, QueryWorkflowInput
+
+    from agentloop.temporal import TemporalAgent, _carry, connect
+
+    counts: Counter[str] = Counter()
+
+    class Counting(Interceptor):
+        def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+            class Outbound(OutboundInterceptor):
+                async def query_workflow(self, input: QueryWorkflowInput) -> Any:
+                    counts["latest" if input.run_id is None else "earlier"] += 1
+                    return await super().query_workflow(input)
+
+            return Outbound(next)
+
+    @tool
+    async def note(n: int) -> str:
+        """Note a number.
+
+        Args:
+            n: The number.
+        """
+        return f"noted {n}"
+
+    replies = [
+        Reply(timeline=[(0.01, f"step {i} "), (0.02, call("note", {"n": i}, id=f"n{i}"))])
+        for i in range(steps)
+    ]
+    agent = Agent(ScriptedModel([*replies, "all done."]), name="far", tools=[note])
+    durable = TemporalAgent(agent, task_queue=f"far-{uuid.uuid4().hex[:8]}", continue_after=20)
+    kept, _carry.TAIL_BYTES = _carry.TAIL_BYTES, 2048
+    try:
+        async with _serving(target, durable) as client:
+            run = await durable.start(client, "go")
+            await run.result()
+            chain = [w async for w in client.list_workflows(f"WorkflowId = '{run.run_id}'")]
+            readers = await connect(target, interceptors=[Counting()])
+            start = time.perf_counter()
+
+            async def follow() -> None:
+                async for _ in durable.attach(readers, run.run_id):
+                    pass
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(callers):
+                    tg.start_soon(follow)
+            took = time.perf_counter() - start
+    finally:
+        _carry.TAIL_BYTES = kept
+    return f"| {callers} | {len(chain)} | {counts['earlier']} | {counts['latest']} | {took:.1f} s |"
+
+
+async def _main(smoke: bool, costs_only: bool = False, far_only: bool = False) -> int:
     from tests.support.temporal import TemporalUnavailableHere, start_dev_server
 
     try:
@@ -343,6 +405,13 @@ async def _main(smoke: bool, costs_only: bool = False) -> int:
         return 0
     runs = 5 if smoke else 40
     try:
+        if not costs_only:
+            print("| callers | runs in the chain | queries of closed runs | of its latest | took |")
+            print("|---|---|---|---|---|")
+            print(await _far_behind(server.target, 5 if smoke else 30, 6 if smoke else 12))
+            if far_only:
+                return 0
+            print()
         with ProviderServer(EmulatedProvider(script=SCRIPT)) as provider:
             if costs_only:
                 return await _costs(server, smoke, runs)
@@ -412,8 +481,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--costs", action="store_true", help="only history, CPU per run, seals")
+    parser.add_argument("--far-behind", action="store_true", help="only callers far behind")
     args = parser.parse_args(argv)
-    return asyncio.run(_main(args.smoke, args.costs))
+    return asyncio.run(_main(args.smoke, args.costs, args.far_behind))
 
 
 if __name__ == "__main__":

@@ -208,3 +208,30 @@ async def test_a_call_goes_quiet_once_its_caller_stops_streaming(
         await sender.close()
     assert workflow.batches == [] and not sender.streaming
     assert await sender.rest() == [["TextPiece", {"text": "nobody reads"}]]
+
+
+async def test_a_call_sends_at_most_its_budget_and_the_rest_with_its_result(
+    anyio_backend: str,
+) -> None:
+    """2,000 sealed tool calls, each signalled at once (a seal cuts any tick short): the first
+    ``MAX_CALL_SIGNALS`` (1,500) by signal, then nothing more, however the call goes on; the
+    other calls' deltas come with the result, every one, in order (on main: 2,000 signals)."""
+    budget = 1_500  # _batches.MAX_CALL_SIGNALS (checked last: main has no such bound)
+    workflow = _Workflow()
+    sender = _batches.Batches(1, workflow.send, streaming=True)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sender.run)
+        for i in range(2000):
+            for delta in _call(f"c{i}"):
+                sender.add(delta)
+            if i < budget:
+                await workflow.next_batch()
+        await anyio.sleep(0.05)
+        await sender.close()
+    rest = await sender.rest()
+    assert len(workflow.batches) == sender.sent == budget
+    sent_ids = [d[1]["id"] for batch in workflow.batches for d in batch if d[0] == "ToolCallEnd"]
+    held_ids = [d[1]["id"] for d in rest if d[0] == "ToolCallEnd"]
+    assert sent_ids + held_ids == [f"c{i}" for i in range(2000)]
+    assert [d[0] for d in rest[:3]] == ["ToolCallStart", "ToolCallArgsDelta", "ToolCallEnd"]
+    assert _batches.MAX_CALL_SIGNALS == budget

@@ -621,3 +621,64 @@ async def test_callers_attaching_across_the_cuts_each_see_every_event(
     last = max(max(s) for s in seen.values())
     gaps = {n: s for n, s in seen.items() if s != list(range(1, last + 1))}
     assert gaps == {}, f"{len(gaps)} of 10 callers went wrong: {list(gaps.items())[:2]}"
+
+
+class _CountQueries:
+    """A client interceptor counting the queries of each run addressed by its run id (only
+    the earlier runs of a chain are: each such query is a worker replaying that closed run),
+    and of the latest run."""
+
+    def __init__(self) -> None:
+        self.by_run: Counter[str] = Counter()
+
+    def intercept_client(self, next: Any) -> Any:
+        from temporalio.client import OutboundInterceptor
+
+        counts = self.by_run
+
+        class Outbound(OutboundInterceptor):
+            async def query_workflow(self, input: Any) -> Any:
+                reply = await super().query_workflow(input)
+                counts[input.run_id or "latest"] += 1  # answered (a worker replayed the run)
+                return reply
+
+        return Outbound(next)
+
+
+async def test_callers_reading_far_behind_replay_each_closed_run_once(
+    temporal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thirty callers of one process attach from seq 0 to a run that continued as new, each
+    run holding a 2 KiB tail: each earlier run of the chain is queried (replayed by a worker)
+    once in all, not once per query of each caller (a caller went back from the latest run
+    hop by hop for every batch: its chain's length squared, times thirty)."""
+    monkeypatch.setattr(_carry, "TAIL_BYTES", 2048)
+    durable = TemporalAgent(
+        Agent(ScriptedModel(_script(6)), name="far", tools=[note]),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    counting = _CountQueries()
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "go")
+        result = await run.result()
+        chain = await _runs_of(client, run.run_id)
+        readers = await connect(temporal_target, interceptors=[counting])
+        seen: dict[int, list[int]] = {}
+
+        async def follow(n: int) -> None:
+            seen[n] = [e.seq async for e in durable.attach(readers, run.run_id)]
+
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as tg:
+                for n in range(30):
+                    tg.start_soon(follow, n)
+    assert result.output == "all done." and len(chain) >= 3
+    last = max(max(s) for s in seen.values())
+    assert all(s == list(range(1, last + 1)) for s in seen.values())
+    earlier = {k: v for k, v in counting.by_run.items() if k != "latest"}
+    assert len(earlier) == len(chain) - 1, earlier
+    # Each closed run replayed at most twice in all: for its events, and (for a caller before
+    # them) to say which run before it has them.
+    assert all(n <= 2 for n in earlier.values()), earlier
+    assert sum(earlier.values()) <= 2 * len(earlier) - 1, earlier

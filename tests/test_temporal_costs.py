@@ -246,3 +246,47 @@ async def test_one_long_streamed_call_signals_within_the_schedules_bound(
     assert len(texts) > 20, "the caller streamed the call"
     assert signals <= bound, (signals, bound, took, len(names))
     assert len(names) <= 4 * bound + 20, len(names)  # a signal, and a workflow task's 3 events
+
+
+async def test_one_call_signals_at_most_its_budget_however_long_it_streams(
+    temporal_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However long one model call streams, it sends at most ``MAX_CALL_SIGNALS`` signals
+    (1,500: some 6,000 history events), seals included; past them the rest of the call comes
+    with its result. Scaled down here: 12 signals, a batch every 5 ms that never slows (some
+    300 signals in 3 s on main). 6,000 deltas and a tool call sealed past the budget: the
+    caller gets the whole text in order, the tool runs, and the history stays in the bound."""
+    from agentloop.temporal import _batches
+
+    budget = 12
+    monkeypatch.setattr(_batches, "BATCH_SECONDS", 0.005)
+    monkeypatch.setattr(_batches, "FAST_BATCHES", 10**9, raising=False)
+    monkeypatch.setattr(_batches, "MAX_CALL_SIGNALS", budget, raising=False)
+    seconds, pieces = 3.0, 6000
+    words = [f"w{i} " for i in range(pieces)]
+    timeline: list[Any] = [(seconds * (i + 1) / pieces, w) for i, w in enumerate(words)]
+    timeline.append((seconds + 0.05, call("add", {"a": 2, "b": 3}, id="c")))
+    durable = TemporalAgent(
+        Agent(ScriptedModel([Reply(timeline=timeline), "done"]), name="budget", tools=[add]),
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    )
+    client = await connect(temporal_target)
+    async with worker(client, [durable]):
+        run = await durable.start(client, "talk for a long while")
+        with anyio.fail_after(90):
+            events = [e async for e in run]
+            result = await run.result()
+        history = await client.get_workflow_handle(run.run_id).fetch_history()
+    texts = [e.text for e in events if isinstance(e, ev.TextDelta)]
+    signals = [
+        e.workflow_execution_signaled_event_attributes.signal_name
+        for e in history.events
+        if e.HasField("workflow_execution_signaled_event_attributes")
+    ]
+    deltas = signals.count("agentloop.deltas")
+    assert "".join(texts) == "".join(words) + "done"
+    assert len(texts) > budget, "the caller streamed the call live, then got the rest"
+    assert result.output == "done" and result.steps[0].actions[0].output == 5
+    assert deltas <= budget + 1, (deltas, len(history.events))  # the budget, and one flush
+    # Each signal a workflow task's 3 events at most; the run's own, the second call's, acks.
+    assert len(history.events) <= 4 * (budget + 1) + 4 * signals.count("agentloop.ack") + 60

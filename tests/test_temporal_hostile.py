@@ -29,7 +29,7 @@ from agentloop.temporal import (  # noqa: E402
     replayer,
     worker,
 )
-from agentloop.temporal._durable import DELTAS_SIGNAL, WORKFLOW_NAME  # noqa: E402
+from agentloop.temporal._durable import DELTAS_SIGNAL, PROGRESS_SIGNAL, WORKFLOW_NAME  # noqa: E402
 from tests.test_temporal_waiting import (  # noqa: E402
     _queue,
     _until_waiting,
@@ -79,8 +79,9 @@ async def test_a_malformed_start_fails_the_run_at_once(temporal_target: str, sta
 
 
 async def test_a_forged_deltas_signal_is_dropped_and_the_run_goes_on(temporal_target: str) -> None:
-    """A ``agentloop.deltas`` signal that no model activity sent (``{"x": 1}``) is dropped: the
-    waiting run is decided and ends, and its history replays."""
+    """A ``agentloop.deltas`` signal that no model activity sent (``{"x": 1}``) is dropped, as
+    are forged ``agentloop.progress`` ones: the waiting run is decided and ends, and its
+    history replays."""
     durable = _payer("forged")
     async with serving(temporal_target, durable) as client:
         run = await durable.start(client, "pay")
@@ -88,6 +89,9 @@ async def test_a_forged_deltas_signal_is_dropped_and_the_run_goes_on(temporal_ta
         handle = client.get_workflow_handle(run.run_id)
         await handle.signal(DELTAS_SIGNAL, {"x": 1})
         await handle.signal(DELTAS_SIGNAL, {"call": 1, "index": "0", "deltas": [{"kind": "?"}]})
+        for reports in ([[1.0, 2.0], "abc", 5], [[float("nan"), None, None]]):
+            await handle.signal(PROGRESS_SIGNAL, {"run": "r", "call": 1, "reports": reports})
+        await handle.signal(PROGRESS_SIGNAL, {"x": 1})
         await run.decide({"pay": Approve()})
         with anyio.fail_after(20):
             result = await run.result()

@@ -4,7 +4,7 @@ included), both run on the worker with the worker's own agent objects."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast, final
 
@@ -22,7 +22,8 @@ from .._middleware import ToolCall, compose
 from ..models._types import ModelDelta, ModelRequest, ModelResponse, RunContext, Usage
 from . import _codec, _payloads
 from ._batches import Batches
-from ._durable import DELTAS_SIGNAL, STREAMING_QUERY
+from ._durable import DELTAS_SIGNAL, PROGRESS_SIGNAL, STREAMING_QUERY
+from ._progress import ProgressSender
 from ._store import error_of_store, perform
 
 if TYPE_CHECKING:
@@ -186,10 +187,16 @@ class Activities:
             action=action, run=run, step=payload["step"], ordinal=payload.get("ordinal", 0)
         )
         toolbox = Toolbox(durable.tools(payload.get("path", "")))
-        invoke = compose(agent.tool_middleware, make_terminal(toolbox, agent.tool_limits))
+        progress = _progress_of(payload)
+        terminal = make_terminal(
+            toolbox, agent.tool_limits, progress=None if progress is None else progress.report
+        )
+        invoke = compose(agent.tool_middleware, terminal)
         exit: KeyboardInterrupt | SystemExit | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(_heartbeat, _heartbeat_every(activity.info()))
+            if progress is not None:
+                tg.start_soon(progress.run)
             try:
                 result = await invoke(call)
             except Exception as exc:  # a tool middleware failed: still one action's error
@@ -197,6 +204,8 @@ class Activities:
                 result = error_result(action, "tool_error", message)
             except (KeyboardInterrupt, SystemExit) as exc:
                 exit = exc
+            if progress is not None:
+                await progress.close()  # its last reports reach the workflow before the result
             tg.cancel_scope.cancel()
         if exit is not None:  # the tool's own doing, not a transient fault: never retried
             raise ApplicationError(
@@ -253,6 +262,42 @@ def _heartbeat_every(info: activity.Info) -> float:
     return timeout.total_seconds() / 3 if timeout else 10.0
 
 
+def _asker(handle: WorkflowHandle[Any, Any]) -> Callable[[], Awaitable[bool | None]]:
+    """Asks the workflow whether a caller streams it now (``None``: no answer now)."""
+
+    async def ask() -> bool | None:
+        try:
+            return bool(await handle.query(STREAMING_QUERY, rpc_timeout=timedelta(seconds=5)))
+        except (RPCError, WorkflowQueryFailedError):
+            return None  # asked again later
+
+    return ask
+
+
+def _progress_of(payload: dict[str, Any]) -> ProgressSender | None:
+    """Where the tool's progress reports go: to its workflow, by signal (``_progress``), when
+    the workflow numbered the call for them (one from before this did not)."""
+    number = payload.get("progress")
+    info = activity.info()
+    if not isinstance(number, int) or info.workflow_id is None:
+        return None
+    handle = activity.client().get_workflow_handle(info.workflow_id)
+
+    async def send(batch: dict[str, Any]) -> None:
+        try:
+            await handle.signal(PROGRESS_SIGNAL, batch)
+        except RPCError:
+            pass  # a progress bar: these reports are lost, the tool's call is not
+
+    return ProgressSender(
+        number,
+        info.workflow_run_id or "",
+        send,
+        streaming=bool(payload.get("stream")),
+        ask=_asker(handle),
+    )
+
+
 def _sender(
     handle: WorkflowHandle[Any, Any], payload: dict[str, Any], request: ModelRequest, every: float
 ) -> Batches:
@@ -262,12 +307,7 @@ def _sender(
     async def send(batch: dict[str, Any]) -> None:
         await handle.signal(DELTAS_SIGNAL, batch)
 
-    async def ask() -> bool | None:
-        try:
-            return bool(await handle.query(STREAMING_QUERY, rpc_timeout=timedelta(seconds=5)))
-        except (RPCError, WorkflowQueryFailedError):
-            return None  # asked again later
-
+    ask = _asker(handle)
     react = request.tool_mode == "react"  # its text carries its tool calls: always sent
     return Batches(
         payload["call"],

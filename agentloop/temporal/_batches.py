@@ -9,7 +9,10 @@ goes by signal:
   cannot move to a new run (continue-as-new), so its batches slow down past the first
   ``FAST_BATCHES``: each waits ``BATCH_GROWTH`` times longer than the one before, up to
   ``MAX_BATCH_SECONDS``. One streamed call takes some 1,000 signals in 10 minutes and 1,400
-  in an hour (under 6,000 history events), not 12,000 and 72,000;
+  in an hour, not 12,000 and 72,000; and never more than ``MAX_CALL_SIGNALS`` (seals and
+  flushes of ``MAX_HELD`` included), however long it streams: past them the rest of the call
+  goes with its result, merged (as while no caller streams), so one call adds at most some
+  6,000 history events (a signal and a workflow task's 3 events each);
 - the rest with the activity's result, when the reply ends. With no caller streaming that is
   every text and thought delta, merged: a caller that attaches during the call gets its text
   at once when it ends, and live deltas from the next call on.
@@ -36,6 +39,9 @@ BATCH_SECONDS = 0.05  # text and thoughts gathered into one signal while a calle
 FAST_BATCHES = 200  # a call's first batches (10 s of streaming) come every BATCH_SECONDS,
 BATCH_GROWTH = 1.005  # then each waits this much longer than the one before (18 s at 1 h),
 MAX_BATCH_SECONDS = 60.0  # up to this (past some 3 h of one call: 60 signals an hour)
+# A call's signals at most (about 1 h 20 min of the schedule above): then the rest is held for
+# the result, and a caller gets it when the call ends (one signal per ~1 MiB of it beyond).
+MAX_CALL_SIGNALS = 1_500
 RECHECK_SECONDS = 1.0  # an activity asks again this often whether a caller streams now
 # After the reply's ``FinishDelta`` the stream closes within a moment: a due batch waits this
 # long for the result to carry it rather than cost a signal of its own.
@@ -94,9 +100,16 @@ class Batches:
         self._every = BATCH_SECONDS  # between two batches while a caller streams
         self.sent = 0
 
+    @property
+    def spent(self) -> bool:
+        """Whether the call has sent its ``MAX_CALL_SIGNALS``: the rest waits for the end."""
+        return self.sent >= MAX_CALL_SIGNALS
+
     def add(self, delta: ModelDelta) -> None:
         self._pending.append(delta)
         self._held += 32 + _chars(delta)
+        if self.sent >= MAX_CALL_SIGNALS:
+            return  # held for the result (``rest``)
         self._sealed = self._sealed or isinstance(delta, ToolCallEnd)
         self._finishing = self._finishing or isinstance(delta, FinishDelta)
         if self._sealed or self._finishing or self._held > MAX_HELD:  # a slow tick too
@@ -147,6 +160,8 @@ class Batches:
             self._beat()
 
     async def _due(self) -> bool:
+        if self.spent:
+            return False
         if not (self._sealed or self.streaming or self._held > MAX_HELD):
             return False
         if self._finishing:
@@ -168,7 +183,7 @@ class Batches:
         and at most every ``RECHECK_SECONDS``; while streaming, every ``RECHECK_SECONDS`` (a
         caller gone, its lease lapsed: the rest of the call is quiet). Concurrent with the
         sending: a slow answer delays no seal."""
-        while True:
+        while not self.spent:  # then nothing more is sent before the end: no need to know
             if self.streaming:
                 await anyio.sleep(RECHECK_SECONDS)
             elif not self._pending:
@@ -201,7 +216,8 @@ class Batches:
     def _take(self) -> list[tuple[list[Any], int]]:
         """The pending deltas, encoded and with their sizes: merged while quiet, and a piece
         too large for one signal cut into pieces the workflow joins again."""
-        pending = self._pending if self.streaming else _merged(self._pending)
+        quiet = not self.streaming or self.spent
+        pending = _merged(self._pending) if quiet else self._pending
         self._pending = []
         self._held = 0
         self._sealed = self._finishing = False

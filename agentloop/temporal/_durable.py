@@ -27,7 +27,7 @@ from .._steps import RunResult
 from .._time import new_id
 from .._waiting import DecisionError
 from ..goals import GoalToolSet
-from . import _codec, _payloads
+from . import _closed, _codec, _payloads
 from ._options import ActivityOptions
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ WORKFLOW_NAME = "agentloop.AgentRun"
 EVENTS_UPDATE = "agentloop.events"
 EVENTS_QUERY = "agentloop.peek"
 DELTAS_SIGNAL = "agentloop.deltas"
+PROGRESS_SIGNAL = "agentloop.progress"  # a tool activity's progress reports
 ACK_SIGNAL = "agentloop.ack"
 DECIDE_UPDATE = "agentloop.decide"
 WAITING_QUERY = "agentloop.waiting"
@@ -392,6 +393,10 @@ class DurableRun(Generic[OutputT]):
         self._announced = False
         self._rearm = False
         self._reader = _payloads.BlobReader(CALLER_CACHE_CHARS)
+        # What the caller learnt of the chain (a run that continued as new): each run's base
+        # and the run before it, by base (the events up to it are in that run or before). A
+        # caller behind goes straight to the run that has its events, not hop by hop again.
+        self._before: dict[int, str] = {}
 
     def __aiter__(self) -> Self:
         return self
@@ -430,6 +435,10 @@ class DurableRun(Generic[OutputT]):
         # By query, also once the run closed (a worker replays it): a caller slower than the
         # one whose ack ended the linger still reads every event, not just the terminal one.
         self._reading = self._handle
+        earlier = self._earlier_run(self.last_seq)
+        if earlier is not None:  # before the latest run's events: from the run that has them
+            await self._read_earlier(earlier)
+            return
         reply = await self._peek()
         if reply is None:  # no worker answered now (as after a crash): long-poll for one
             try:
@@ -448,11 +457,24 @@ class DurableRun(Generic[OutputT]):
                 await self._end_from_outcome()
                 return
             reply = await self._earlier(polled)
+        await self._take(reply)
+
+    async def _read_earlier(self, run_id: str) -> None:
+        reply = await self._earlier({"events": [], "end": False, "previous": run_id})
+        await self._take(reply)
+
+    async def _take(self, reply: dict[str, Any]) -> None:
         if reply["end"] and not reply["events"]:  # it ended with no terminal event (cancelled)
             await self._end_from_outcome()
             return
         self._empty_polls = 0 if reply["events"] else self._empty_polls + 1
         self._batch = deque([await self._event(e) for e in reply["events"]])
+
+    def _earlier_run(self, seq: int) -> str | None:
+        """The earlier run of the chain known to hold the events after ``seq`` (or to lead
+        to it), if any: the one before the run of the least base above ``seq``."""
+        bases = [b for b in self._before if b > seq]
+        return self._before[min(bases)] if bases else None
 
     async def _event(self, data: str) -> ev.Event:
         """An event as the workflow keeps it, its large strings read back (``_payloads``)."""
@@ -460,8 +482,18 @@ class DurableRun(Generic[OutputT]):
         return ev.event_from_json(whole, output_type=self._durable.agent.output_type)
 
     async def _blob(self, wants: list[list[Any]]) -> list[dict[str, Any]]:
-        reply: list[dict[str, Any]] = await self._reading.query(
-            _payloads.BLOB_QUERY, wants, result_type=list
+        reading = self._reading
+
+        async def send() -> list[dict[str, Any]]:
+            found: list[dict[str, Any]] = await reading.query(
+                _payloads.BLOB_QUERY, wants, result_type=list
+            )
+            return found
+
+        if reading.run_id is None or self._client is None:  # the latest run: maybe open
+            return await send()
+        reply: list[dict[str, Any]] = await _closed.reads_of(self._client).ask(
+            self.run_id, reading.run_id, _payloads.BLOB_QUERY, wants, send
         )
         return reply
 
@@ -488,7 +520,8 @@ class DurableRun(Generic[OutputT]):
     async def _earlier(self, reply: dict[str, Any]) -> dict[str, Any]:
         """The reply, or, when it says the events the caller wants are before its run's (the
         run continued as new), the reply of the earlier run of the chain that has them: read
-        by its run id (a worker replays it), its references read from it too."""
+        by its run id (a worker replays it; the process asks each question of a closed run
+        once: ``_closed``), its references read from it too."""
         from temporalio.client import WorkflowQueryFailedError
 
         for _ in range(PREVIOUS_HOPS):
@@ -497,12 +530,24 @@ class DurableRun(Generic[OutputT]):
                 return reply
             if self._client is None:
                 raise DurableRunFailed("a run that continued as new is read with its client")
+            base = reply.get("base")
+            if isinstance(base, int) and not isinstance(base, bool):
+                self._before[base] = str(previous)
             handle: WorkflowHandle[Any, str] = self._client.get_workflow_handle(
                 self.run_id, run_id=str(previous), result_type=str
             )
+            reads = _closed.reads_of(self._client)
+            after = self.last_seq
+
+            async def send(
+                handle: WorkflowHandle[Any, str] = handle, after: int = after
+            ) -> dict[str, Any]:
+                found: dict[str, Any] = await handle.query(EVENTS_QUERY, after, result_type=dict)
+                return found
+
             for attempt in range(CLOSED_READS):  # replayed to answer: a busy worker is slow
                 try:
-                    reply = await handle.query(EVENTS_QUERY, self.last_seq, result_type=dict)
+                    reply = await reads.ask(self.run_id, str(previous), EVENTS_QUERY, after, send)
                     break
                 except (RPCError, WorkflowQueryFailedError) as exc:
                     if attempt + 1 == CLOSED_READS:

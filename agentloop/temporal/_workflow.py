@@ -53,7 +53,7 @@ from .._time import use_entropy
 from .._waiting import DecisionError, check_decisions, decode_state
 from ..models._base import Model
 from ..models._types import ModelDelta, ModelProfile, ModelRequest, ModelStream, Usage
-from . import _carry, _codec, _payloads
+from . import _carry, _codec, _payloads, _progress
 from ._durable import (
     ACK_SIGNAL,
     CARRIED_ACTIVITY,
@@ -67,6 +67,7 @@ from ._durable import (
     MAX_START_BYTES,
     MODEL_ACTIVITY,
     NOT_WAITING,
+    PROGRESS_SIGNAL,
     STREAMING_QUERY,
     TOOL_ACTIVITY,
     WAITING_QUERY,
@@ -173,6 +174,25 @@ class _Call:
                 return
             self.wake = anyio.Event()
             await self.wake.wait()
+
+
+class _Running:
+    """One tool activity in flight: the progress reports its signals brought, not yet
+    streamed (the latest ``_progress.MAX_REPORTS``)."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.reports: list[_progress.Report] = []
+        self.wake = anyio.Event()
+
+    def add(self, reports: list[_progress.Report]) -> None:
+        self.reports.extend(reports)
+        del self.reports[: -_progress.MAX_REPORTS]
+        self.wake.set()
+
+    def take(self) -> list[_progress.Report]:
+        reports, self.reports = self.reports, []
+        return reports
 
 
 def _batches_of(handle: workflow.ActivityHandle[Any]) -> int:
@@ -300,10 +320,14 @@ class _ToolEffects:
             timeout = activity.timeout if activity is not None else None
         state = run.state
         encoded = _codec.encode_action(action)
-        payload = self._host.blobs.fit(
+        host = self._host
+        running = host.open_tool()
+        payload = host.blobs.fit(
             {
                 "agent": self._durable.name,
                 "path": self._path,
+                "progress": running.number,  # its reports' signals say which call they are of
+                "stream": host.streamed,  # else they go only once a caller streams
                 "action": encoded,
                 "step": call.step,
                 "ordinal": call.ordinal,  # for the idempotency key
@@ -324,6 +348,7 @@ class _ToolEffects:
             }
         )
         if payload is None:  # refused before anything is recorded: the model is told why
+            host.close_tool(running.number)
             return error_result(action, "tool_error", _payloads.too_large("the call's input"))
         handle = workflow.start_activity(
             TOOL_ACTIVITY,
@@ -331,11 +356,29 @@ class _ToolEffects:
             result_type=dict,
             **found.schedule(timeout + 30.0 if timeout is not None else 300.0),
         )
-        done = anyio.Event()
-        handle.add_done_callback(lambda _: done.set())
+        handle.add_done_callback(lambda _: running.wake.set())
+        core = run_of(run)
         try:
-            await done.wait()
+            while True:
+                # Its reports as events, between the action's start and its finish (a signal's
+                # handler runs before the activity's result is taken, in the same activation).
+                for progress, total, message in running.take():
+                    if core.emitting:
+                        await core.emit(
+                            ev.ActionProgress,
+                            attempt=action.attempt,
+                            tag=action.tag,
+                            name=action.name,
+                            progress=progress,
+                            total=total,
+                            message=message,
+                        )
+                if handle.done():
+                    break
+                running.wake = anyio.Event()
+                await running.wake.wait()
         finally:
+            host.close_tool(running.number)
             if not handle.done():
                 handle.cancel()  # the run was cancelled: so is the tool's activity
         try:
@@ -375,6 +418,8 @@ class AgentRunWorkflow:
         self._lease = 30.0
         self._calls: dict[int, _Call] = {}
         self._call_count = 0
+        self._tools: dict[int, _Running] = {}  # the tool activities in flight, by number
+        self._tool_count = 0
         # While the run waits on decisions: the step it waits in, and its RunWaiting event.
         self._waiting_step: Step | None = None
         self._waiting_event: str | None = None
@@ -420,6 +465,14 @@ class AgentRunWorkflow:
     def close_call(self, number: int) -> None:
         self._calls.pop(number, None)
 
+    def open_tool(self) -> _Running:
+        self._tool_count += 1
+        running = self._tools[self._tool_count] = _Running(self._tool_count)
+        return running
+
+    def close_tool(self, number: int) -> None:
+        self._tools.pop(number, None)
+
     def sub_agent(
         self, durable: TemporalAgent[Any], facts: AgentFacts, path: str
     ) -> tuple[RunnableAgent, Effects]:
@@ -459,6 +512,19 @@ class AgentRunWorkflow:
         call = self._calls.get(number)
         if call is not None:
             call.add(index, decoded)
+
+    @workflow.signal(name=PROGRESS_SIGNAL)
+    def progress(self, batch: Any) -> None:
+        """A tool activity's progress reports (those of a call no longer running, or of
+        another run of the chain, are dropped; a malformed batch too, with a warning)."""
+        try:
+            run_id, number, reports = _progress.decode(batch)
+        except (KeyError, TypeError, ValueError) as exc:
+            workflow.logger.warning("dropped a malformed %s signal: %s", PROGRESS_SIGNAL, exc)
+            return
+        running = self._tools.get(number)
+        if running is not None and run_id == workflow.info().run_id:
+            running.add(reports)
 
     @workflow.signal(name=ACK_SIGNAL)
     def ack(self, seq: int) -> None:
