@@ -308,6 +308,7 @@ class SessionScope:
         """Commit the reply of step ``index`` before its actions with side effects run: after a
         crash, resume runs them from this reply, with the same idempotency keys."""
         from .sessions import ReplyRecord
+        from .sessions._records import step_record
 
         reply = Step(
             index=index,
@@ -316,26 +317,28 @@ class SessionScope:
             finish_reason=response.finish_reason,
             usage=response.usage,
         )
-        await self._commit([ReplyRecord(run_id=self.run_id, index=index, step=step_to_json(reply))])
+        record = step_record(ReplyRecord, self.run_id, index, step_to_json(reply))
+        await self._commit([record])
 
     async def commit_waiting(self, step: Step) -> None:
         """Commit the step in flight of a run that waits on decisions: its reply, the results
         of its actions that ran and its pending calls. The run stays unfinished in the
         history; ``Agent.resume`` with the decisions continues it from this step."""
         from .sessions import ReplyRecord
+        from .sessions._records import step_record
 
-        record = ReplyRecord(run_id=self.run_id, index=step.index, step=step_to_json(step))
+        record = step_record(ReplyRecord, self.run_id, step.index, step_to_json(step))
         await self._commit([record])
 
     async def commit_step(self, step: Step | None, done: RunResult | None = None) -> None:
         """Commit a completed step, and the end of the run (``done``) with its last step."""
         from .sessions import StepRecord
+        from .sessions._records import step_record
 
         records: list[Record] = []
         if step is not None:
-            records.append(
-                StepRecord(run_id=self.run_id, index=step.index, step=step_to_json(step))
-            )
+            step_json = step_to_json(step)
+            records.append(step_record(StepRecord, self.run_id, step.index, step_json))
         if done is not None:
             records.append(end_record(self.run_id, "finished", result=done))
         await self._commit(records)

@@ -14,6 +14,7 @@ from agentloop import Agent, Memory, ModelRequest, SessionBusy, ToolContext, too
 from agentloop.models import ToolResultPart
 from agentloop.sessions import (
     InMemoryStore,
+    ReplyRecord,
     RunEndRecord,
     RunRecord,
     SessionStore,
@@ -243,3 +244,47 @@ async def test_a_long_run_keeps_its_lease_alive(fake_time: bool) -> None:
             await Agent(ScriptedModel(["x"]), store=store).run("steal", session="lease")
     session = await store.get("lease")
     assert session is not None and session.history[-1].type == "run_end"
+
+
+class _Counting:
+    """A model's validator that counts its calls (and validates as before)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls = 0
+
+    def validate_python(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.inner.validate_python(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_run_does_not_validate_again_the_records_it_serialised(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step record holds the step's JSON as the runtime dumped it: checking it again, value by
+    value, cost more than the rest of the commit. What the store gives back is the same."""
+    counted = {}
+    for cls in (StepRecord, ReplyRecord):
+        counted[cls] = _Counting(cls.__pydantic_validator__)
+        monkeypatch.setattr(cls, "__pydantic_validator__", counted[cls])
+    result = await Agent(FunctionModel(lambda request: "hi")).run(
+        "hello", session="s1", store=store
+    )
+    assert {cls.__name__: c.calls for cls, c in counted.items()} == {
+        "StepRecord": 0,
+        "ReplyRecord": 0,
+    }
+    monkeypatch.undo()
+    session = await store.get("s1")
+    _run, step, end = session.history
+    assert isinstance(step, StepRecord) and isinstance(end, RunEndRecord)
+    assert step == StepRecord(**step.model_dump())
+    assert end == RunEndRecord(**end.model_dump())
+    assert (step.run_id, step.index, end.status, end.output) == (result.run_id, 0, "finished", "hi")
+    assert (
+        step.model_dump_json()
+        == StepRecord.model_validate_json(step.model_dump_json()).model_dump_json()
+    )
