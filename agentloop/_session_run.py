@@ -447,15 +447,16 @@ class SessionScope:
             )
             return
         within = self.release_timeout if status == "cancelled" else self.end_timeout
+        parts: dict[str, Any] = {
+            "expected_version": self.version,
+            "records": records,
+            "set_state": changed,
+            "delete_state": deleted,
+        }
         outcome = await self._finish(
             within,
-            lambda left: self._finish_once(
-                left,
-                expected_version=self.version,
-                records=records,
-                set_state=changed,
-                delete_state=deleted,
-            ),
+            lambda left: self._finish_once(left, **parts),
+            at_once=functools.partial(self._finish_at_once, **parts),
         )
         if isinstance(outcome, int):
             self.version = outcome
@@ -482,7 +483,13 @@ class SessionScope:
         bound, retry_for = self.release_timeout, None
         if wait_for_store:
             bound, retry_for = max(self.end_timeout, self.ttl), self.end_timeout
-        outcome = await self._finish(bound, self._finish_once, busy_ok=True, retry_for=retry_for)
+        outcome = await self._finish(
+            bound,
+            self._finish_once,
+            busy_ok=True,
+            retry_for=retry_for,
+            at_once=self._finish_at_once,
+        )
         if isinstance(outcome, str):
             _not_released(self.session_id, self.ttl, outcome)
 
@@ -515,6 +522,27 @@ class SessionScope:
             delete_state=delete_state,
             retry_first=self.retry_first,
             retry_max=self.retry_max,
+        )
+
+    def _finish_at_once(
+        self,
+        *,
+        expected_version: int | None = None,
+        records: Sequence[Record] = (),
+        set_state: Any = None,
+        delete_state: Iterable[str] = (),
+    ) -> tuple[bool, int | None]:
+        """``_finish_once`` without awaiting, on a store that writes it at once
+        (``BaseStore.finish_at_once``); ``(False, None)`` where it cannot."""
+        store = self._base_store()
+        if store is None:
+            return False, None
+        return store.finish_at_once(
+            self.lease,
+            expected_version=expected_version,
+            records=records,
+            set_state=set_state,
+            delete_state=delete_state,
         )
 
     async def _finish_once(
@@ -558,15 +586,28 @@ class SessionScope:
         *,
         busy_ok: bool = False,
         retry_for: float | None = None,
+        at_once: Callable[[], tuple[bool, int | None]] | None = None,
     ) -> int | str | None:
         """``attempt(seconds left)`` until it succeeds, shielded, within ``within`` seconds,
         retrying transient errors for ``retry_for`` of them (default: all): its answer, or why it
         failed (a message). A slow store may take the whole bound; a failing one is given up on
-        sooner. The lease counts
+        sooner. ``at_once``, when given, is tried first: a store that writes the finish without
+        awaiting (in memory) needs no shield nor bound around it. The lease counts
         as released either way: what is left of it expires by itself. A batching store counts
         the bound in its own time (``BaseStore.finish_run``), so a busy event loop does not
         make it give up."""
         self.released = True
+        if at_once is not None:  # a store that writes it at once: no shield nor bound needed
+            try:
+                written, version = at_once()
+            except SessionBusy:
+                return None if busy_ok else "the lease was lost (taken over)"
+            except Exception as exc:
+                if not self.transient(exc):
+                    return f"{type(exc).__name__}: {exc}"
+                written, version = False, None  # tried again below, within the bound
+            if written:
+                return version
         failure = f"the store did not answer within {within:g}s"
         delay = self.retry_first
         deadline = anyio.current_time() + within

@@ -288,3 +288,44 @@ async def test_a_run_does_not_validate_again_the_records_it_serialised(
         step.model_dump_json()
         == StepRecord.model_validate_json(step.model_dump_json()).model_dump_json()
     )
+
+
+async def test_a_run_ends_on_an_in_memory_store_without_a_cancel_scope(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An in-memory store writes a lone finish at once, so a run's release and failed end need
+    no shield nor bound around it (two cancel scopes and a timer per run). What is written is the
+    same: the lease is free, a failed end recorded."""
+    from agentloop._session_run import Memory as RunMemory
+    from agentloop._session_run import SessionScope, SessionSpec
+
+    store = InMemoryStore()
+    scopes = 0
+    real = anyio.CancelScope
+
+    def counting(*args: Any, **kwargs: Any) -> anyio.CancelScope:
+        nonlocal scopes
+        scopes += 1
+        return real(*args, **kwargs)
+
+    async with store:
+        for session, ending in (("s1", "release"), ("s2", "failed")):
+            spec = SessionSpec(store=store, session_id=session)
+            scope = await SessionScope.open(
+                spec, owner=f"run-{session}", ttl=30, memory=RunMemory(), parse_output=str
+            )
+            await scope.start(agent="a", branch="main", user_input="hello")
+            monkeypatch.setattr(anyio, "CancelScope", counting)
+            monkeypatch.setattr(anyio, "move_on_after", lambda *a, **k: counting())
+            if ending == "failed":
+                await scope.end("failed", error=RuntimeError("boom"))
+            await scope.release(wait_for_store=True)
+            monkeypatch.undo()
+            assert scopes == 0, ending
+            lease = await store.acquire_lease(session, owner="next", ttl=30)
+            assert lease.owner == "next"
+        found = await store.get("s2")
+        assert found is not None
+        end = found.history[-1]
+        assert isinstance(end, RunEndRecord)
+        assert (end.status, end.error, end.error_kind) == ("failed", "boom", "RuntimeError")

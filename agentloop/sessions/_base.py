@@ -743,6 +743,41 @@ class BaseStore(ABC):
                 self._finishing.remove(item)  # gave up before its turn: nothing was written
         return self._finished(item)
 
+    def finish_at_once(
+        self,
+        lease: Lease,
+        *,
+        expected_version: int | None = None,
+        records: Sequence[Record] = (),
+        set_state: Mapping[str, JSON] | None = None,
+        delete_state: Iterable[str] = (),
+    ) -> tuple[bool, int | None]:
+        """``finish_run`` without awaiting, when this back end writes a lone finish at once (one
+        in memory) and no batch is on its way: ``(True, version)``, raising what the finish
+        raised; ``(False, None)``, nothing done, when it cannot (then ``finish_run``). A caller
+        so needs no shield nor bound around a write that cannot wait.
+
+        Args:
+            lease: The run's lease, released.
+            expected_version: The version to commit at (``None``: release only).
+            records: The run's last records (its end record).
+            set_state: State keys to set.
+            delete_state: State keys to delete.
+        """
+        if not self._finishes_now() or self._finish_round is not None or self._finishing:
+            return False, None
+        if self._closed or not self._opened:
+            return False, None  # finish_run says so, or opens the store first
+        encoded, delta = _finish_parts(lease, expected_version, records, set_state, delete_state)
+        item = Finish(lease=lease, expected_version=expected_version, records=encoded, delta=delta)
+        if not self._finish_now(item):
+            return False, None
+        return True, self._finished(item)
+
+    def _finishes_now(self) -> bool:
+        """Whether ``_finish_now`` writes a lone finish (checked before encoding it)."""
+        return False
+
     def _finish_now(self, item: Finish) -> bool:
         """Write a lone finish at once, without awaiting, if this back end can (one in memory,
         where a batch saves nothing and gathering one costs event-loop rounds and a task):

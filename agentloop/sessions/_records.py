@@ -217,10 +217,10 @@ def step_record(
         index: The step's number in its run.
         step: The step's JSON (``step_to_json``).
     """
-    record = cls.__new__(cls)
+    record: Any = object.__new__(cls)
     kind = "step" if cls is StepRecord else "reply"
-    data = {"seq": 0, "at": unix_time(), "type": kind, "run_id": run_id, "index": index}
-    data["step"] = step
+    data: dict[str, Any] = {"seq": 0, "at": unix_time(), "type": kind, "run_id": run_id}
+    data["index"], data["step"] = index, step
     _set(record, "__dict__", data)
     _set(record, "__pydantic_fields_set__", {"run_id", "index", "step"})
     _set(record, "__pydantic_extra__", None)
