@@ -329,3 +329,48 @@ async def test_a_run_ends_on_an_in_memory_store_without_a_cancel_scope(
         end = found.history[-1]
         assert isinstance(end, RunEndRecord)
         assert (end.status, end.error, end.error_kind) == ("failed", "boom", "RuntimeError")
+
+
+async def test_an_open_stores_operations_await_no_helper() -> None:
+    """Each operation of a served run (create, lease, get, commit, finish) on an open store with
+    nothing handed over runs its back end's step straight away: no coroutine to check the
+    store is open, none to wait for a handed-over finish, no context manager to count
+    conflicts. Conflicts are still counted."""
+    import sys
+
+    from agentloop import SessionConflict
+
+    store = InMemoryStore()
+    entered: list[str] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if (
+            event == "call"
+            and code.co_filename.endswith("_base.py")
+            and code.co_name
+            in (
+                "_ready",
+                "_after_handed",
+                "_counting",
+                "__enter__",
+                "__exit__",
+            )
+        ):
+            entered.append(code.co_name)
+
+    async with store:
+        record = RunRecord(run_id="r", agent="a", branch="main", input="hi")
+        sys.setprofile(watch)
+        try:
+            await store.create("s")
+            lease = await store.acquire_lease("s", owner="o", ttl=30)
+            await store.get("s", history_limit=21)
+            version = await store.commit("s", expected_version=0, records=[record], lease=lease)
+            await store.finish_run(lease, expected_version=version, within=2.0)
+        finally:
+            sys.setprofile(None)
+        assert entered == []
+        with pytest.raises(SessionConflict):
+            await store.create("s")
+        assert store.stats.conflicts == 1
