@@ -4,6 +4,9 @@ The run record is committed before the first model call, each completed step rig
 (the step and the state keys it changed, nothing else), and the end of the run with its last
 step. A crash loses at most the step in flight, which a resumed run does again: actions run
 at least once, and ``ToolContext.idempotency_key`` lets tools with side effects act once.
+
+The store's modules are imported where used (``import agentloop`` loads no pydantic), by
+their absolute names: a relative import resolves its package with a Python call each time.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ far below SQLite's and PostgreSQL's 1 GB per value."""
 
 def check_stored_input(parts: Sequence[InputPart] | None) -> None:
     """Refuse, before the session is touched, an input too large to keep in its run record."""
+    if not parts:
+        return
     from .models._types import FilePart, ImagePart
 
     size = 0
@@ -286,7 +291,7 @@ class SessionScope:
         input_parts: tuple[InputPart, ...] | None = None,
     ) -> None:
         """Record the run, before its first model call (a resumed run is recorded already)."""
-        from .sessions import RunEndRecord, RunRecord
+        from agentloop.sessions._records import RunEndRecord, RunRecord
 
         record = RunRecord(
             run_id=self.run_id,
@@ -307,8 +312,7 @@ class SessionScope:
     async def commit_reply(self, index: int, response: ModelResponse) -> None:
         """Commit the reply of step ``index`` before its actions with side effects run: after a
         crash, resume runs them from this reply, with the same idempotency keys."""
-        from .sessions import ReplyRecord
-        from .sessions._records import step_record
+        from agentloop.sessions._records import ReplyRecord, step_record
 
         reply = Step(
             index=index,
@@ -324,16 +328,14 @@ class SessionScope:
         """Commit the step in flight of a run that waits on decisions: its reply, the results
         of its actions that ran and its pending calls. The run stays unfinished in the
         history; ``Agent.resume`` with the decisions continues it from this step."""
-        from .sessions import ReplyRecord
-        from .sessions._records import step_record
+        from agentloop.sessions._records import ReplyRecord, step_record
 
         record = step_record(ReplyRecord, self.run_id, step.index, step_to_json(step))
         await self._commit([record])
 
     async def commit_step(self, step: Step | None, done: RunResult | None = None) -> None:
         """Commit a completed step, and the end of the run (``done``) with its last step."""
-        from .sessions import StepRecord
-        from .sessions._records import step_record
+        from agentloop.sessions._records import StepRecord, step_record
 
         records: list[Record] = []
         if step is not None:
@@ -360,7 +362,7 @@ class SessionScope:
         """Whether a store error may pass if tried again: not a lost lease, a missing session,
         a moved version, a misuse or a batch given up on (a database busy past its timeout is
         transient)."""
-        from .sessions._base import retryable
+        from agentloop.sessions._base import retryable
 
         return retryable(exc)
 
@@ -495,7 +497,7 @@ class SessionScope:
 
     def _base_store(self) -> BaseStore | None:
         """The store, if it is one of ours: it batches finishes and takes them handed over."""
-        from .sessions._base import BaseStore
+        from agentloop.sessions._base import BaseStore
 
         return self.store if isinstance(self.store, BaseStore) else None
 
@@ -554,7 +556,7 @@ class SessionScope:
         set_state: Any = None,
         delete_state: Iterable[str] = (),
     ) -> int | None:
-        from .sessions._base import BaseStore
+        from agentloop.sessions._base import BaseStore
 
         store = self.store
         if isinstance(store, BaseStore):
@@ -673,7 +675,7 @@ def _release_reported(session_id: str, ttl: float, outcome: int | Exception | No
 def load(session: Session, *, memory: Memory, resume: bool, run_key: str | None = None) -> Loaded:
     """State, memory and, when resuming (or a ``run_key`` names an unfinished run), the
     unfinished run; or the finished run a ``run_key`` names."""
-    from .sessions import ReplyRecord, RunEndRecord, RunRecord, StepRecord
+    from agentloop.sessions._records import ReplyRecord, RunEndRecord, RunRecord, StepRecord
 
     runs: dict[str, RunRecord] = {}
     ends: dict[str, RunEndRecord] = {}
@@ -726,7 +728,7 @@ def load(session: Session, *, memory: Memory, resume: bool, run_key: str | None 
 def unfinished_runs(session: Session) -> list[RunRecord]:
     """The session's root runs that never recorded a finished (or abandoned) end, oldest
     first."""
-    from .sessions import RunEndRecord, RunRecord
+    from agentloop.sessions._records import RunEndRecord, RunRecord
 
     finished = {
         r.run_id
@@ -795,7 +797,7 @@ def end_record(
     result: RunResult | None = None,
     error: BaseException | None = None,
 ) -> Record:
-    from .sessions import RunEndRecord
+    from agentloop.sessions._records import RunEndRecord
 
     output: Any = None
     usage: dict[str, int] = {}

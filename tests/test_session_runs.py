@@ -374,3 +374,29 @@ async def test_an_open_stores_operations_await_no_helper() -> None:
         with pytest.raises(SessionConflict):
             await store.create("s")
         assert store.stats.conflicts == 1
+
+
+async def test_a_session_run_resolves_no_relative_import_as_it_goes(store: Any) -> None:
+    """The session's records are imported in the functions that use them (``import agentloop``
+    loads no pydantic); a relative import there resolves its package with a Python call each
+    time (importlib's ``parent``, and ``_handle_fromlist`` for a package), so they name the
+    module absolutely."""
+    import sys
+
+    agent = Agent(FunctionModel(lambda request: "hi"))
+    await agent.run("warm", session="s0", store=store)
+    resolved: list[str] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if event == "call" and code.co_name in ("parent", "_handle_fromlist"):
+            caller = frame.f_back
+            if caller is not None and caller.f_code.co_filename.endswith("_session_run.py"):
+                resolved.append(caller.f_code.co_name)
+
+    sys.setprofile(watch)
+    try:
+        await agent.run("hello", session="s1", store=store)
+    finally:
+        sys.setprofile(None)
+    assert resolved == []
