@@ -42,6 +42,7 @@ class _Open(threading.local):
     def __init__(self) -> None:
         self.scopes: set[anyio.CancelScope] = set()
         self.timed: set[LogStream] = set()
+        self.bounds: dict[float, int] = {}  # how many of them have each shortest bound
         self.ticking = 0
 
 
@@ -233,6 +234,8 @@ class LogStream(Response):
         log, codec, first = self._log, self._codec, True
         self._phase = _WRITING
         _open.timed.add(self)
+        bound = self.shortest
+        _open.bounds[bound] = _open.bounds.get(bound, 0) + 1
         try:
             while True:
                 with anyio.CancelScope() as self._guard:
@@ -267,10 +270,15 @@ class LogStream(Response):
                 self._due = False
                 if self._phase == _WRITING:
                     raise TimeoutError(f"the client read nothing for {self._send_timeout} s")
+                self._guard, self._moves = None, self._moves + 1  # the ping's write: its own bound
                 await self._write(send, _body(_PING))  # quiet for a ping's interval
-                self._moves += 1
         finally:
             _open.timed.discard(self)
+            left = _open.bounds[bound] - 1
+            if left:
+                _open.bounds[bound] = left
+            else:
+                del _open.bounds[bound]
 
     def tick(self, now: float) -> None:
         """The ticker's look at the stream (``watch_exit``): its ping (waiting) or its send
@@ -350,10 +358,8 @@ async def watch_exit() -> None:
 def _interval() -> float:
     """The ticker's next sleep: ``_EXIT_POLL``, or a quarter of the shortest ping or send
     timeout of the streams it keeps the time of."""
-    shortest = _EXIT_POLL * 4
-    for stream in _open.timed:
-        shortest = min(shortest, stream.shortest)
-    return max(shortest / 4, 0.005)
+    shortest = min(_open.bounds, default=_EXIT_POLL * 4)
+    return max(min(shortest, _EXIT_POLL * 4) / 4, 0.005)
 
 
 def _chunks(batch: Iterator[tuple[Event, bool]], codec: Encoder) -> Iterator[bytes]:
