@@ -4,8 +4,10 @@ The log is any ``EventLog``: a ``RunLog`` in this process, or a durable run's on
 
 A ``RunLog`` is streamed by ``LogStream``, a response of its own: one task beside the stream
 (to hear the client leave) where sse-starlette's ``EventSourceResponse`` starts four, and the
-keep-alive ping is the stream's own wait for the log timing out. Other logs go through
-``EventSourceResponse``.
+keep-alive ping is the stream's own wait for the log timing out. In ``create_app``'s app, whose
+lifespan runs ``watch_exit``, that ticker keeps each stream's ping and send timeout instead (a
+stream moves no deadline per wake-up), each within a quarter of its interval. Other logs go
+through ``EventSourceResponse``.
 """
 
 from __future__ import annotations
@@ -83,9 +85,11 @@ def sse_response(
         log: The run's event log (``RunHub.log``, or a durable hub's).
         after: The seq the client last saw (``last_event_id(request)``).
         protocol: The wire protocol of the frames.
-        ping: Seconds between keep-alive comments.
+        ping: Seconds between keep-alive comments (in ``create_app``'s app, within a quarter
+            more).
         send_timeout: Seconds a frame may wait on a client that does not read before the
-            stream is dropped (the run never waits on it: it writes to the log).
+            stream is dropped (the run never waits on it: it writes to the log; in
+            ``create_app``'s app, within a quarter more).
         on_close: Called once when the stream ends, however it ends.
         headers: More headers for the response.
     """
@@ -184,11 +188,12 @@ class LogStream(Response):
     def _start(self) -> Any:
         return {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
 
-    async def _stream(self, send: Send) -> None:
+    async def _stream(self, send: Send, *, started: bool = False) -> None:
         """The log's frames as they come, under one cancel scope whose deadline is a write's
         timeout while writing and the ping's while waiting: a scope per write or wait cost
-        more than the writing. The last frames go with the response's end, in one message."""
-        log, codec, first = self._log, self._codec, True
+        more than the writing. The last frames go with the response's end, in one message.
+        ``started``: the response's start is sent already."""
+        log, codec, first = self._log, self._codec, not started
         while True:
             writing = True
             with anyio.CancelScope(deadline=anyio.current_time() + self._send_timeout) as guard:
@@ -263,8 +268,12 @@ class LogStream(Response):
                             self._done.sent = True
                             await send(_last(_ending(codec)))
                             return
+                        if not _open.ticking:  # the ticker stopped (its app's lifespan ended)
+                            break
                         self._phase, self._moves = _WAITING, self._moves + 1
                         await log.changed()
+                if not _open.ticking:
+                    break
                 if not self._due:  # cancelled from outside: the client left, or a shutdown
                     return
                 self._due = False
@@ -279,6 +288,8 @@ class LogStream(Response):
                 _open.bounds[bound] = left
             else:
                 del _open.bounds[bound]
+        self._guard = None
+        await self._stream(send, started=True)  # on its own deadlines from here
 
     def tick(self, now: float) -> None:
         """The ticker's look at the stream (``watch_exit``): its ping (waiting) or its send
@@ -293,6 +304,12 @@ class LogStream(Response):
         limit = self._ping if self._phase == _WAITING else self._send_timeout
         if now - self._since >= limit and not self._due and self._guard is not None:
             self._due = True
+            self._guard.cancel()
+
+    def untimed(self) -> None:
+        """The ticker stopped: the stream goes on keeping its own time (its deadlines), from
+        its wait for the log (a stream writing sees it before its next wait)."""
+        if self._guard is not None and self._phase == _WAITING:
             self._guard.cancel()
 
     @property
@@ -353,6 +370,9 @@ async def watch_exit() -> None:
                     stream.tick(now)
     finally:
         _open.ticking -= 1
+        if not _open.ticking:  # the streams it kept the time of keep their own from now on
+            for stream in list(_open.timed):
+                stream.untimed()
 
 
 def _interval() -> float:

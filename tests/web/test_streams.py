@@ -187,3 +187,42 @@ async def test_under_the_ticker_a_stream_moves_no_deadline_as_events_come() -> N
             rest = [line async for line in lines]
     assert moves == 0
     assert rest[-1] == "" and len(closed) == 1
+
+
+async def test_a_stream_whose_ticker_stops_keeps_its_own_time() -> None:
+    """A stream the ticker kept the time of goes on with its own deadlines once the ticker
+    stops (its app's lifespan ended, another app's stream in the same thread): still pinged."""
+    log, closed = _log(), list[float]()
+    tickers: list[anyio.CancelScope] = []
+
+    async def events(request: Request) -> Response:
+        return sse_response(log, on_close=lambda: closed.append(time.monotonic()), ping=0.2)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            tickers.append(tg.cancel_scope)
+            tg.start_soon(watch_exit)
+            yield
+            tg.cancel_scope.cancel()
+
+    app = Starlette(routes=[Route("/events", events)], lifespan=lifespan)
+    async with (
+        serving(app) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+        client.stream("GET", "/events") as response,
+    ):
+        lines = response.aiter_lines()
+        with anyio.fail_after(10):
+            assert (await anext(lines)) == "id: 0"
+            while (await anext(lines)) != ": ping":  # the ticker's
+                pass
+            tickers[0].cancel()
+            for _ in range(2):  # the stream's own
+                while (await anext(lines)) != ": ping":
+                    pass
+            log.append(_delta(1))
+            log.close()
+            rest = [line async for line in lines]
+    assert "id: 1" in rest and rest[-1] == ""
+    assert len(closed) == 1
