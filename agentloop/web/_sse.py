@@ -207,7 +207,7 @@ class LogStream(Response):
                             writing = True
                             guard.deadline = anyio.current_time() + self._send_timeout
                         self._position += len(batch)
-                        chunks = list(_chunks(((event, True) for event in batch), codec))
+                        chunks = _framed(batch, codec)
                         if log.done and not log.batch(self._position):  # the run's last events
                             tail = chunks.pop() if chunks else b""
                             for chunk in chunks:
@@ -253,7 +253,7 @@ class LogStream(Response):
                             if self._phase == _WAITING:
                                 self._phase, self._moves = _WRITING, self._moves + 1
                             self._position += len(batch)
-                            chunks = list(_chunks(((event, True) for event in batch), codec))
+                            chunks = _framed(batch, codec)
                             if log.done and not log.batch(self._position):  # the last events
                                 tail = chunks.pop() if chunks else b""
                                 for chunk in chunks:
@@ -380,6 +380,32 @@ def _interval() -> float:
     timeout of the streams it keeps the time of."""
     shortest = min(_open.bounds, default=_EXIT_POLL * 4)
     return max(min(shortest, _EXIT_POLL * 4) / 4, 0.005)
+
+
+def _framed(batch: Sequence[Event], codec: Encoder) -> list[bytes]:
+    """``_chunks`` of events all new to the reader (a ``LogStream``'s batch), as a list: made
+    without a generator and a pair per event."""
+    chunks: list[bytes] = []
+    parts: list[bytes] = []
+    size = 0
+    for event in batch:
+        messages = codec.encode_json(event)
+        if not messages:
+            continue
+        last = messages[-1]
+        if len(messages) > 1:
+            for message in messages[:-1]:
+                parts += (b"data: ", message, b"\n\n")
+                size += len(message)
+        parts += (b"id: %d\ndata: " % event.seq, last, b"\n\n")
+        size += len(last)
+        if size >= _CHUNK:
+            chunks.append(b"".join(parts))
+            parts = []
+            size = 0
+    if parts:
+        chunks.append(b"".join(parts))
+    return chunks
 
 
 def _chunks(batch: Iterator[tuple[Event, bool]], codec: Encoder) -> Iterator[bytes]:
