@@ -411,10 +411,15 @@ class AgUiEncoder:
                             message_id=ident, role="assistant", subagent_run_id=sub
                         )
                     )
+                text_id = p.open_text[key]
+                if sub is None:  # most messages of a run: built as the builder would, directly
+                    delta: dict[str, Any] = {"type": "TEXT_MESSAGE_CONTENT", "messageId": text_id}
+                    delta["delta"] = event.text
+                    return [*out, delta]
                 return [
                     *out,
                     c.TextMessageContentEvent(
-                        message_id=p.open_text[key], delta=event.text, subagent_run_id=sub
+                        message_id=text_id, delta=event.text, subagent_run_id=sub
                     ),
                 ]
             case ActionArgsDelta():
