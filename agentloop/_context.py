@@ -135,6 +135,8 @@ class StateView(Mapping[str, Any]):
 
     def take_changes(self) -> tuple[dict[str, Any], set[str]]:
         """The persistent keys set and deleted since the last call, and forget them."""
+        if not self._changes:  # most steps change nothing
+            return {}, set()
         with self._guard():
             persistent = [
                 (k, kept) for k, kept in self._changes.items() if not k.startswith(TEMP_PREFIX)

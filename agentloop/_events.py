@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from ._steps import ActionResult, PendingCall, RunErrorInfo, RunResult, Step
 from .models._types import DiscardReason, FinishReason, ProviderPart, Usage
@@ -43,7 +43,7 @@ class _Event:
 
     def to_json(self) -> str:
         """The event as JSON (``event_from_json`` reads it back)."""
-        return _adapter().dump_json(cast("Event", self)).decode()  # every event is one of Event
+        return _class_adapter(type(self)).dump_json(self).decode()
 
     @classmethod
     def from_json(cls, data: str | bytes, *, output_type: Any = None) -> Event:
@@ -445,6 +445,22 @@ def _adapter() -> TypeAdapter[Event]:
     from pydantic import Field, TypeAdapter  # built on first use: events are plain dataclasses
 
     return TypeAdapter(Annotated[Event, Field(discriminator="type")])
+
+
+_CLASS_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def _class_adapter(cls: type) -> TypeAdapter[Any]:
+    """One event class's own adapter: the same JSON as the union's (``_adapter``), without
+    pydantic-core's dispatch over the union's members, which cost nearly as much again as
+    writing the event. A class outside the union (a subclass) goes through the union."""
+    adapter = _CLASS_ADAPTERS.get(cls)
+    if adapter is None:
+        from pydantic import TypeAdapter
+
+        adapter = TypeAdapter(cls) if cls in EVENT_TYPES else _adapter()
+        _CLASS_ADAPTERS[cls] = adapter
+    return adapter
 
 
 def event_from_json(data: str | bytes, *, output_type: Any = None) -> Event:

@@ -4,6 +4,9 @@ The run record is committed before the first model call, each completed step rig
 (the step and the state keys it changed, nothing else), and the end of the run with its last
 step. A crash loses at most the step in flight, which a resumed run does again: actions run
 at least once, and ``ToolContext.idempotency_key`` lets tools with side effects act once.
+
+The store's modules are imported where used (``import agentloop`` loads no pydantic), by
+their absolute names: a relative import resolves its package with a Python call each time.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ far below SQLite's and PostgreSQL's 1 GB per value."""
 
 def check_stored_input(parts: Sequence[InputPart] | None) -> None:
     """Refuse, before the session is touched, an input too large to keep in its run record."""
+    if not parts:
+        return
     from .models._types import FilePart, ImagePart
 
     size = 0
@@ -286,7 +291,7 @@ class SessionScope:
         input_parts: tuple[InputPart, ...] | None = None,
     ) -> None:
         """Record the run, before its first model call (a resumed run is recorded already)."""
-        from .sessions import RunEndRecord, RunRecord
+        from agentloop.sessions._records import RunEndRecord, RunRecord
 
         record = RunRecord(
             run_id=self.run_id,
@@ -307,7 +312,7 @@ class SessionScope:
     async def commit_reply(self, index: int, response: ModelResponse) -> None:
         """Commit the reply of step ``index`` before its actions with side effects run: after a
         crash, resume runs them from this reply, with the same idempotency keys."""
-        from .sessions import ReplyRecord
+        from agentloop.sessions._records import ReplyRecord, step_record
 
         reply = Step(
             index=index,
@@ -316,26 +321,26 @@ class SessionScope:
             finish_reason=response.finish_reason,
             usage=response.usage,
         )
-        await self._commit([ReplyRecord(run_id=self.run_id, index=index, step=step_to_json(reply))])
+        record = step_record(ReplyRecord, self.run_id, index, step_to_json(reply))
+        await self._commit([record])
 
     async def commit_waiting(self, step: Step) -> None:
         """Commit the step in flight of a run that waits on decisions: its reply, the results
         of its actions that ran and its pending calls. The run stays unfinished in the
         history; ``Agent.resume`` with the decisions continues it from this step."""
-        from .sessions import ReplyRecord
+        from agentloop.sessions._records import ReplyRecord, step_record
 
-        record = ReplyRecord(run_id=self.run_id, index=step.index, step=step_to_json(step))
+        record = step_record(ReplyRecord, self.run_id, step.index, step_to_json(step))
         await self._commit([record])
 
     async def commit_step(self, step: Step | None, done: RunResult | None = None) -> None:
         """Commit a completed step, and the end of the run (``done``) with its last step."""
-        from .sessions import StepRecord
+        from agentloop.sessions._records import StepRecord, step_record
 
         records: list[Record] = []
         if step is not None:
-            records.append(
-                StepRecord(run_id=self.run_id, index=step.index, step=step_to_json(step))
-            )
+            step_json = step_to_json(step)
+            records.append(step_record(StepRecord, self.run_id, step.index, step_json))
         if done is not None:
             records.append(end_record(self.run_id, "finished", result=done))
         await self._commit(records)
@@ -357,7 +362,7 @@ class SessionScope:
         """Whether a store error may pass if tried again: not a lost lease, a missing session,
         a moved version, a misuse or a batch given up on (a database busy past its timeout is
         transient)."""
-        from .sessions._base import retryable
+        from agentloop.sessions._base import retryable
 
         return retryable(exc)
 
@@ -444,15 +449,16 @@ class SessionScope:
             )
             return
         within = self.release_timeout if status == "cancelled" else self.end_timeout
+        parts: dict[str, Any] = {
+            "expected_version": self.version,
+            "records": records,
+            "set_state": changed,
+            "delete_state": deleted,
+        }
         outcome = await self._finish(
             within,
-            lambda left: self._finish_once(
-                left,
-                expected_version=self.version,
-                records=records,
-                set_state=changed,
-                delete_state=deleted,
-            ),
+            lambda left: self._finish_once(left, **parts),
+            at_once=functools.partial(self._finish_at_once, **parts),
         )
         if isinstance(outcome, int):
             self.version = outcome
@@ -479,13 +485,19 @@ class SessionScope:
         bound, retry_for = self.release_timeout, None
         if wait_for_store:
             bound, retry_for = max(self.end_timeout, self.ttl), self.end_timeout
-        outcome = await self._finish(bound, self._finish_once, busy_ok=True, retry_for=retry_for)
+        outcome = await self._finish(
+            bound,
+            self._finish_once,
+            busy_ok=True,
+            retry_for=retry_for,
+            at_once=self._finish_at_once,
+        )
         if isinstance(outcome, str):
             _not_released(self.session_id, self.ttl, outcome)
 
     def _base_store(self) -> BaseStore | None:
         """The store, if it is one of ours: it batches finishes and takes them handed over."""
-        from .sessions._base import BaseStore
+        from agentloop.sessions._base import BaseStore
 
         return self.store if isinstance(self.store, BaseStore) else None
 
@@ -514,6 +526,27 @@ class SessionScope:
             retry_max=self.retry_max,
         )
 
+    def _finish_at_once(
+        self,
+        *,
+        expected_version: int | None = None,
+        records: Sequence[Record] = (),
+        set_state: Any = None,
+        delete_state: Iterable[str] = (),
+    ) -> tuple[bool, int | None]:
+        """``_finish_once`` without awaiting, on a store that writes it at once
+        (``BaseStore.finish_at_once``); ``(False, None)`` where it cannot."""
+        store = self._base_store()
+        if store is None:
+            return False, None
+        return store.finish_at_once(
+            self.lease,
+            expected_version=expected_version,
+            records=records,
+            set_state=set_state,
+            delete_state=delete_state,
+        )
+
     async def _finish_once(
         self,
         within: float,
@@ -523,7 +556,7 @@ class SessionScope:
         set_state: Any = None,
         delete_state: Iterable[str] = (),
     ) -> int | None:
-        from .sessions._base import BaseStore
+        from agentloop.sessions._base import BaseStore
 
         store = self.store
         if isinstance(store, BaseStore):
@@ -555,15 +588,28 @@ class SessionScope:
         *,
         busy_ok: bool = False,
         retry_for: float | None = None,
+        at_once: Callable[[], tuple[bool, int | None]] | None = None,
     ) -> int | str | None:
         """``attempt(seconds left)`` until it succeeds, shielded, within ``within`` seconds,
         retrying transient errors for ``retry_for`` of them (default: all): its answer, or why it
         failed (a message). A slow store may take the whole bound; a failing one is given up on
-        sooner. The lease counts
+        sooner. ``at_once``, when given, is tried first: a store that writes the finish without
+        awaiting (in memory) needs no shield nor bound around it. The lease counts
         as released either way: what is left of it expires by itself. A batching store counts
         the bound in its own time (``BaseStore.finish_run``), so a busy event loop does not
         make it give up."""
         self.released = True
+        if at_once is not None:  # a store that writes it at once: no shield nor bound needed
+            try:
+                written, version = at_once()
+            except SessionBusy:
+                return None if busy_ok else "the lease was lost (taken over)"
+            except Exception as exc:
+                if not self.transient(exc):
+                    return f"{type(exc).__name__}: {exc}"
+                written, version = False, None  # tried again below, within the bound
+            if written:
+                return version
         failure = f"the store did not answer within {within:g}s"
         delay = self.retry_first
         deadline = anyio.current_time() + within
@@ -629,7 +675,7 @@ def _release_reported(session_id: str, ttl: float, outcome: int | Exception | No
 def load(session: Session, *, memory: Memory, resume: bool, run_key: str | None = None) -> Loaded:
     """State, memory and, when resuming (or a ``run_key`` names an unfinished run), the
     unfinished run; or the finished run a ``run_key`` names."""
-    from .sessions import ReplyRecord, RunEndRecord, RunRecord, StepRecord
+    from agentloop.sessions._records import ReplyRecord, RunEndRecord, RunRecord, StepRecord
 
     runs: dict[str, RunRecord] = {}
     ends: dict[str, RunEndRecord] = {}
@@ -682,7 +728,7 @@ def load(session: Session, *, memory: Memory, resume: bool, run_key: str | None 
 def unfinished_runs(session: Session) -> list[RunRecord]:
     """The session's root runs that never recorded a finished (or abandoned) end, oldest
     first."""
-    from .sessions import RunEndRecord, RunRecord
+    from agentloop.sessions._records import RunEndRecord, RunRecord
 
     finished = {
         r.run_id
@@ -751,7 +797,7 @@ def end_record(
     result: RunResult | None = None,
     error: BaseException | None = None,
 ) -> Record:
-    from .sessions import RunEndRecord
+    from agentloop.sessions._records import RunEndRecord
 
     output: Any = None
     usage: dict[str, int] = {}

@@ -100,6 +100,25 @@ def test_every_event_type_round_trips_through_json(cls: type[Any]) -> None:
     assert type(again) is cls and again == event
 
 
+@pytest.mark.parametrize("cls", EVENT_TYPES, ids=lambda c: c.__name__)
+def test_an_event_is_serialised_by_its_own_class_not_through_the_union(
+    cls: type[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the union of every event, pydantic-core's dispatch cost nearly as much again as
+    writing the event (a run's result: 123 K instructions, 70 K by its class). The JSON is the
+    union's, byte for byte."""
+    from agentloop import _events
+
+    event = _sample(cls)
+    expected = _events._adapter().dump_json(event).decode()
+
+    def refused() -> Any:
+        raise AssertionError("serialised through the union")
+
+    monkeypatch.setattr(_events, "_adapter", refused)
+    assert event.to_json() == expected
+
+
 def test_a_result_with_an_error_round_trips_without_output() -> None:
     """A run's error result has no output through JSON too; JSON that gives both is refused."""
     error = RunErrorInfo(kind="output_invalid", message="never validated")

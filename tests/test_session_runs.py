@@ -14,6 +14,7 @@ from agentloop import Agent, Memory, ModelRequest, SessionBusy, ToolContext, too
 from agentloop.models import ToolResultPart
 from agentloop.sessions import (
     InMemoryStore,
+    ReplyRecord,
     RunEndRecord,
     RunRecord,
     SessionStore,
@@ -243,3 +244,159 @@ async def test_a_long_run_keeps_its_lease_alive(fake_time: bool) -> None:
             await Agent(ScriptedModel(["x"]), store=store).run("steal", session="lease")
     session = await store.get("lease")
     assert session is not None and session.history[-1].type == "run_end"
+
+
+class _Counting:
+    """A model's validator that counts its calls (and validates as before)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls = 0
+
+    def validate_python(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.inner.validate_python(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_run_does_not_validate_again_the_records_it_serialised(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step record holds the step's JSON as the runtime dumped it: checking it again, value by
+    value, cost more than the rest of the commit. What the store gives back is the same."""
+    counted = {}
+    for cls in (StepRecord, ReplyRecord):
+        counted[cls] = _Counting(cls.__pydantic_validator__)
+        monkeypatch.setattr(cls, "__pydantic_validator__", counted[cls])
+    result = await Agent(FunctionModel(lambda request: "hi")).run(
+        "hello", session="s1", store=store
+    )
+    assert {cls.__name__: c.calls for cls, c in counted.items()} == {
+        "StepRecord": 0,
+        "ReplyRecord": 0,
+    }
+    monkeypatch.undo()
+    session = await store.get("s1")
+    _run, step, end = session.history
+    assert isinstance(step, StepRecord) and isinstance(end, RunEndRecord)
+    assert step == StepRecord(**step.model_dump())
+    assert end == RunEndRecord(**end.model_dump())
+    assert (step.run_id, step.index, end.status, end.output) == (result.run_id, 0, "finished", "hi")
+    assert (
+        step.model_dump_json()
+        == StepRecord.model_validate_json(step.model_dump_json()).model_dump_json()
+    )
+
+
+async def test_a_run_ends_on_an_in_memory_store_without_a_cancel_scope(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An in-memory store writes a lone finish at once, so a run's release and failed end need
+    no shield nor bound around it (two cancel scopes and a timer per run). What is written is the
+    same: the lease is free, a failed end recorded."""
+    from agentloop._session_run import Memory as RunMemory
+    from agentloop._session_run import SessionScope, SessionSpec
+
+    store = InMemoryStore()
+    scopes = 0
+    real = anyio.CancelScope
+
+    def counting(*args: Any, **kwargs: Any) -> anyio.CancelScope:
+        nonlocal scopes
+        scopes += 1
+        return real(*args, **kwargs)
+
+    async with store:
+        for session, ending in (("s1", "release"), ("s2", "failed")):
+            spec = SessionSpec(store=store, session_id=session)
+            scope = await SessionScope.open(
+                spec, owner=f"run-{session}", ttl=30, memory=RunMemory(), parse_output=str
+            )
+            await scope.start(agent="a", branch="main", user_input="hello")
+            monkeypatch.setattr(anyio, "CancelScope", counting)
+            monkeypatch.setattr(anyio, "move_on_after", lambda *a, **k: counting())
+            if ending == "failed":
+                await scope.end("failed", error=RuntimeError("boom"))
+            await scope.release(wait_for_store=True)
+            monkeypatch.undo()
+            assert scopes == 0, ending
+            lease = await store.acquire_lease(session, owner="next", ttl=30)
+            assert lease.owner == "next"
+        found = await store.get("s2")
+        assert found is not None
+        end = found.history[-1]
+        assert isinstance(end, RunEndRecord)
+        assert (end.status, end.error, end.error_kind) == ("failed", "boom", "RuntimeError")
+
+
+async def test_an_open_stores_operations_await_no_helper() -> None:
+    """Each operation of a served run (create, lease, get, commit, finish) on an open store with
+    nothing handed over runs its back end's step straight away: no coroutine to check the
+    store is open, none to wait for a handed-over finish, no context manager to count
+    conflicts. Conflicts are still counted."""
+    import sys
+
+    from agentloop import SessionConflict
+
+    store = InMemoryStore()
+    entered: list[str] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if (
+            event == "call"
+            and code.co_filename.endswith("_base.py")
+            and code.co_name
+            in (
+                "_ready",
+                "_after_handed",
+                "_counting",
+                "__enter__",
+                "__exit__",
+            )
+        ):
+            entered.append(code.co_name)
+
+    async with store:
+        record = RunRecord(run_id="r", agent="a", branch="main", input="hi")
+        sys.setprofile(watch)
+        try:
+            await store.create("s")
+            lease = await store.acquire_lease("s", owner="o", ttl=30)
+            await store.get("s", history_limit=21)
+            version = await store.commit("s", expected_version=0, records=[record], lease=lease)
+            await store.finish_run(lease, expected_version=version, within=2.0)
+        finally:
+            sys.setprofile(None)
+        assert entered == []
+        with pytest.raises(SessionConflict):
+            await store.create("s")
+        assert store.stats.conflicts == 1
+
+
+async def test_a_session_run_resolves_no_relative_import_as_it_goes(store: Any) -> None:
+    """The session's records are imported in the functions that use them (``import agentloop``
+    loads no pydantic); a relative import there resolves its package with a Python call each
+    time (importlib's ``parent``, and ``_handle_fromlist`` for a package), so they name the
+    module absolutely."""
+    import sys
+
+    agent = Agent(FunctionModel(lambda request: "hi"))
+    await agent.run("warm", session="s0", store=store)
+    resolved: list[str] = []
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if event == "call" and code.co_name in ("parent", "_handle_fromlist"):
+            caller = frame.f_back
+            if caller is not None and caller.f_code.co_filename.endswith("_session_run.py"):
+                resolved.append(caller.f_code.co_name)
+
+    sys.setprofile(watch)
+    try:
+        await agent.run("hello", session="s1", store=store)
+    finally:
+        sys.setprofile(None)
+    assert resolved == []

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Self, final
+from typing import TYPE_CHECKING, Self
 
 import anyio
 import anyio.lowlevel
@@ -274,44 +274,12 @@ def _check_lease(lease: object) -> Lease:
     return lease
 
 
-@final
-class _Counting:
-    """``BaseStore._counting``: one object per store, entered by every operation (a
-    generator-based context manager was a generator and four calls an operation)."""
-
-    __slots__ = ("_store",)
-
-    def __init__(self, store: BaseStore) -> None:
-        self._store = store
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> Literal[False]:
-        if exc_type is None:
-            return False
-        stats = self._store.stats
-        if issubclass(exc_type, SessionConflict):
-            stats.conflicts += 1
-            if issubclass(exc_type, DatabaseBusy):
-                stats.busy_timeouts += 1
-        elif issubclass(exc_type, SessionBusy):
-            stats.busy += 1
-        return False
-
-
 class BaseStore(ABC):
     """The public methods of every store; subclasses supply the atomic ``_do_*`` operations."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._clock: Clock = clock or time.time
         self.stats = StoreStats()
-        self._counter = _Counting(self)
         self._closed = False
         self._finishing: builtins.list[Finish] = []
         self._finish_round: FinishRound | None = None
@@ -513,9 +481,16 @@ class BaseStore(ABC):
         with ``async with``; None otherwise."""
         return self._keeper
 
-    def _counting(self) -> _Counting:
-        """Counts the conflicts and busy sessions an operation raises, in ``stats``."""
-        return self._counter
+    def _counted(self, exc: Exception) -> None:
+        """Counts a conflict or a busy session an operation raised, in ``stats`` (each
+        operation catches them: a context manager cost two calls an operation)."""
+        stats = self.stats
+        if isinstance(exc, SessionConflict):
+            stats.conflicts += 1
+            if isinstance(exc, DatabaseBusy):
+                stats.busy_timeouts += 1
+        else:
+            stats.busy += 1
 
     # -- the SessionStore methods ------------------------------------------------------------
 
@@ -529,19 +504,28 @@ class BaseStore(ABC):
     ) -> Session:
         sid = uuid.uuid4().hex if session_id is None else check_id(session_id)
         encoded = encode_state(state)
-        await self._ready()
-        with self._counting():
+        if self._closed or not self._opened:  # most calls: open, no await
+            await self._ready()
+        try:
             return await self._do_create(
                 sid, check_text(app, "app"), check_text(user, "user"), encoded, self._clock()
             )
+        except (SessionConflict, SessionBusy) as exc:
+            self._counted(exc)
+            raise
 
     async def get(self, session_id: str, *, history_limit: int | None = None) -> Session | None:
         check_history_limit(history_limit)
         sid = check_id(session_id)
-        await self._ready()
-        await self._after_handed(sid)
-        with self._counting():
+        if self._closed or not self._opened:  # most calls: open, no await
+            await self._ready()
+        if self._handed:
+            await self._after_handed(sid)
+        try:
             return await self._do_get(sid, history_limit)
+        except (SessionConflict, SessionBusy) as exc:
+            self._counted(exc)
+            raise
 
     async def list(
         self,
@@ -557,16 +541,25 @@ class BaseStore(ABC):
             check_text(user, "user")
         check_int(limit, "limit", minimum=0)
         check_int(offset, "offset", minimum=0)
-        await self._ready()
-        with self._counting():
+        if self._closed or not self._opened:  # most calls: open, no await
+            await self._ready()
+        try:
             return await self._do_list(app, user, limit, offset)
+        except (SessionConflict, SessionBusy) as exc:
+            self._counted(exc)
+            raise
 
     async def delete(self, session_id: str) -> bool:
         sid = check_id(session_id)
-        await self._ready()
-        await self._after_handed(sid)
-        with self._counting():
+        if self._closed or not self._opened:  # most calls: open, no await
+            await self._ready()
+        if self._handed:
+            await self._after_handed(sid)
+        try:
             return await self._do_delete(sid)
+        except (SessionConflict, SessionBusy) as exc:
+            self._counted(exc)
+            raise
 
     async def commit(
         self,
@@ -584,12 +577,17 @@ class BaseStore(ABC):
             raise UserError(f"lease is for session {lease.session_id!r}, not {sid!r}")
         encoded = encode_records(records)
         delta = encode_delta(set_state, delete_state)
-        await self._ready()
-        await self._after_handed(sid)
-        with self._counting():
+        if self._closed or not self._opened:  # most calls: open, no await
+            await self._ready()
+        if self._handed:
+            await self._after_handed(sid)
+        try:
             version = await self._do_commit(
                 sid, expected_version, encoded, delta, lease, self._clock()
             )
+        except (SessionConflict, SessionBusy) as exc:
+            self._counted(exc)
+            raise
         self.stats.commits += 1
         return version
 
@@ -605,13 +603,18 @@ class BaseStore(ABC):
         sid = check_id(session_id)
         check_id(owner, "lease owner")
         ttl = _check_ttl(ttl)
-        await self._ready()
-        await self._after_handed(sid)
+        if self._closed or not self._opened:  # most calls: open, no await
+            await self._ready()
+        if self._handed:
+            await self._after_handed(sid)
         deadline = None if timeout is None else anyio.current_time() + timeout
         delay = _FIRST_BACKOFF
         while True:
-            with self._counting():
+            try:
                 answer = await self._do_acquire(sid, owner, ttl, self._clock())
+            except (SessionConflict, SessionBusy) as exc:
+                self._counted(exc)
+                raise
             if not isinstance(answer, Held):
                 lease, takeover = answer
                 self.stats.leases_acquired += 1
@@ -636,10 +639,15 @@ class BaseStore(ABC):
     async def renew_lease(self, lease: Lease, ttl: float) -> Lease:
         _check_lease(lease)
         ttl = _check_ttl(ttl)
-        await self._ready()
-        await self._after_handed(lease.session_id)
-        with self._counting():
+        if self._closed or not self._opened:  # most calls: open, no await
+            await self._ready()
+        if self._handed:
+            await self._after_handed(lease.session_id)
+        try:
             return await self._do_renew(lease, ttl, self._clock())
+        except (SessionConflict, SessionBusy) as exc:
+            self._counted(exc)
+            raise
 
     async def renew_leases(
         self, leases: Sequence[tuple[Lease, float]]
@@ -652,18 +660,24 @@ class BaseStore(ABC):
             leases: ``(lease, ttl)`` pairs: each lease to renew for ``ttl`` more seconds.
         """
         items = [(_check_lease(lease), _check_ttl(ttl)) for lease, ttl in leases]
-        await self._ready()
+        if self._closed or not self._opened:  # most calls: open, no await
+            await self._ready()
         if not items:
             return []
-        with self._counting():
+        try:
             outcome = await self._do_renew_many(items, self._clock())
+        except (SessionConflict, SessionBusy) as exc:
+            self._counted(exc)
+            raise
         self.stats.busy += sum(isinstance(answer, SessionBusy) for answer in outcome)
         return outcome
 
     async def release_lease(self, lease: Lease) -> None:
         _check_lease(lease)
-        await self._ready()
-        await self._after_handed(lease.session_id)
+        if self._closed or not self._opened:  # most calls: open, no await
+            await self._ready()
+        if self._handed:
+            await self._after_handed(lease.session_id)
         await self._do_release(lease)
 
     async def _gather(self) -> None:
@@ -710,7 +724,8 @@ class BaseStore(ABC):
             within: Seconds of the store's time to wait at most (see above).
         """
         encoded, delta = _finish_parts(lease, expected_version, records, set_state, delete_state)
-        await self._ready()
+        if self._closed or not self._opened:  # most calls: open, no await
+            await self._ready()
         item = Finish(lease=lease, expected_version=expected_version, records=encoded, delta=delta)
         if self._finish_round is None and not self._finishing and self._finish_now(item):
             return self._finished(item)
@@ -742,6 +757,41 @@ class BaseStore(ABC):
             if not item.done and item in self._finishing:
                 self._finishing.remove(item)  # gave up before its turn: nothing was written
         return self._finished(item)
+
+    def finish_at_once(
+        self,
+        lease: Lease,
+        *,
+        expected_version: int | None = None,
+        records: Sequence[Record] = (),
+        set_state: Mapping[str, JSON] | None = None,
+        delete_state: Iterable[str] = (),
+    ) -> tuple[bool, int | None]:
+        """``finish_run`` without awaiting, when this back end writes a lone finish at once (one
+        in memory) and no batch is on its way: ``(True, version)``, raising what the finish
+        raised; ``(False, None)``, nothing done, when it cannot (then ``finish_run``). A caller
+        so needs no shield nor bound around a write that cannot wait.
+
+        Args:
+            lease: The run's lease, released.
+            expected_version: The version to commit at (``None``: release only).
+            records: The run's last records (its end record).
+            set_state: State keys to set.
+            delete_state: State keys to delete.
+        """
+        if not self._finishes_now() or self._finish_round is not None or self._finishing:
+            return False, None
+        if self._closed or not self._opened:
+            return False, None  # finish_run says so, or opens the store first
+        encoded, delta = _finish_parts(lease, expected_version, records, set_state, delete_state)
+        item = Finish(lease=lease, expected_version=expected_version, records=encoded, delta=delta)
+        if not self._finish_now(item):
+            return False, None
+        return True, self._finished(item)
+
+    def _finishes_now(self) -> bool:
+        """Whether ``_finish_now`` writes a lone finish (checked before encoding it)."""
+        return False
 
     def _finish_now(self, item: Finish) -> bool:
         """Write a lone finish at once, without awaiting, if this back end can (one in memory,
@@ -862,7 +912,8 @@ class BaseStore(ABC):
             retry_max: The longest wait between retries, in seconds.
         """
         encoded, delta = _finish_parts(lease, expected_version, records, set_state, delete_state)
-        await self._ready()
+        if self._closed or not self._opened:  # most calls: open, no await
+            await self._ready()
         bound = max(float(within), 0.0)
         now = anyio.current_time()
         item = Finish(

@@ -94,6 +94,8 @@ def encode_state(state: Mapping[str, object] | None) -> dict[str, str]:
 
 def encode_delta(set_state: Mapping[str, object] | None, delete_state: Iterable[str]) -> StateDelta:
     """A commit's state delta; ``temp:`` keys are dropped, never written."""
+    if not set_state and not delete_state and not isinstance(delete_state, str):  # most commits
+        return StateDelta(set={}, delete=[])
     encoded: dict[str, str] = {}
     for key, value in (set_state or {}).items():
         check_text(key, "state key")

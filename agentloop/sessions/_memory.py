@@ -226,6 +226,9 @@ class InMemoryStore(BaseStore):
             return
         self._finish_all(batch, now)
 
+    def _finishes_now(self) -> bool:
+        return self._own_finish()
+
     def _finish_now(self, item: Finish) -> bool:
         """A lone finish, written at once (see the module)."""
         if not self._own_finish():

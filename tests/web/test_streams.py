@@ -23,6 +23,7 @@ from agentloop import RunStarted, TextDelta
 from agentloop.sessions import InMemoryStore
 from agentloop.testing import ProviderServer
 from agentloop.web import RunLog, create_app, sse_response
+from agentloop.web._sse import watch_exit
 
 from ._demo import DemoProvider, demo_agent
 from ._serving import serving
@@ -40,21 +41,41 @@ def _delta(seq: int, text: str = "hello") -> TextDelta:
     return TextDelta(run_id="r", branch="a", seq=seq, attempt=0, text=text)
 
 
+@pytest.fixture(params=["deadlines", "ticker"])
+def ticked(request: pytest.FixtureRequest) -> bool:
+    """Each duty both ways: a stream keeping its own deadlines (``sse_response`` in any app),
+    and one whose pings and send timeout the app's ticker keeps (``watch_exit`` runs in
+    ``create_app``'s lifespan)."""
+    return bool(request.param == "ticker")
+
+
 @contextlib.asynccontextmanager
-async def _streaming(log: RunLog, closed: list[float], **options: Any) -> AsyncIterator[str]:
-    """An app whose ``/events`` streams ``log``; ``closed`` gets the time each stream ended."""
+async def _streaming(
+    log: RunLog, closed: list[float], ticked: bool = False, **options: Any
+) -> AsyncIterator[str]:
+    """An app whose ``/events`` streams ``log``; ``closed`` gets the time each stream ended;
+    with ``ticked``, its lifespan runs the ticker."""
 
     async def events(request: Request) -> Response:
         return sse_response(log, on_close=lambda: closed.append(time.monotonic()), **options)
 
-    async with serving(Starlette(routes=[Route("/events", events)])) as base:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            if ticked:
+                tg.start_soon(watch_exit)
+            yield
+            tg.cancel_scope.cancel()
+
+    app = Starlette(routes=[Route("/events", events)], lifespan=lifespan)
+    async with serving(app) as base:
         yield base
 
 
-async def test_a_quiet_log_is_pinged_and_its_end_ends_the_stream() -> None:
+async def test_a_quiet_log_is_pinged_and_its_end_ends_the_stream(ticked: bool) -> None:
     log, closed = _log(), list[float]()
     async with (
-        _streaming(log, closed, ping=0.2) as base,
+        _streaming(log, closed, ticked, ping=0.2) as base,
         httpx2.AsyncClient(base_url=base, timeout=30) as client,
         client.stream("GET", "/events") as response,
     ):
@@ -62,8 +83,9 @@ async def test_a_quiet_log_is_pinged_and_its_end_ends_the_stream() -> None:
         lines = response.aiter_lines()
         with anyio.fail_after(10):
             assert (await anext(lines)) == "id: 0"
-            while (await anext(lines)) != ": ping":  # nothing appended: a keep-alive comment
-                pass
+            for _ in range(3):  # nothing appended: a keep-alive comment, again and again
+                while (await anext(lines)) != ": ping":
+                    pass
             log.append(_delta(1))
             log.close()
             rest = [line async for line in lines]
@@ -71,11 +93,11 @@ async def test_a_quiet_log_is_pinged_and_its_end_ends_the_stream() -> None:
     assert len(closed) == 1
 
 
-async def test_a_client_that_leaves_ends_its_stream_at_once() -> None:
+async def test_a_client_that_leaves_ends_its_stream_at_once(ticked: bool) -> None:
     """The run goes on (its log stays open), but the stream of a client that left ends."""
     log, closed = _log(), list[float]()
     async with (
-        _streaming(log, closed, ping=60) as base,
+        _streaming(log, closed, ticked, ping=60) as base,
         httpx2.AsyncClient(base_url=base, timeout=30) as client,
     ):
         async with client.stream("GET", "/events") as response:
@@ -89,9 +111,11 @@ async def test_a_client_that_leaves_ends_its_stream_at_once() -> None:
     assert closed[0] - left < 2 and not log.done
 
 
-async def test_a_client_that_does_not_read_is_dropped_after_the_send_timeout() -> None:
+async def test_a_client_that_does_not_read_is_dropped_after_the_send_timeout(
+    ticked: bool,
+) -> None:
     log, closed = _log(), list[float]()
-    async with _streaming(log, closed, send_timeout=0.5) as base:
+    async with _streaming(log, closed, ticked, send_timeout=0.5) as base:
         port = int(base.rsplit(":", 1)[1])
         async with await anyio.connect_tcp("127.0.0.1", port) as stalled:
             await stalled.send(b"GET /events HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
@@ -125,3 +149,80 @@ async def test_the_servers_shutdown_ends_the_streams_of_runs_still_going() -> No
                 assert not any("run_finished" in line for line in seen)  # the run went on
         finally:
             await agent.model.aclose()  # type: ignore[union-attr]  # the caller's model
+
+
+async def test_under_the_ticker_a_stream_moves_no_deadline_as_events_come() -> None:
+    """Moving a cancel scope's deadline twice a wake-up (the send timeout's while writing, the
+    ping's while waiting) cost a sixth of streaming a log: under the app's ticker a stream
+    moves none, and every event still arrives."""
+    from anyio._backends import _asyncio
+
+    moves = 0
+    prop: Any = _asyncio.CancelScope.__dict__["deadline"]
+    scopes: Any = _asyncio.CancelScope
+
+    def moved(scope: Any, value: float) -> None:
+        nonlocal moves
+        moves += 1
+        prop.fset(scope, value)
+
+    log, closed = _log(), list[float]()
+    async with (
+        _streaming(log, closed, True, ping=60) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+        client.stream("GET", "/events") as response,
+    ):
+        lines = response.aiter_lines()
+        with anyio.fail_after(10):
+            assert (await anext(lines)) == "id: 0"
+            scopes.deadline = property(prop.fget, moved)
+            try:
+                for seq in range(1, 21):  # one wake-up each
+                    log.append(_delta(seq))
+                    while not (await anext(lines)).startswith("data:"):
+                        pass
+            finally:
+                scopes.deadline = prop
+            log.close()
+            rest = [line async for line in lines]
+    assert moves == 0
+    assert rest[-1] == "" and len(closed) == 1
+
+
+async def test_a_stream_whose_ticker_stops_keeps_its_own_time() -> None:
+    """A stream the ticker kept the time of goes on with its own deadlines once the ticker
+    stops (its app's lifespan ended, another app's stream in the same thread): still pinged."""
+    log, closed = _log(), list[float]()
+    tickers: list[anyio.CancelScope] = []
+
+    async def events(request: Request) -> Response:
+        return sse_response(log, on_close=lambda: closed.append(time.monotonic()), ping=0.2)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            tickers.append(tg.cancel_scope)
+            tg.start_soon(watch_exit)
+            yield
+            tg.cancel_scope.cancel()
+
+    app = Starlette(routes=[Route("/events", events)], lifespan=lifespan)
+    async with (
+        serving(app) as base,
+        httpx2.AsyncClient(base_url=base, timeout=30) as client,
+        client.stream("GET", "/events") as response,
+    ):
+        lines = response.aiter_lines()
+        with anyio.fail_after(10):
+            assert (await anext(lines)) == "id: 0"
+            while (await anext(lines)) != ": ping":  # the ticker's
+                pass
+            tickers[0].cancel()
+            for _ in range(2):  # the stream's own
+                while (await anext(lines)) != ": ping":
+                    pass
+            log.append(_delta(1))
+            log.close()
+            rest = [line async for line in lines]
+    assert "id: 1" in rest and rest[-1] == ""
+    assert len(closed) == 1
