@@ -4,8 +4,6 @@ that needs a Temporal dev server (one per xdist worker, started for the session)
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -30,18 +28,27 @@ HEAVY = [
 ]
 
 
+class _Collected:
+    """Records what a session collected, once ``-m`` has deselected."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.ids = [item.nodeid for item in session.items]
+
+
 def _fast_loop_collects(*paths: str) -> list[str]:
-    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n0", "-m", "not slow"]
-    done = subprocess.run(
-        [*command, "-p", "no:cacheprovider", *paths],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode in (0, 5), done.stdout + done.stderr  # 5: every test deselected
-    return [line for line in done.stdout.splitlines() if "::" in line]
+    """What ``pytest -m "not slow"`` collects of ``paths``: a session of its own, in this
+    process (a fresh interpreter cost a second of CPU, importing the browser and Temporal
+    modules that this one has imported already to collect them), with the suite's own
+    configuration and conftest."""
+    collected = _Collected()
+    args = [f"--rootdir={ROOT}", "-c", str(ROOT / "pyproject.toml"), "--collect-only", "-q"]
+    args += ["-n0", "-m", "not slow", "-p", "no:cacheprovider", "--capture=no"]
+    code = pytest.main([*args, *(str(ROOT / path) for path in paths)], plugins=[collected])
+    assert code in (0, 5), f"collecting exited with {code}"  # 5: every test deselected
+    return collected.ids
 
 
 def test_the_fast_loop_leaves_the_heavy_tests_out_and_keeps_the_rest() -> None:
