@@ -370,10 +370,15 @@ def _temporal_unavailable(reason: str) -> NoReturn:
 @pytest.fixture(scope="session")
 def temporal_target() -> Iterator[str]:
     """A Temporal dev server for this test session (each xdist worker starts its own)."""
-    from tests.support.temporal import ONE_PARTITION, TemporalUnavailableHere, start_dev_server
+    from tests.support.temporal import (
+        ONE_PARTITION,
+        UNTHROTTLED,
+        TemporalUnavailableHere,
+        start_dev_server,
+    )
 
     try:
-        server = start_dev_server(*ONE_PARTITION)
+        server = start_dev_server(*ONE_PARTITION, *UNTHROTTLED)
     except TemporalUnavailableHere as exc:
         _temporal_unavailable(str(exc))
     try:
