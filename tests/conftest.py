@@ -256,11 +256,13 @@ def _slow_order(item: pytest.Item) -> tuple[bool, int]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs a Temporal dev server is slow (each xdist worker starts a server for its
     session, and a durable run is several activities): ``-m "not slow"``, the fast loop, starts
-    none. Then the slow tests first, the longest first (``LONGEST_FIRST``): in a parallel run a
+    none. So is one marked ``process``, which starts the command from scratch in a terminal
+    (a second or two, most of it the SDKs' import, where a forked one takes a tenth). Then the slow tests first, the longest first (``LONGEST_FIRST``): in a parallel run a
     long test that starts near the end holds the whole suite up while the other workers sit
     idle."""
     for item in items:
-        if item.get_closest_marker("temporal") and not item.get_closest_marker("slow"):
+        heavy = item.get_closest_marker("temporal") or item.get_closest_marker("process")
+        if heavy and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
     items.sort(key=_slow_order)
 
@@ -368,10 +370,15 @@ def _temporal_unavailable(reason: str) -> NoReturn:
 @pytest.fixture(scope="session")
 def temporal_target() -> Iterator[str]:
     """A Temporal dev server for this test session (each xdist worker starts its own)."""
-    from tests.support.temporal import ONE_PARTITION, TemporalUnavailableHere, start_dev_server
+    from tests.support.temporal import (
+        ONE_PARTITION,
+        UNTHROTTLED,
+        TemporalUnavailableHere,
+        start_dev_server,
+    )
 
     try:
-        server = start_dev_server(*ONE_PARTITION)
+        server = start_dev_server(*ONE_PARTITION, *UNTHROTTLED)
     except TemporalUnavailableHere as exc:
         _temporal_unavailable(str(exc))
     try:

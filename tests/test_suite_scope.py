@@ -4,8 +4,7 @@ that needs a Temporal dev server (one per xdist worker, started for the session)
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -30,18 +29,36 @@ HEAVY = [
 ]
 
 
+class _Collected:
+    """Records what a session collected, once ``-m`` has deselected: each test's id and the
+    source of its function."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, str] = {}
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.items = {
+            item.nodeid: inspect.getsource(item.function)
+            for item in session.items
+            if isinstance(item, pytest.Function)
+        }
+
+
+def _collects(*paths: str, marks: str = "") -> dict[str, str]:
+    """What ``pytest -m MARKS`` collects of ``paths`` (id: source): a session of its own, in
+    this process (a fresh interpreter cost a second of CPU, importing the browser and Temporal
+    modules that this one has imported already to collect them), with the suite's own
+    configuration and conftest."""
+    collected = _Collected()
+    args = [f"--rootdir={ROOT}", "-c", str(ROOT / "pyproject.toml"), "--collect-only", "-q"]
+    args += ["-n0", "-m", marks, "-p", "no:cacheprovider", "--capture=no"]
+    code = pytest.main([*args, *(str(ROOT / path) for path in paths)], plugins=[collected])
+    assert code in (0, 5), f"collecting exited with {code}"  # 5: every test deselected
+    return collected.items
+
+
 def _fast_loop_collects(*paths: str) -> list[str]:
-    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n0", "-m", "not slow"]
-    done = subprocess.run(
-        [*command, "-p", "no:cacheprovider", *paths],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode in (0, 5), done.stdout + done.stderr  # 5: every test deselected
-    return [line for line in done.stdout.splitlines() if "::" in line]
+    return list(_collects(*paths, marks="not slow"))
 
 
 def test_the_fast_loop_leaves_the_heavy_tests_out_and_keeps_the_rest() -> None:
@@ -61,6 +78,22 @@ def test_every_module_that_opens_a_browser_is_heavy() -> None:
     }
     assert opens, "no browser test found: the signs above are stale"
     assert opens <= set(HEAVY)
+
+
+def test_the_fast_loop_leaves_out_the_command_started_from_scratch_in_a_terminal() -> None:
+    """A terminal session of a fresh ``python -m agentloop`` (marked ``process``) costs a
+    second or two; the forked ones, a tenth, stay in the fast loop."""
+    every = _collects("tests/cli")
+    fresh = {
+        test
+        for test, source in every.items()
+        if ("Terminal(" in source or "run_in_terminal(" in source)
+        and ("fresh=True" in source or "command=" in source)
+    }
+    assert fresh, "no test starts the command from scratch in a terminal: the signs are stale"
+    fast = set(_fast_loop_collects("tests/cli"))
+    assert fast.isdisjoint(fresh)
+    assert "tests/cli/test_demo.py::test_demo_in_a_terminal_draws_a_live_view" in fast
 
 
 @dataclass(frozen=True)

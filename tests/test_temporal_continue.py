@@ -10,7 +10,7 @@ import json
 import re
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,13 @@ from agentloop import _events as ev
 from agentloop._waiting import DecisionError
 from agentloop.sessions import RunEndRecord, RunRecord, SQLiteStore
 from agentloop.testing import Reply, ScriptedModel, call
-from tests.support.temporal import import_temporal
+from tests.support.temporal import (
+    NO_REUSE_INTERVAL,
+    ONE_PARTITION,
+    UNTHROTTLED,
+    import_temporal,
+    start_dev_server,
+)
 
 import_temporal()
 from temporalio.service import RPCError  # noqa: E402
@@ -120,6 +126,19 @@ async def _replay_chain(client: Any, durable: TemporalAgent[Any]) -> int:
     return count
 
 
+@pytest.fixture(scope="module")
+def quick_cuts(temporal_target: str) -> Iterator[str]:
+    """A dev server of this module's own on which a run continued as new starts at once (the
+    suite's holds the next run a second, as production servers do), for the tests whose
+    subject is what a cut carries, not the moment between two runs: they cut a run three to
+    twelve times. (After the suite's server: it skips, or fails, where none can start.)"""
+    server = start_dev_server(*ONE_PARTITION, *UNTHROTTLED, *NO_REUSE_INTERVAL)
+    try:
+        yield server.target
+    finally:
+        server.stop()
+
+
 @asynccontextmanager
 async def serving(target: str, durable: TemporalAgent[Any]) -> AsyncIterator[Any]:
     client = await connect(target)
@@ -142,7 +161,7 @@ def _text(events: list[ev.Event]) -> str:
 
 @pytest.mark.parametrize("session", [False, True], ids=["no-session", "session"])
 async def test_a_streamed_run_continues_as_new_and_its_stream_and_result_stay_whole(
-    temporal_target: str, tmp_path: Any, session: bool
+    quick_cuts: str, tmp_path: Any, session: bool
 ) -> None:
     """Eight streamed steps and an answer, cut between steps at least three times: the caller
     sees every event once, seqs 1..n in order, the same events as the run uncut; the result
@@ -161,7 +180,7 @@ async def test_a_streamed_run_continues_as_new_and_its_stream_and_result_stay_wh
         streams = []
         chains = []
         for durable, name in ((uncut, "s-uncut"), (cut, "s-cut")):
-            async with serving(temporal_target, durable) as client:
+            async with serving(quick_cuts, durable) as client:
                 run = await durable.start(client, "go", session=name if session else None)
                 with anyio.fail_after(60):
                     streams.append([e async for e in run])
@@ -200,7 +219,7 @@ async def test_a_streamed_run_continues_as_new_and_its_stream_and_result_stay_wh
 
 
 async def test_a_caller_attached_from_the_start_reads_the_earlier_runs_of_the_chain(
-    temporal_target: str, monkeypatch: pytest.MonkeyPatch
+    quick_cuts: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each run of the chain holds only its last few events (the tail's bound forced small): a
     fresh caller attached after seq 0 reads the events from the runs before (by their run
@@ -211,11 +230,11 @@ async def test_a_caller_attached_from_the_start_reads_the_earlier_runs_of_the_ch
         task_queue=f"c-{uuid.uuid4().hex[:8]}",
         continue_after=20,
     )
-    async with serving(temporal_target, durable) as client:
+    async with serving(quick_cuts, durable) as client:
         run = await durable.start(client, "go")
         with anyio.fail_after(60):
             result = await run.result()
-            events = [e async for e in durable.attach(await connect(temporal_target), run.run_id)]
+            events = [e async for e in durable.attach(await connect(quick_cuts), run.run_id)]
             middle = [e async for e in durable.attach(client, run.run_id, after_seq=events[5].seq)]
         chain = [w async for w in client.list_workflows(f"WorkflowId = '{run.run_id}'")]
         assert len(chain) >= 3
@@ -424,7 +443,7 @@ async def test_the_deadline_counts_across_the_cuts(temporal_target: str) -> None
 
 
 async def test_a_conversation_over_the_payload_limit_is_carried_by_reference(
-    temporal_target: str,
+    quick_cuts: str,
 ) -> None:
     """24 steps of 99 KB tool outputs: past some 2 MB the steps no longer fit whole in the next
     run's start, so the cut carries their large strings by digest, and the next run reads them
@@ -438,7 +457,7 @@ async def test_a_conversation_over_the_payload_limit_is_carried_by_reference(
         task_queue=f"c-{uuid.uuid4().hex[:8]}",
         continue_after=20,
     )
-    async with serving(temporal_target, durable) as client:
+    async with serving(quick_cuts, durable) as client:
         run = await durable.start(client, "read them all")
         with anyio.fail_after(120):
             result = await run.result()

@@ -108,22 +108,25 @@ def run_in_terminal(
     timeout: float = 30.0,
     interrupt_after: bytes | None = None,
     size: tuple[int, int] = (40, 110),
-    command: Sequence[str] = COMMAND,
+    command: Sequence[str] | None = None,
+    fresh: bool = False,
 ) -> Done:
-    """``agentloop ARGS`` with stdin and stdout on a pseudo-terminal (stderr a pipe). With
-    ``interrupt_after``, SIGINT (what Ctrl-C sends) once that text has been drawn."""
+    """``agentloop ARGS`` with stdin and stdout on a pseudo-terminal (stderr a pipe), until it
+    exits: forked from the warm process as ``run`` is (unless ``fresh``), else ``command``
+    (``python -m agentloop``) from scratch. With ``interrupt_after``, SIGINT (what Ctrl-C
+    sends) once that text has been drawn."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
-    terminal_env = {"TERM": "xterm-256color", **(env or {})}
+    full_env = environment({"TERM": "xterm-256color", **(env or {})})
     chunks: list[bytes] = []
     try:
         with subprocess.Popen(
-            [*command, *args],
+            [*(command or _command(full_env, fresh)), *args],
             stdin=slave,
             stdout=slave,
             stderr=subprocess.PIPE,
             cwd=ROOT,
-            env=environment(terminal_env),
+            env=full_env,
         ) as proc:
             os.close(slave)
             slave = -1
@@ -164,7 +167,7 @@ class Terminal:
     """``agentloop ARGS`` on a pseudo-terminal (stdin and stdout; stderr a pipe), driven as a
     person would: wait for text to be drawn, type a line, press Ctrl-C (SIGINT). Forked from
     the warm process as ``run`` is (unless ``fresh``): the launcher hands the terminal over and
-    passes Ctrl-C on; ``run_in_terminal`` starts the command from scratch in a terminal."""
+    passes Ctrl-C on; ``run_in_terminal`` runs the command to its end in a terminal."""
 
     def __init__(
         self,

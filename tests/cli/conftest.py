@@ -5,8 +5,9 @@ Starting ``python -m agentloop`` costs over a second of CPU, nearly all of it im
 OpenAI and Anthropic SDKs, and these tests start it dozens of times. ``_zygote.py`` imports
 them once and forks the command for each run (``tests.support.zygote``): each is still a
 process of its own on real pipes (or a pseudo-terminal), with its own environment, arguments
-and exit status. The command's own start-up (and exit) is exercised by the tests that run it
-with ``run_in_terminal`` or ask for a ``fresh`` one. Without ``fork`` (Windows) every run starts from scratch.
+and exit status. The command's own start-up (and exit) is exercised by the tests that ask for a
+``fresh`` one (marked ``process`` where it is in a terminal: the fast loop leaves them out).
+Without ``fork`` (Windows) every run starts from scratch.
 """
 
 from __future__ import annotations

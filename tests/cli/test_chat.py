@@ -144,6 +144,7 @@ def test_ctrl_c_cancels_the_turn_and_comes_back_to_the_prompt(
     assert len(server.requests) == 2
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("turn", ["cancelled", "answered"])
 def test_more_ctrl_c_while_leaving_exit_cleanly(backend: str, turn: str, tmp_path: Path) -> None:

@@ -70,15 +70,18 @@ def test_demo_json_is_one_event_per_line() -> None:
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_ctrl_c_exits_cleanly_with_130(backend: str) -> None:
-    """SIGINT while the live view runs: exit status 130, one line, no traceback."""
+    """SIGINT while the live view runs: exit status 130, one line, no traceback (from scratch:
+    the interpreter's own exit is part of what is checked)."""
     args = ["demo", "--speed", "3", "--backend", backend]
-    done = run_in_terminal(args, interrupt_after=b"get_weather")
+    done = run_in_terminal(args, interrupt_after=b"get_weather", fresh=True)
     assert done.code == 130
     assert done.err_lines == ["agentloop: error: interrupted"]
 
 
+@pytest.mark.process  # from scratch: an interpreter without rich
 def test_without_rich_a_terminal_gets_plain_text() -> None:
     """rich missing (the [cli] extra not installed): plain text on a terminal, no traceback."""
     hide_rich = (

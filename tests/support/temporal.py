@@ -53,6 +53,26 @@ ONE_PARTITION = (
     *("--dynamic-config-value", "matching.numTaskqueueWritePartitions=1"),
 )
 
+# Also for the suite's server: the history service reads its transfer queue as often as there is
+# work, not at most 20 times a second (the default). Each workflow task a run schedules is a
+# transfer task, so past a burst of a few dozen every one waited for the next read, about 40 ms:
+# a run of ten tool steps took 1.1 s on this server after the first second of work, 0.25-0.35 s
+# unthrottled (and after 3 s idle, until the burst was spent again). It changes no history.
+UNTHROTTLED = tuple(
+    part
+    for queue in ("transfer", "timer", "visibility")
+    for part in ("--dynamic-config-value", f"history.{queue}ProcessorMaxPollRPS=10000")
+)
+
+# A server whose runs continued as new start at once. A server holds each new run's first
+# workflow task until a second after the run before started (against runaway loops of
+# continue-as-new, ``history.workflowIdReuseMinimalInterval``), so a test cutting its run every
+# 20 events waits a second per cut: 24 steps of 99 KB, 13 runs, took 13 s, 12 of them waiting;
+# 2.5 s without. The suite's own server keeps the second, as production servers do: in it a
+# worker can stop between two runs of a chain, which some tests need (a changed worker taking
+# the next run, callers and decisions racing the cut).
+NO_REUSE_INTERVAL = ("--dynamic-config-value", 'history.workflowIdReuseMinimalInterval="0s"')
+
 
 def free_port() -> int:
     with socket.socket() as sock:
