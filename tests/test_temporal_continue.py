@@ -18,9 +18,10 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import Agent, Approve, RunDeadlineExceeded, ToolContext, tool
+from agentloop import Agent, Approve, RunDeadlineExceeded, ToolContext, UserError, tool
 from agentloop import _events as ev
 from agentloop._waiting import DecisionError
+from agentloop.models import ImagePart
 from agentloop.sessions import RunEndRecord, RunRecord, SQLiteStore
 from agentloop.testing import Reply, ScriptedModel, call
 from tests.support.temporal import import_temporal
@@ -621,3 +622,82 @@ async def test_callers_attaching_across_the_cuts_each_see_every_event(
     last = max(max(s) for s in seen.values())
     gaps = {n: s for n, s in seen.items() if s != list(range(1, last + 1))}
     assert gaps == {}, f"{len(gaps)} of 10 callers went wrong: {list(gaps.items())[:2]}"
+
+
+def _big(n: int, chars: int) -> str:
+    """ASCII text of ``chars`` characters (one byte each in a payload), varied by ``n``."""
+    return "".join(chr(ord("a") + (n + i) % 26) for i in range(chars))
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["input", "image", "state", "variables"],
+    ids=["big-input", "big-image", "big-state", "big-variables"],
+)
+async def test_a_run_whose_start_nearly_fills_the_payload_limit_still_continues_as_new(
+    temporal_target: str, where: str
+) -> None:
+    """A start of some 1.9 MB (an input, an image, a state or template variables: near the
+    most a start may be), then eight streamed steps with a small ``continue_after``: the
+    start travels to each next run by reference, read back from the run before, so the run
+    is cut at least twice; its events, result and every prompt are the uncut run's. Every run
+    of the chain replays. (Before, it logged that it could not continue as new, and never
+    was cut.)"""
+    size = 1_900_000
+    image = ImagePart(data=b"\x89PNG\r\n\x1a\n" + bytes(1_400_000), media_type="image/png")
+    input: Any = (
+        _big(0, size) if where == "input" else ["look", image] if where == "image" else "go"
+    )
+    state = {"doc": _big(1, size)} if where == "state" else None
+    variables = {"doc": _big(2, size)} if where == "variables" else None
+    queue = f"c-{uuid.uuid4().hex[:8]}"
+
+    models: list[ScriptedModel] = []
+
+    def agent() -> Agent[Any, str]:
+        instructions = "Read {doc}." if where == "variables" else "Read."
+        models.append(ScriptedModel(_script(8)))
+        return Agent(models[-1], name="heavy", tools=[note], instructions=instructions)
+
+    uncut = TemporalAgent(agent(), task_queue=queue)
+    cut = TemporalAgent(agent(), task_queue=queue + "-cut", continue_after=20)
+    results, streams, chains = [], [], []
+    for durable in (uncut, cut):
+        async with serving(temporal_target, durable) as client:
+            run = await durable.start(client, input, state=state, variables=variables)
+            with anyio.fail_after(90):
+                streams.append([e async for e in run])
+                results.append(await run.result())
+            chains.append(await _runs_of(client, run.run_id))
+            assert await _replay_chain(client, durable) == len(chains[-1])
+    whole, events = streams
+    assert len(chains[0]) == 1 and len(chains[1]) >= 3, chains  # two cuts at least
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert Counter(_plain(events)) == Counter(_plain(whole))
+    a, b = results
+    assert b.output == a.output == "all done."
+    assert b.usage == a.usage and len(b.steps) == len(a.steps) == 9
+    assert b.state == a.state
+    asked = [[r.messages for r in m.requests] for m in models]
+    assert len(asked[1]) == 9 and asked[1] == asked[0]
+    assert ran == {f"note:{i}": 2 for i in range(8)}
+
+
+async def test_a_start_that_could_never_continue_as_new_is_refused_before_it_starts(
+    temporal_target: str,
+) -> None:
+    """A start under the payload limit, but made of so many small values that by reference
+    it would still not leave room in the next run's start (a state of 120,000 numbers): the
+    caller is refused with ``UserError``, saying why, before any workflow starts; the same
+    state's values as a few long strings start."""
+    queue = f"c-{uuid.uuid4().hex[:8]}"
+    durable = TemporalAgent(Agent(ScriptedModel(["ok"]), name="crammed"), task_queue=queue)
+    client = await connect(temporal_target)
+    crammed = {f"k{i}": i for i in range(120_000)}
+    assert len(json.dumps(crammed, separators=(",", ":"))) < 2_000_000  # under the limit
+    with pytest.raises(UserError, match="continue as new"):
+        await durable.start(client, "go", state=crammed)
+    started = [w async for w in client.list_workflows(f"TaskQueue = '{queue}'")]
+    assert started == []
+    run = await durable.start(client, "go", state={"doc": _big(0, 1_900_000)})
+    await run.cancel()

@@ -27,7 +27,7 @@ from .._steps import RunResult
 from .._time import new_id
 from .._waiting import DecisionError
 from ..goals import GoalToolSet
-from . import _codec, _payloads
+from . import _carry, _codec, _payloads
 from ._options import ActivityOptions
 
 if TYPE_CHECKING:
@@ -812,4 +812,11 @@ def _check_start(start: dict[str, Any], media: bool) -> None:
             f"a durable run's start payload must fit in Temporal's 2 MB payload limit "
             f"(at most {MAX_START_BYTES / 2**20:.2f} MB here, images and files as base64); "
             f"this one is {size / 2**20:.2f} MB: {advice}"
+        )
+    if _carry.refer_start(_payloads.Blobs(), start) is None:
+        raise UserError(
+            "a durable run's start must be able to continue as new, its long strings by "
+            f"reference in at most {_carry.MAX_START_BY_REFERENCE // 1024} KiB; this one is "
+            f"{size / 2**20:.2f} MB of many small values (input, state or variables): pass "
+            "fewer, or hold them in a few long strings"
         )

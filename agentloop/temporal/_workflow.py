@@ -108,6 +108,9 @@ MAX_BATCH = 1000  # events in one poll's reply
 CONTINUE_BYTES = 16 * 1024 * 1024
 # Patched: a run started before continuing-as-new existed never continues as new.
 CONTINUE_PATCH = "agentloop-continue-as-new"
+# Patched: a run whose start alone left no room for a carry went on uncut; now its start's
+# fields go by reference too (``_carry.refer_start``).
+START_PATCH = "agentloop-start-by-reference"
 
 
 class _Cut(Exception):
@@ -668,8 +671,11 @@ class AgentRunWorkflow:
         loaded = None
         waited: RunResult[Any] | None = None
         first = agent  # the agent of the first invocation here
+        by_reference = False  # this run's start fields came by reference, not in its start
         if carry is not None:
             carry = await self._whole(carry)
+            if carry.start is not None:
+                start, by_reference = self._take_start(start, carry.start), True
             # What this run's start took (its carried strings read back): a run that waits is
             # cut again only once its history grew by ``continue_after`` from here.
             self._floor = workflow.info().get_current_history_length()
@@ -703,7 +709,9 @@ class AgentRunWorkflow:
                 counts=counts,
             )
         self.input_parts = list(start.get("input_parts") or ())
-        self.input_refs = _codec.input_refs(self.input_parts)
+        # The model activity reads the large parts from this run's start: not when it holds
+        # none (they go by ``_payloads`` reference then, as any long string).
+        self.input_refs = {} if by_reference else _codec.input_refs(self.input_parts)
         launch = Launch(
             agent=first,
             run_id=start["run_id"],
@@ -911,6 +919,11 @@ class AgentRunWorkflow:
                 waiting=None if waiting is None else json.dumps(self.blobs.refer(waiting)),
             )
             size = self._size_of(carry)
+            if size > MAX_START_BYTES and workflow.patched(START_PATCH):
+                fields = _carry.refer_start(self.blobs, self._start)
+                if fields is not None:  # else made of many small values: it cannot go
+                    carry = dataclasses.replace(carry, start=fields)
+                    size = self._size_of(carry)
             largest = max(
                 (self.blobs.size(d) for d in _payloads.digests_in(_carry.encode(carry))),
                 default=0,
@@ -928,8 +941,13 @@ class AgentRunWorkflow:
 
     def _size_of(self, carry: _carry.Carry) -> int:
         """The next run's start with ``carry``, in bytes, and room for a tail of events."""
-        start = {**self._start, "carry": _carry.encode(carry)}
+        start = {**self._fields_for(carry), "carry": _carry.encode(carry)}
         return _payloads.size_of(start) + _carry.TAIL_BYTES + 4096
+
+    def _fields_for(self, carry: _carry.Carry) -> dict[str, Any]:
+        """The start fields of the next run with ``carry``: this run's, or, when the carry
+        holds them by reference, with those emptied."""
+        return self._start if carry.start is None else _carry.emptied(self._start)
 
     async def _whole(self, carry: _carry.Carry) -> _carry.Carry:
         """``carry`` with the strings it holds by reference read back (``agentloop.carried``,
@@ -939,7 +957,7 @@ class AgentRunWorkflow:
         value = (
             None if waiting is None or _payloads.BLOB_REF not in waiting else json.loads(waiting)
         )
-        todo = _payloads.digests_in([carry.steps, carry.state, value])
+        todo = _payloads.digests_in([carry.steps, carry.state, value, carry.start])
         while todo:
             texts: list[str] = await workflow.execute_activity(
                 CARRIED_ACTIVITY,
@@ -965,6 +983,7 @@ class AgentRunWorkflow:
             steps=self.blobs.whole(carry.steps),
             state=self.blobs.whole(carry.state),
             waiting=waiting if value is None else json.dumps(self.blobs.whole(value)),
+            start=None if carry.start is None else self.blobs.whole(carry.start),
         )
 
     def _next_start(self, cut: _carry.Carry) -> dict[str, Any]:
@@ -980,12 +999,28 @@ class AgentRunWorkflow:
             replayed=(self._since_step or 0) if cut.at == "step" else 0,
         )
         fingerprint = f"{self._start['fingerprint']}{CONTINUED}"
-        start: dict[str, Any] = {**self._start, "fingerprint": fingerprint}
+        start: dict[str, Any] = {**self._fields_for(carry), "fingerprint": fingerprint}
         start["carry"] = _carry.encode(carry)
         if _payloads.size_of(start) > MAX_START_BYTES:
             carry = dataclasses.replace(carry, base=self._last_seq, tail=[])
             start["carry"] = _carry.encode(carry)
         return start
+
+    def _take_start(self, start: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+        """``start`` with its fields as the run before carried them by reference, read back;
+        checked as a start is, and kept for the next run's."""
+        fields = {k: v for k, v in fields.items() if k in _carry.START_FIELDS}
+        whole = {**start, **fields}
+        try:
+            _codec.check_start_shape(whole)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApplicationError(
+                f"not a start agentloop sends (the start carried by reference: {exc})",
+                type="BadStart",
+                non_retryable=True,
+            ) from None
+        self._start = {**self._start, **fields}
+        return whole
 
     def _restore(self, carry: _carry.Carry) -> int:
         """This run goes on from the run before's cut: its events' numbering and tail, its
