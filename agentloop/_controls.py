@@ -203,6 +203,20 @@ def restore_agent(run: RunCore) -> None:
         switch_agent(run, agent)
 
 
+def resume_handed(run: RunCore, name: str) -> None:
+    """A run resumed between steps after a handoff goes on under the agent handed over to
+    (``UserError`` if its entry agent no longer reaches it)."""
+    if name == run.agent.name:
+        return
+    agent = reachable(run.entry_agent).get(name)
+    if agent is None:
+        raise UserError(
+            f"the run was handed over to {name!r}, which {run.entry_agent.name!r} no longer "
+            "reaches through handoffs"
+        )
+    switch_agent(run, agent)
+
+
 def hands_over_to_toolsets(run: RunCore) -> bool:
     """Whether the run may hand over to an agent with toolsets (their scopes need a stack)."""
     entry = run.entry_agent

@@ -142,6 +142,10 @@ class Counts:
     tool_calls: int
     tool_retries: Mapping[str, int]
     output_retries: int
+    # After a handoff: the agent handed over to (the run goes on under it), and the first
+    # step its prompt replays (``Handoff(history="input")``: the steps from the handoff on).
+    agent: str | None = None
+    replay_from: int = 0
 
 
 @dataclass(kw_only=True, slots=True)

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import Agent, Approve, RunDeadlineExceeded, ToolContext, UserError, tool
+from agentloop import Agent, Approve, Handoff, RunDeadlineExceeded, ToolContext, UserError, tool
 from agentloop import _events as ev
 from agentloop._waiting import DecisionError
 from agentloop.models import ImagePart
@@ -701,3 +701,61 @@ async def test_a_start_that_could_never_continue_as_new_is_refused_before_it_sta
     assert started == []
     run = await durable.start(client, "go", state={"doc": _big(0, 1_900_000)})
     await run.cancel()
+
+
+@pytest.mark.parametrize("history", ["input", "full"])
+async def test_a_run_handed_over_continues_as_new_between_steps(
+    temporal_target: str, history: str
+) -> None:
+    """``triage`` hands over to ``billing`` (``Handoff(history=...)``), which streams eight
+    steps of a tool and an answer, with a small ``continue_after``: the run is cut between
+    billing's steps at least twice, each next run going on under billing with the history
+    the handoff gave it; the events, the result and each of billing's prompts are the uncut
+    run's; billing's model calls and tools are activities (its tools found on the worker);
+    every run of the chain replays. (Before, a run handed over was never cut, and the agent
+    handed over to called its model inside the workflow and its tools were unknown.)"""
+    queue = f"c-{uuid.uuid4().hex[:8]}"
+    models: list[ScriptedModel] = []
+
+    def agent() -> Agent[Any, str]:
+        models.append(ScriptedModel(_script(8)))
+        billing = Agent(models[-1], name="billing", tools=[note], instructions="Bill.")
+        hand = Reply(calls=[call("transfer_to_billing", {}, id="t")])
+        handoff = Handoff(billing, history=history)  # type: ignore[arg-type]
+        return Agent(ScriptedModel([hand]), name="triage", handoffs=[handoff])
+
+    uncut = TemporalAgent(agent(), task_queue=queue)
+    cut = TemporalAgent(agent(), task_queue=queue + "-cut", continue_after=20)
+    results, streams, chains, activities = [], [], [], []
+    for durable in (uncut, cut):
+        async with serving(temporal_target, durable) as client:
+            run = await durable.start(client, "bill me")
+            with anyio.fail_after(90):
+                streams.append([e async for e in run])
+                results.append(await run.result())
+            chains.append(await _runs_of(client, run.run_id))
+            with anyio.fail_after(60):  # (before, billing's model ran in the replay: it hung)
+                assert await _replay_chain(client, durable) == len(chains[-1])
+            scheduled: Counter[str] = Counter()
+            async for info in client.list_workflows(f"WorkflowId = '{run.run_id}'"):
+                handle = client.get_workflow_handle(run.run_id, run_id=info.run_id)
+                async for event in handle.fetch_history_events():
+                    if event.HasField("activity_task_scheduled_event_attributes"):
+                        name = event.activity_task_scheduled_event_attributes.activity_type.name
+                        scheduled[name] += 1
+            activities.append(scheduled)
+    whole, events = streams
+    assert len(chains[0]) == 1 and len(chains[1]) >= 3, chains  # two cuts at least
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert Counter(_plain(events)) == Counter(_plain(whole))
+    assert {e.branch for e in events if e.type == "step_finished"} == {"triage", "billing"}
+    a, b = results
+    assert b.output == a.output == "all done."
+    assert b.usage == a.usage and len(b.steps) == len(a.steps) == 10
+    assert [act.error for s in b.steps for act in s.actions] == [None] * 9
+    assert ran == {f"note:{i}": 2 for i in range(8)}
+    assert activities[0]["agentloop.model"] == activities[1]["agentloop.model"] == 10
+    asked = [[r.messages for r in m.requests] for m in models]
+    assert len(asked[1]) == 9 and asked[1] == asked[0]
+    sees_triage = any("transfer_to_billing" in repr(m) for m in asked[1][-1])
+    assert sees_triage == (history == "full")

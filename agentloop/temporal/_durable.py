@@ -8,7 +8,7 @@ import json
 from collections import deque
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, Self, final
+from typing import TYPE_CHECKING, Any, Generic, Self, cast, final
 
 import anyio
 from temporalio.client import Client, WorkflowHandle
@@ -19,6 +19,7 @@ import agentloop._errors as _errors
 import agentloop._events as ev
 
 from .._actions import SUBAGENT
+from .._controls import reachable
 from .._decisions import Approve, Deny, Edit, ExternalResult
 from .._errors import AgentLoopError, UserError, as_given
 from .._inputs import RunInput, input_message_parts
@@ -700,7 +701,14 @@ def _fingerprint(durable: TemporalAgent[Any]) -> str:
 def _definition(durable: TemporalAgent[Any], path: str) -> list[Any]:
     agent = durable.agent_at(path)
     middleware = [*agent.model_middleware, *agent.tool_middleware]
-    return [sorted(_specs(durable.tools(path))), agent.instructions, [_name(m) for m in middleware]]
+    definition: list[Any] = [
+        sorted(_specs(durable.tools(path))),
+        agent.instructions,
+        [_name(m) for m in middleware],
+    ]
+    if agent.handoff_targets:  # (an agent without has the fingerprint it always had)
+        definition.append([[h.target_name, h.history] for h in agent.handoff_targets])
+    return definition
 
 
 def _name(thing: object) -> str:
@@ -749,11 +757,12 @@ MAX_SUBAGENT_DEPTH = 8
 
 
 def _agents_of(agent: Agent[Any, Any]) -> dict[str, Agent[Any, Any]]:
-    """The agent (path ``""``) and its sub-agents by path, each checked as durable runs need:
-    tools every worker knows, and no live approver."""
+    """The agent (path ``""``), its sub-agents by path, and the agents each of those reaches
+    through handoffs (at ``<path>@<name>``), each checked as durable runs need: tools every
+    worker knows, and no live approver."""
     found: dict[str, Agent[Any, Any]] = {}
 
-    def visit(path: str, current: Agent[Any, Any], chain: tuple[int, ...]) -> None:
+    def visit(path: str, current: Agent[Any, Any], chain: tuple[int, ...], entry: bool) -> None:
         if current.approver is not None:
             raise UserError(
                 "a durable run cannot ask a live approver: it would run inside the workflow, "
@@ -768,6 +777,10 @@ def _agents_of(agent: Agent[Any, Any]) -> dict[str, Agent[Any, Any]]:
                     "toolsets only GoalToolSet is supported (list the tools instead)"
                 )
         found[path] = current
+        if entry:  # a run starts under it: the agents it may hand over to
+            for name, target in reachable(current).items():
+                if target is not current:
+                    visit(f"{path}@{name}", cast("Agent[Any, Any]", target), chain, False)
         for tool in current.static_tools:
             for activity in tool.activities.values():
                 child = getattr(activity.fn, SUBAGENT, None)
@@ -779,9 +792,11 @@ def _agents_of(agent: Agent[Any, Any]) -> dict[str, Agent[Any, Any]]:
                         f"cycle or deeper than {MAX_SUBAGENT_DEPTH}, which a durable run cannot "
                         "address"
                     )
-                visit(f"{path}/{tool.name}" if path else tool.name, child, (*chain, id(child)))
+                visit(
+                    f"{path}/{tool.name}" if path else tool.name, child, (*chain, id(child)), True
+                )
 
-    visit("", agent, (id(agent),))
+    visit("", agent, (id(agent),), True)
     return found
 
 

@@ -111,6 +111,8 @@ CONTINUE_PATCH = "agentloop-continue-as-new"
 # Patched: a run whose start alone left no room for a carry went on uncut; now its start's
 # fields go by reference too (``_carry.refer_start``).
 START_PATCH = "agentloop-start-by-reference"
+# Patched: a run handed over to another agent was not cut between steps; now it is.
+HANDOFF_PATCH = "agentloop-continue-after-handoff"
 
 
 class _Cut(Exception):
@@ -178,6 +180,13 @@ class _Call:
             await self.wake.wait()
 
 
+def _entry_of(path: str) -> str:
+    """The path of the agent a run under the agent at ``path`` started with: a handoff's
+    target (``<path>@<name>``) is under its entry's run (``"@billing"``: ``""``)."""
+    head, sep, last = path.rpartition("/")
+    return head + sep + last.partition("@")[0]
+
+
 def _batches_of(handle: workflow.ActivityHandle[Any]) -> int:
     """How many batches the finished model activity sent; its failure as a ``ModelError``."""
     try:
@@ -228,7 +237,7 @@ class _WorkflowModel(Model):
         self, request: ModelRequest
     ) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
         host = self._host
-        if not self._path:
+        if "/" not in self._path:  # the run's own agent, or one it handed over to
             await host.cut_between_steps(request)  # returns unless the run continues as new
         attempt_timeout = self._durable.agent_at(self._path).retry.attempt_timeout
         encoded = _codec.encode_request(request)
@@ -277,26 +286,50 @@ class _ToolEffects:
         self._path = path  # the agent's whose runs these effects serve ("" the root's)
 
     def tool_call(self, toolbox: Toolbox) -> Callable[[ToolCall], Awaitable[ActionResult]]:
-        agent = self._durable.agent_at(self._path)
-        in_workflow = compose(agent.tool_middleware, make_terminal(toolbox, agent.tool_limits))
+        composed: dict[str, Callable[[ToolCall], Awaitable[ActionResult]]] = {}
 
         def perform(call: ToolCall) -> Awaitable[ActionResult]:
             found = toolbox.find(call.action.name, call.action.path)
             if isinstance(found, tuple) and getattr(found[1].fn, SUBAGENT, None) is not None:
+                path = self._path_of(call)
+                in_workflow = composed.get(path)
+                if in_workflow is None:
+                    agent = self._durable.agent_at(path)
+                    terminal = make_terminal(toolbox, agent.tool_limits)
+                    in_workflow = composed[path] = compose(agent.tool_middleware, terminal)
                 return in_workflow(call)
             return self._call(call)
 
         return perform
 
+    def _path_of(self, call: ToolCall) -> str:
+        """The path of the agent the call's run is under: these effects' own, or, after a
+        handoff, the agent's it handed over to (``<path>@<name>``)."""
+        run = run_of(call.run)
+        name = run.agent.name
+        return self._path if name == run.entry_agent.name else f"{self._path}@{name}"
+
     def sub_agent(self, agent: RunnableAgent, tool_name: str) -> tuple[RunnableAgent, Effects]:
-        path = f"{self._path}/{tool_name}" if self._path else tool_name
-        return self._host.sub_agent(self._durable, self._facts, path)
+        # Under these effects' agent, or under one it handed over to: the path that holds it.
+        durable = self._durable
+        path = next(
+            (
+                p
+                for p in durable.agent_paths()
+                if p.rpartition("/")[2] == tool_name
+                and _entry_of(p.rpartition("/")[0]) == self._path
+                and durable.agent_at(p) is agent
+            ),
+            f"{self._path}/{tool_name}" if self._path else tool_name,
+        )
+        return self._host.sub_agent(durable, self._facts, path)
 
     async def _call(self, call: ToolCall) -> ActionResult:
         action = call.action
         run = call.run
         found = self._durable.tool_options(action.name)
-        tool = next((t for t in self._durable.tools(self._path) if t.name == action.name), None)
+        path = self._path_of(call)
+        tool = next((t for t in self._durable.tools(path) if t.name == action.name), None)
         timeout = None
         if tool is not None:
             activity = tool.activity(action.path)
@@ -306,7 +339,7 @@ class _ToolEffects:
         payload = self._host.blobs.fit(
             {
                 "agent": self._durable.name,
-                "path": self._path,
+                "path": path,
                 "action": encoded,
                 "step": call.step,
                 "ordinal": call.ordinal,  # for the idempotency key
@@ -387,6 +420,7 @@ class AgentRunWorkflow:
         self._decided: dict[str, Decision] | None = None
         # The sub-agents' agents as the workflow runs them, by path (made once each).
         self._sub_agents: dict[str, tuple[RunnableAgent, Effects]] = {}
+        self._in_workflow: dict[str, Agent[Any, Any]] = {}  # ... and every agent, by path
         # The input's images and files as the start payload has them, and the large ones'
         # data to their index: model activities get those by reference (``_codec.refer_inputs``).
         self.input_parts: list[dict[str, Any]] = []
@@ -430,9 +464,35 @@ class AgentRunWorkflow:
         activity-backed one, its tool calls activities, tracing off (as the agent's own)."""
         made = self._sub_agents.get(path)
         if made is None:
-            model = _WorkflowModel(self, durable, facts[path], path)
-            agent = self._untimed(durable.agent_at(path).replace(model=model, instrument=False))
+            agent = self.in_workflow(durable, facts, path)
             made = self._sub_agents[path] = (agent, _ToolEffects(self, durable, facts, path))
+        return made
+
+    def in_workflow(
+        self, durable: TemporalAgent[Any], facts: AgentFacts, path: str
+    ) -> Agent[Any, Any]:
+        """The agent at ``path`` as the workflow runs it: its model the workflow's
+        activity-backed one, tracing off, and so the agents it hands over to (made once each,
+        so that a handoff finds the same agent by name or by object)."""
+        made = self._in_workflow.get(path)
+        if made is None:
+            agent = durable.agent_at(path)
+            entry = _entry_of(path)
+            handoffs = [
+                h
+                if isinstance(h.agent, str)
+                else dataclasses.replace(
+                    h, agent=self.in_workflow(durable, facts, f"{entry}@{h.target_name}")
+                )
+                for h in agent.handoff_targets
+            ]
+            model = _WorkflowModel(self, durable, facts[path], path)
+            changed = (
+                agent.replace(model=model, instrument=False, handoffs=handoffs)
+                if handoffs
+                else agent.replace(model=model, instrument=False)
+            )
+            made = self._in_workflow[path] = self._untimed(changed)
         return made
 
     def _untimed(self, agent: Agent[Any, Any]) -> Agent[Any, Any]:
@@ -664,8 +724,7 @@ class AgentRunWorkflow:
         use_entropy(_Entropy())
         # Tracing stays off inside the workflow: the OpenTelemetry SDK reads the environment
         # and the clock, which a workflow may not (the activities' own code may trace).
-        model = _WorkflowModel(self, durable, facts[""], "")
-        agent = self._untimed(durable.agent.replace(model=model, instrument=False))
+        agent = self.in_workflow(durable, facts, "")
         send, receive = anyio.create_memory_object_stream[ev.Event](EVENT_BUFFER)
         emitter = Emitter(send)
         loaded = None
@@ -849,10 +908,11 @@ class AgentRunWorkflow:
             or self._since_step is None  # no step finished in this run yet
             or self._engine is None
             or run.parent_run_id is not None
-            or run.agent.name != self._start["agent"]
             or not self._cut_wanted()
         ):
             return
+        if run.agent.name != self._start["agent"] and not workflow.patched(HANDOFF_PATCH):
+            return  # a run from before, handed over: it is not cut, as it was not
         if not workflow.patched(CONTINUE_PATCH):  # a run from before: it never continues as new
             self._uncut = True
             return
@@ -1081,12 +1141,16 @@ class AgentRunWorkflow:
 
 
 def _counts_json(run: RunCore) -> dict[str, Any]:
-    return {
+    counts: dict[str, Any] = {
         "usage": {model: dataclasses.asdict(u) for model, u in run.usage_by_model.items()},
         "tool_calls": run.tool_calls,
         "tool_retries": dict(run.tool_retries),
         "output_retries": run.output_retries,
     }
+    replay_from = len(run.steps) - len(run.replayed)  # ``Handoff(history="input")``: > 0
+    if run.agent is not run.entry_agent or replay_from:  # handed over: under whom, from where
+        counts["agent"], counts["replay_from"] = run.agent.name, replay_from
+    return counts
 
 
 def _counts_of(data: dict[str, Any]) -> Counts:
@@ -1096,11 +1160,16 @@ def _counts_of(data: dict[str, Any]) -> Counts:
     if not isinstance(usage, dict) or not isinstance(retries, dict):
         raise TypeError("a carry's counts hold objects")
     usage_by_model = {str(k): Usage(**cast("dict[str, Any]", v)) for k, v in usage.items()}
+    agent = data.get("agent")
+    if agent is not None and not isinstance(agent, str):
+        raise TypeError("a carry's agent is a name")
     return Counts(
         usage_by_model=usage_by_model,
         tool_calls=int(data["tool_calls"]),
         tool_retries={str(k): int(v) for k, v in cast("dict[str, Any]", retries).items()},
         output_retries=int(data["output_retries"]),
+        agent=agent,
+        replay_from=int(data.get("replay_from", 0)),
     )
 
 
