@@ -38,6 +38,12 @@ from agentloop.temporal import (  # noqa: E402
     worker,
 )
 from agentloop.temporal._durable import CONTINUED, DELTAS_SIGNAL, start_of  # noqa: E402
+from tests.support.temporal_hold import (  # noqa: E402
+    HELD_QUERY,
+    REFUSED_QUERY,
+    RELEASE_SIGNAL,
+    HoldCuts,
+)
 from tests.test_temporal_payloads import _document, bulky  # noqa: E402
 
 pytestmark = pytest.mark.temporal
@@ -759,3 +765,62 @@ async def test_a_run_handed_over_continues_as_new_between_steps(
     assert len(asked[1]) == 9 and asked[1] == asked[0]
     sees_triage = any("transfer_to_billing" in repr(m) for m in asked[1][-1])
     assert sees_triage == (history == "full")
+
+
+@pytest.mark.parametrize("hold", ["cut", "start"], ids=["closing-run", "next-run"])
+async def test_a_decide_held_inside_the_cut_is_sent_again_and_lands_once(
+    temporal_target: str, hold: str
+) -> None:
+    """The cut held open by a worker interceptor (``tests/support/temporal_hold``): the
+    waiting run has decided to continue as new and holds before it does, or the next run
+    holds before it takes up the wait. A ``decide`` sent then is refused unrecorded (the
+    interceptor counts the refusal); the run is released; the caller, following the run by
+    its workflow id, sends it again with the same update id, and the next run takes it: the
+    tool runs once, the run ends paid, and every run of the chain replays."""
+    model = ScriptedModel([Reply(calls=[call("transfer", {"amount": 9}, id="pay")]), "paid"])
+    durable = TemporalAgent(
+        Agent(model, name="held", tools=[transfer]),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    client = await connect(temporal_target)
+    async with worker(
+        client, [durable], sticky_queue_schedule_to_start_timeout=1.0, interceptors=[HoldCuts()]
+    ):
+        run = await durable.start(client, "pay", memo={"hold": hold})
+        handle = client.get_workflow_handle(run.run_id)
+        with anyio.fail_after(60):
+            async for event in run:
+                if isinstance(event, ev.RunWaiting):
+                    break
+            first = (await handle.describe()).run_id
+            # Acks grow the history until the run holds (in the next run, for "start").
+            for _ in range(500):
+                if await handle.query(HELD_QUERY):
+                    break
+                with contextlib.suppress(RPCError):
+                    await handle.signal("agentloop.ack", 0)
+            held = (await handle.describe()).run_id
+            assert (held == first) == (hold == "cut")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(durable.decide, client, run.run_id, {"pay": Approve()})
+                for _ in range(2000):  # the refusal is what is waited for, not a time
+                    if await handle.query(REFUSED_QUERY):
+                        break
+                    await anyio.sleep(0.01)
+                assert await handle.query(REFUSED_QUERY) >= 1
+                await handle.signal(RELEASE_SIGNAL)
+            result = await run.result()
+        chain = await _runs_of(client, run.run_id)
+        histories = [
+            await client.get_workflow_handle(run.run_id, run_id=r.split(":")[0]).fetch_history()
+            for r in chain
+        ]
+        await replayer([durable], interceptors=[HoldCuts()]).replay_workflows(_each(histories))
+    assert result.output == "paid" and ran == {"transfer:9": 1}
+    assert len(chain) >= 2
+
+
+async def _each(items: list[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
