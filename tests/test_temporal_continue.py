@@ -27,7 +27,7 @@ from agentloop.testing import Reply, ScriptedModel, call
 from tests.support.temporal import import_temporal
 
 import_temporal()
-from temporalio.service import RPCError  # noqa: E402
+from temporalio.service import RPCError, RPCStatusCode  # noqa: E402
 
 from agentloop.temporal import (  # noqa: E402
     DurableRunFailed,
@@ -43,6 +43,7 @@ from tests.support.temporal_hold import (  # noqa: E402
     REFUSED_QUERY,
     RELEASE_SIGNAL,
     HoldCuts,
+    StaleSignals,
 )
 from tests.test_temporal_payloads import _document, bulky  # noqa: E402
 
@@ -824,3 +825,47 @@ async def test_a_decide_held_inside_the_cut_is_sent_again_and_lands_once(
 async def _each(items: list[Any]) -> AsyncIterator[Any]:
     for item in items:
         yield item
+
+
+async def test_an_ack_that_reaches_the_run_before_the_cut_follows_to_the_next_run(
+    temporal_target: str,
+) -> None:
+    """A caller's ack signal, sent as the run continues as new, reaches the run that just
+    closed (the client interceptor sends it there, as the server may): the server answers
+    "already completed", and the caller, seeing the run go on by its workflow id, sends it
+    again: the next run records it. (Before, the ack was dropped.) A decide sent there is
+    sent again too, with its update id, and lands once."""
+    model = ScriptedModel([Reply(calls=[call("transfer", {"amount": 4}, id="pay")]), "paid"])
+    durable = TemporalAgent(
+        Agent(model, name="acking", tools=[transfer]),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    stale = StaleSignals()
+    client = await connect(temporal_target, interceptors=[stale])
+    async with worker(client, [durable], sticky_queue_schedule_to_start_timeout=1.0):
+        run = await durable.start(client, "pay")
+        handle = client.get_workflow_handle(run.run_id)
+        with anyio.fail_after(60):
+            async for event in run:
+                if isinstance(event, ev.RunWaiting):
+                    break
+            first = (await handle.describe()).run_id
+            await _continued_while_waiting(client, run)
+            now = client.get_workflow_handle(run.run_id, run_id=(await handle.describe()).run_id)
+
+            async def acks() -> int:
+                history = await now.fetch_history()
+                signalled = [e.workflow_execution_signaled_event_attributes for e in history.events]
+                return sum(s.signal_name == "agentloop.ack" for s in signalled)
+
+            before = await acks()
+            stale.stale = first
+            await run._ack()
+            assert [e.status for e in stale.refused] == [RPCStatusCode.NOT_FOUND]
+            assert await acks() == before + 1
+            stale.stale = first  # and a decide: sent again by its update id, it lands once
+            await run.decide({"pay": Approve()})
+            assert [e.status for e in stale.refused] == [RPCStatusCode.NOT_FOUND] * 2
+            assert (await run.result()).output == "paid"
+    assert ran == {"transfer:4": 1}

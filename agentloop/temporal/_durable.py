@@ -59,6 +59,7 @@ TOOL_ACTIVITY = "agentloop.tool"
 POLL_INTERVAL = 0.1  # the least time between two polls of one caller
 IDLE_POLLS = 20  # empty queries in a row (2 s) before the caller polls less often
 DECIDE_ATTEMPTS = 7  # sends of a decide refused unprocessed, or during a cut (6 s in all)
+SIGNAL_ATTEMPTS = 5  # sends of an ack that reached a run just continued as new (0.75 s)
 IDLE_INTERVAL = 0.5  # the least time between two polls of a run idle that long
 CLOSED_READS = 5  # queries of a closed run (each answered by a replay) before its outcome
 CALLER_CACHE_CHARS = 8 * 1024 * 1024  # of the strings one caller read back by reference
@@ -536,11 +537,25 @@ class DurableRun(Generic[OutputT]):
         return description.close_time is not None
 
     async def _ack(self) -> None:
+        """Say how far this caller read. A signal sent as the run continues as new may reach
+        the run that just closed, which answers "already completed" (``NOT_FOUND``): while
+        the run goes on by its workflow id, it is sent again (a few times), and the next run
+        of the chain takes it."""
+        from temporalio.service import RPCStatusCode
+
         self._renew_at = anyio.current_time() + self._durable.stream_lease / 3
-        try:
-            await self._handle.signal(ACK_SIGNAL, self.last_seq)
-        except RPCError:
-            pass  # the run ended already (it stops waiting after ``linger`` anyway)
+        for attempt in range(SIGNAL_ATTEMPTS):
+            try:
+                await self._handle.signal(ACK_SIGNAL, self.last_seq)
+                return
+            except RPCError as exc:
+                if (
+                    exc.status != RPCStatusCode.NOT_FOUND
+                    or attempt + 1 == SIGNAL_ATTEMPTS
+                    or await self._closed()
+                ):
+                    return  # the run ended already (it stops waiting after ``linger`` anyway)
+            await anyio.sleep(0.05 * 2**attempt)
 
     async def _terminal(self) -> ev.Event:
         from temporalio.client import WorkflowFailureError
