@@ -869,3 +869,15 @@ async def test_an_ack_that_reaches_the_run_before_the_cut_follows_to_the_next_ru
             assert [e.status for e in stale.refused] == [RPCStatusCode.NOT_FOUND] * 2
             assert (await run.result()).output == "paid"
     assert ran == {"transfer:4": 1}
+
+
+def test_two_agents_of_one_name_reached_through_handoffs_are_refused() -> None:
+    """A durable run finds the agent handed over to by its name (its path ``@<name>``): two
+    different agents of one name would be one of them, silently; refused at once."""
+    one = Agent(ScriptedModel(["a"]), name="billing")
+    two = Agent(ScriptedModel(["b"]), name="billing", instructions="Other.")
+    sales = Agent(ScriptedModel(["c"]), name="sales", handoffs=[two])
+    triage = Agent(ScriptedModel(["d"]), name="triage", handoffs=[one, sales])
+    with pytest.raises(UserError, match="two agents named 'billing'"):
+        TemporalAgent(triage)
+    assert TemporalAgent(triage.replace(handoffs=[one])).agent_paths() == ["", "@billing"]

@@ -792,8 +792,18 @@ def _agents_of(agent: Agent[Any, Any]) -> dict[str, Agent[Any, Any]]:
                     "toolsets only GoalToolSet is supported (list the tools instead)"
                 )
         found[path] = current
-        if entry:  # a run starts under it: the agents it may hand over to
-            for name, target in reachable(current).items():
+        if entry:  # a run starts under it: the agents it may hand over to, by name
+            reached = reachable(current)
+            for each in reached.values():
+                for handoff in each.handoff_targets:
+                    target = handoff.agent
+                    if not isinstance(target, str) and reached[target.name] is not target:
+                        raise UserError(
+                            f"two agents named {target.name!r} are reached through handoffs"
+                            + (f" from the sub-agent at {path!r}" if path else "")
+                            + ": a durable run finds the agent handed over to by its name"
+                        )
+            for name, target in reached.items():
                 if target is not current:
                     visit(f"{path}@{name}", cast("Agent[Any, Any]", target), chain, False)
         for tool in current.static_tools:

@@ -896,8 +896,9 @@ class AgentRunWorkflow:
         """Before the run's first model call of a step (no activity in flight, the steps so far
         settled): when the run should continue as new, the engine is cancelled here, and the
         next run goes on from its steps (a session's from its store, where its steps are
-        committed: the session is left as a crash leaves it, for the next run to resume). Not
-        after a handoff."""
+        committed: the session is left as a crash leaves it, for the next run to resume). After
+        a handoff, the carry says under which agent it goes on, and from which step its
+        history starts (``_counts_json``)."""
         if request.run is None:
             return
         run = run_of(request.run)
