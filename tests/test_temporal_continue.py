@@ -881,3 +881,25 @@ def test_two_agents_of_one_name_reached_through_handoffs_are_refused() -> None:
     with pytest.raises(UserError, match="two agents named 'billing'"):
         TemporalAgent(triage)
     assert TemporalAgent(triage.replace(handoffs=[one])).agent_paths() == ["", "@billing"]
+
+
+async def test_a_streaming_caller_of_a_run_whose_workflow_fails_sees_it_end(
+    temporal_target: str,
+) -> None:
+    """A run whose workflow fails without a terminal event (here ``AgentMismatch``: the
+    worker's agent changed before it started) ends for a caller that streams it, with the
+    failure, rather than answering its polls with nothing for ever. (Before, the caller hung.)"""
+    queue = f"c-{uuid.uuid4().hex[:8]}"
+
+    def made(version: str) -> TemporalAgent[Any]:
+        agent = Agent(ScriptedModel(["x"]), name="failing")
+        return TemporalAgent(agent, task_queue=queue, version=version)
+
+    old, new = made("1"), made("2")
+    client = await connect(temporal_target)
+    run = await old.start(client, "go")
+    async with worker(client, [new], sticky_queue_schedule_to_start_timeout=1.0):
+        with anyio.fail_after(30), pytest.raises(DurableRunFailed) as failed:
+            async for _ in run:
+                pass
+    assert failed.value.kind == "AgentMismatch"

@@ -632,6 +632,18 @@ class AgentRunWorkflow:
 
     @workflow.run
     async def run(self, start: Any) -> str:
+        """The run; a workflow that fails (a bad start, ``AgentMismatch``, a fault) has
+        ended too, for the callers that poll it: they read its failure, not nothing for
+        ever. (A cut is no end: the next run goes on.)"""
+        try:
+            return await self._run(start)
+        except workflow.ContinueAsNewError:
+            raise
+        except BaseException:
+            self._finished = True
+            raise
+
+    async def _run(self, start: Any) -> str:
         # Patched, first of all (a run that fails at once must still meet its marker): a run
         # started before this change replays with its timers.
         self.timeouts_in_activity = workflow.patched("agentloop-timeouts-in-activity")
