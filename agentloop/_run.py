@@ -426,6 +426,7 @@ class RunCore:
                 self.user_input = loaded.user_input or ""
                 self.input_parts = loaded.input_parts
                 self.steps = list(loaded.steps)
+                self.handed = loaded.handed
                 self.committed_reply = loaded.reply
                 known = [*self.steps, *([loaded.reply] if loaded.reply is not None else [])]
                 self._attempt_count = max((s.attempt for s in known), default=0)

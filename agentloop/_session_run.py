@@ -162,6 +162,9 @@ class Loaded:
     finished: tuple[RunRecord, RunEndRecord] | None = None  # the run a run_key names, if ended
     abandoned: tuple[str, ...] = ()  # waiting runs a new run ends (their calls never run)
     counts: Counts | None = None  # resumed between steps: the counters so far
+    # Resuming a wait that began after a handoff: the agent handed over to, and the first
+    # step its prompt replays (as ``Counts.agent`` and ``Counts.replay_from``).
+    handed: tuple[str, int] | None = None
 
 
 class SessionScope:

@@ -903,3 +903,35 @@ async def test_a_streaming_caller_of_a_run_whose_workflow_fails_sees_it_end(
             async for _ in run:
                 pass
     assert failed.value.kind == "AgentMismatch"
+
+
+@pytest.mark.parametrize("history", ["input", "full"])
+async def test_a_run_that_waits_under_the_agent_handed_over_to_goes_on_under_it(
+    temporal_target: str, history: str
+) -> None:
+    """``triage`` hands over to ``billing``, whose tool needs approval: the run waits under
+    billing, continues as new while it waits, and the decision goes on under billing (its tool
+    runs once, it answers), its prompt the history the handoff gave it; the chain replays.
+    (Before, the resume looked for the waiting run under triage, and the run failed.)"""
+    billing_model = ScriptedModel(
+        [Reply(calls=[call("transfer", {"amount": 6}, id="pay")]), "paid"]
+    )
+    billing = Agent(billing_model, name="billing", tools=[transfer])
+    hand = Reply(calls=[call("transfer_to_billing", {}, id="t")])
+    handoff = Handoff(billing, history=history)  # type: ignore[arg-type]
+    triage = Agent(ScriptedModel([hand]), name="triage", handoffs=[handoff])
+    durable = TemporalAgent(triage, task_queue=f"c-{uuid.uuid4().hex[:8]}", continue_after=20)
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "refund me")
+        with anyio.fail_after(60):
+            async for event in run:
+                if isinstance(event, ev.RunWaiting):
+                    break
+            await _continued_while_waiting(client, run)
+            await run.decide({"pay": Approve()})
+            result = await run.result()
+        assert await _replay_chain(client, durable) >= 2
+    assert result.output == "paid" and ran == {"transfer:6": 1}
+    assert result.agent == "billing" and len(result.steps) == 3
+    last = billing_model.requests[-1].messages
+    assert any("transfer_to_billing" in repr(m) for m in last) == (history == "full")

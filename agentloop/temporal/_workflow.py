@@ -36,6 +36,7 @@ import agentloop._events as ev
 
 from .._actions import SUBAGENT, Toolbox, error_result, make_terminal
 from .._context import StateView
+from .._controls import reachable
 from .._decisions import Decision, Deny, ExternalResult
 from .._loop import execute
 from .._middleware import compose
@@ -1153,6 +1154,29 @@ class AgentRunWorkflow:
                     self._since_step = 0
 
 
+def _waited_from(state: Any, entry: RunnableAgent) -> Loaded:
+    """What a run without a session resumes its wait from (its resume state); when it
+    waited under an agent its entry handed over to, under that agent, its prompt replaying
+    from the step the handoff gave it (``Handoff(history="input")``: the steps after the
+    step that handed over)."""
+    name = state.get("agent") if isinstance(state, dict) else None
+    if not isinstance(name, str) or name == entry.name:
+        return decode_state(state, agent=entry.name)
+    loaded = decode_state(state, agent=name)
+    handoffs = {h.tool_name: h for a in reachable(entry).values() for h in a.handoff_targets}
+    replay_from = 0
+    for position in range(len(loaded.steps) - 1, -1, -1):
+        called = [
+            handoffs[a.name]
+            for a in loaded.steps[position].actions
+            if a.name in handoffs and not a.is_error
+        ]
+        if called:  # the last handoff (its first transfer, as the engine takes it)
+            replay_from = position + 1 if called[0].history == "input" else 0
+            break
+    return dataclasses.replace(loaded, handed=(name, replay_from))
+
+
 def _counts_json(run: RunCore) -> dict[str, Any]:
     counts: dict[str, Any] = {
         "usage": {model: dataclasses.asdict(u) for model, u in run.usage_by_model.items()},
@@ -1201,7 +1225,7 @@ def _resumed(
             store=spec.store, session_id=spec.session_id, wait=spec.wait, resume=True
         )
     else:
-        loaded = decode_state(result.resume_state, agent=agent.name)
+        loaded = _waited_from(result.resume_state, agent)
     return Launch(
         agent=agent,
         run_id=launch.run_id,
