@@ -935,3 +935,30 @@ async def test_a_run_that_waits_under_the_agent_handed_over_to_goes_on_under_it(
     assert result.agent == "billing" and len(result.steps) == 3
     last = billing_model.requests[-1].messages
     assert any("transfer_to_billing" in repr(m) for m in last) == (history == "full")
+
+
+async def test_a_sub_agent_of_the_agent_handed_over_to_runs_durably(
+    temporal_target: str,
+) -> None:
+    """billing, handed over to, calls its sub-agent ``clerk`` (``Agent.as_tool``), whose tool
+    is an activity found on the worker at clerk's path under billing; the run ends with
+    clerk's answer in billing's step, and replays."""
+    clerk = Agent(
+        ScriptedModel([Reply(calls=[call("note", {"n": 5}, id="c")]), "clerked"]),
+        name="clerk",
+        tools=[note],
+    )
+    billing_model = ScriptedModel([Reply(calls=[call("clerk", {"task": "file"}, id="k")]), "filed"])
+    billing = Agent(billing_model, name="billing", tools=[clerk.as_tool()])
+    hand = Reply(calls=[call("transfer_to_billing", {}, id="t")])
+    triage = Agent(ScriptedModel([hand]), name="triage", handoffs=[billing])
+    durable = TemporalAgent(triage, task_queue=f"c-{uuid.uuid4().hex[:8]}")
+    assert "@billing/clerk" in durable.agent_paths()
+    async with serving(temporal_target, durable) as client:
+        with anyio.fail_after(60):
+            result = await durable.run(client, "file it")
+        assert await _replay_chain(client, durable) == 1
+    assert result.output == "filed" and ran == {"note:5": 1}
+    subrun = result.steps[1].actions[0].subrun
+    assert subrun is not None and subrun.output == "clerked"
+    assert subrun.steps[0].actions[0].output == "noted 5"
