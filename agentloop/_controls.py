@@ -204,8 +204,8 @@ def restore_agent(run: RunCore) -> None:
 
 
 def resume_handed(run: RunCore, name: str) -> None:
-    """A run resumed between steps after a handoff goes on under the agent handed over to
-    (``UserError`` if its entry agent no longer reaches it)."""
+    """A run resumed after a handoff (between steps, or in a wait) goes on under the agent
+    handed over to (``UserError`` if its entry agent no longer reaches it)."""
     if name == run.agent.name:
         return
     agent = reachable(run.entry_agent).get(name)

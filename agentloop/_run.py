@@ -368,8 +368,8 @@ class RunCore:
         self.session = session
         self.effects = launch.effects
         self.resumed = False
-        # Resumed between steps after a handoff (``Counts.agent``): the agent handed over to,
-        # and the first step its prompt replays.
+        # Resumed after a handoff (between steps: ``Counts.agent``; in a wait:
+        # ``Loaded.handed``): the agent handed over to, and the first step its prompt replays.
         self.handed: tuple[str, int] | None = None
         self.committed_reply: Step | None = None  # resuming: the step in flight's reply
         self.committed_attempt: int | None = None  # that reply's attempt, once taken

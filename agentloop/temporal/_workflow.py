@@ -238,7 +238,7 @@ class _WorkflowModel(Model):
         self, request: ModelRequest
     ) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
         host = self._host
-        if "/" not in self._path:  # the run's own agent, or one it handed over to
+        if not _entry_of(self._path):  # the run's own agent, or one it handed over to
             await host.cut_between_steps(request)  # returns unless the run continues as new
         attempt_timeout = self._durable.agent_at(self._path).retry.attempt_timeout
         encoded = _codec.encode_request(request)
