@@ -217,6 +217,23 @@ def resume_handed(run: RunCore, name: str) -> None:
     switch_agent(run, agent)
 
 
+def handed_from(entry: RunnableAgent, steps: Sequence[Step]) -> int:
+    """The first of ``steps`` the agent the run is under replays: after the step of the last
+    handoff when it was ``history="input"``, else the first (0)."""
+    if not entry.handoff_targets:
+        return 0
+    handoffs = {h.tool_name: h for a in reachable(entry).values() for h in a.handoff_targets}
+    for position in range(len(steps) - 1, -1, -1):
+        called = [
+            handoffs[a.name]
+            for a in steps[position].actions
+            if a.name in handoffs and not a.is_error
+        ]
+        if called:  # the step's first transfer, as ``handoff_called`` takes it
+            return position + 1 if called[0].history == "input" else 0
+    return 0
+
+
 def hands_over_to_toolsets(run: RunCore) -> bool:
     """Whether the run may hand over to an agent with toolsets (their scopes need a stack)."""
     entry = run.entry_agent

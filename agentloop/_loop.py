@@ -318,7 +318,12 @@ async def _steps(
     window = plan.context_window
     fitter = ContextFitter(window) if window is not None else None
     if run.resumed:
-        handed_from = 0 if run.handed is None else run.handed[1]
+        # The history the agent it is under was handed (``Handoff.history``), as before.
+        handed_from = (
+            controls.handed_from(run.entry_agent, run.steps)
+            if run.handed is None
+            else run.handed[1]
+        )
         run.replayed = [replay_step(step, plan.tool_mode) for step in run.steps[handed_from:]]
         check_decisions(run.committed_reply, run.decisions, toolbox, prefix=run.call_prefix)
     elif run.decisions:

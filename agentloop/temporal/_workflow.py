@@ -36,7 +36,7 @@ import agentloop._events as ev
 
 from .._actions import SUBAGENT, Toolbox, error_result, make_terminal
 from .._context import StateView
-from .._controls import reachable
+from .._controls import handed_from
 from .._decisions import Decision, Deny, ExternalResult
 from .._loop import execute
 from .._middleware import compose
@@ -1163,18 +1163,7 @@ def _waited_from(state: Any, entry: RunnableAgent) -> Loaded:
     if not isinstance(name, str) or name == entry.name:
         return decode_state(state, agent=entry.name)
     loaded = decode_state(state, agent=name)
-    handoffs = {h.tool_name: h for a in reachable(entry).values() for h in a.handoff_targets}
-    replay_from = 0
-    for position in range(len(loaded.steps) - 1, -1, -1):
-        called = [
-            handoffs[a.name]
-            for a in loaded.steps[position].actions
-            if a.name in handoffs and not a.is_error
-        ]
-        if called:  # the last handoff (its first transfer, as the engine takes it)
-            replay_from = position + 1 if called[0].history == "input" else 0
-            break
-    return dataclasses.replace(loaded, handed=(name, replay_from))
+    return dataclasses.replace(loaded, handed=(name, handed_from(entry, loaded.steps)))
 
 
 def _counts_json(run: RunCore) -> dict[str, Any]:
