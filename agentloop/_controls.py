@@ -203,6 +203,37 @@ def restore_agent(run: RunCore) -> None:
         switch_agent(run, agent)
 
 
+def resume_handed(run: RunCore, name: str) -> None:
+    """A run resumed after a handoff (between steps, or in a wait) goes on under the agent
+    handed over to (``UserError`` if its entry agent no longer reaches it)."""
+    if name == run.agent.name:
+        return
+    agent = reachable(run.entry_agent).get(name)
+    if agent is None:
+        raise UserError(
+            f"the run was handed over to {name!r}, which {run.entry_agent.name!r} no longer "
+            "reaches through handoffs"
+        )
+    switch_agent(run, agent)
+
+
+def handed_from(entry: RunnableAgent, steps: Sequence[Step]) -> int:
+    """The first of ``steps`` the agent the run is under replays: after the step of the last
+    handoff when it was ``history="input"``, else the first (0)."""
+    if not entry.handoff_targets:
+        return 0
+    handoffs = {h.tool_name: h for a in reachable(entry).values() for h in a.handoff_targets}
+    for position in range(len(steps) - 1, -1, -1):
+        called = [
+            handoffs[a.name]
+            for a in steps[position].actions
+            if a.name in handoffs and not a.is_error
+        ]
+        if called:  # the step's first transfer, as ``handoff_called`` takes it
+            return position + 1 if called[0].history == "input" else 0
+    return 0
+
+
 def hands_over_to_toolsets(run: RunCore) -> bool:
     """Whether the run may hand over to an agent with toolsets (their scopes need a stack)."""
     entry = run.entry_agent

@@ -111,6 +111,8 @@ async def _execute(launch: Launch) -> RunResult:
     del launch  # not held while the run is in flight: the run has what it needs of it
     if session is not None:
         controls.restore_agent(run)  # the agent the session's last handoff handed over to
+    if run.handed is not None:
+        controls.resume_handed(run, run.handed[0])  # resumed after a handoff: under its agent
     cancelled = False
     try:
         await run.emit(ev.RunStarted, input=run.user_input)
@@ -172,7 +174,8 @@ def _with_deadline(run: RunCore) -> Awaitable[RunResult]:
     flight.)"""
     agent = run.agent
     body = _in_task_group(run, None if agent.toolsets else agent.static_tools, run.session)
-    deadline = agent.deadline
+    # Resumed after a handoff, the invocation's deadline is still the one it was given.
+    deadline = (agent if run.handed is None else run.entry_agent).deadline
     if deadline is None:
         return body
     return _within(body, deadline)
@@ -315,7 +318,13 @@ async def _steps(
     window = plan.context_window
     fitter = ContextFitter(window) if window is not None else None
     if run.resumed:
-        run.replayed = [replay_step(step, plan.tool_mode) for step in run.steps]
+        # The history the agent it is under was handed (``Handoff.history``), as before.
+        handed_from = (
+            controls.handed_from(run.entry_agent, run.steps)
+            if run.handed is None
+            else run.handed[1]
+        )
+        run.replayed = [replay_step(step, plan.tool_mode) for step in run.steps[handed_from:]]
         check_decisions(run.committed_reply, run.decisions, toolbox, prefix=run.call_prefix)
     elif run.decisions:
         check_decisions(None, run.decisions, toolbox, prefix=run.call_prefix)

@@ -316,6 +316,7 @@ class RunCore:
         "emitter",
         "entry_agent",
         "entry_branch",
+        "handed",
         "input_parts",
         "instrument",
         "memory",
@@ -367,6 +368,9 @@ class RunCore:
         self.session = session
         self.effects = launch.effects
         self.resumed = False
+        # Resumed after a handoff (between steps: ``Counts.agent``; in a wait:
+        # ``Loaded.handed``): the agent handed over to, and the first step its prompt replays.
+        self.handed: tuple[str, int] | None = None
         self.committed_reply: Step | None = None  # resuming: the step in flight's reply
         self.committed_attempt: int | None = None  # that reply's attempt, once taken
         # Resuming a waiting run: its step in flight (results so far, pending calls), and the
@@ -422,6 +426,7 @@ class RunCore:
                 self.user_input = loaded.user_input or ""
                 self.input_parts = loaded.input_parts
                 self.steps = list(loaded.steps)
+                self.handed = loaded.handed
                 self.committed_reply = loaded.reply
                 known = [*self.steps, *([loaded.reply] if loaded.reply is not None else [])]
                 self._attempt_count = max((s.attempt for s in known), default=0)
@@ -430,6 +435,8 @@ class RunCore:
                     self.tool_calls = loaded.counts.tool_calls
                     self.tool_retries = dict(loaded.counts.tool_retries)
                     self.output_retries = loaded.counts.output_retries
+                    if loaded.counts.agent is not None:
+                        self.handed = (loaded.counts.agent, loaded.counts.replay_from)
 
     def own_scratch(self) -> dict[int, dict[str, Any]]:
         """The run's scratch space, made when first written."""

@@ -147,6 +147,10 @@ class Counts:
     tool_calls: int
     tool_retries: Mapping[str, int]
     output_retries: int
+    # After a handoff: the agent handed over to (the run goes on under it), and the first
+    # step its prompt replays (``Handoff(history="input")``: the steps from the handoff on).
+    agent: str | None = None
+    replay_from: int = 0
 
 
 @dataclass(kw_only=True, slots=True)
@@ -163,6 +167,9 @@ class Loaded:
     finished: tuple[RunRecord, RunEndRecord] | None = None  # the run a run_key names, if ended
     abandoned: tuple[str, ...] = ()  # waiting runs a new run ends (their calls never run)
     counts: Counts | None = None  # resumed between steps: the counters so far
+    # Resuming a wait that began after a handoff: the agent handed over to, and the first
+    # step its prompt replays (as ``Counts.agent`` and ``Counts.replay_from``).
+    handed: tuple[str, int] | None = None
 
 
 class SessionScope:

@@ -195,3 +195,34 @@ async def test_a_run_that_waits_under_the_agent_handed_over_to_resumes_under_it(
     decisions = {p.id: Approve() for p in waiting.pending}
     result = await triage.resume(session="w", decisions=decisions)
     assert ran == ["B2"] and result.output == "done" and result.agent == "billing"
+
+
+@pytest.mark.parametrize("history", ["input", "full"])
+async def test_a_session_run_that_waits_after_a_handoff_resumes_with_the_history_it_was_given(
+    history: Literal["input", "full"],
+) -> None:
+    """``Handoff(history="input")``: billing sees the input and its own steps, not triage's;
+    a session run that waits under billing and resumes shows billing the same history as
+    before it waited (before, the resume replayed every step of the run, triage's too)."""
+
+    @tool(requires_approval=True)
+    async def big_refund(order: str) -> str:
+        """Refund a large order."""
+        return "refunded"
+
+    billing_model = ScriptedModel([Reply(calls=[call("big_refund", {"order": "B2"})]), "done"])
+    billing = Agent(billing_model, name="billing", tools=[big_refund])
+    triage = Agent(
+        ScriptedModel([Reply(calls=[call("transfer_to_billing", {})])]),
+        name="triage",
+        handoffs=[Handoff(billing, history=history)],
+        store=InMemoryStore(),
+    )
+    waiting = await triage.run("refund B2", session="w")
+    decisions = {p.id: Approve() for p in waiting.pending}
+    result = await triage.resume(session="w", decisions=decisions)
+    assert result.output == "done" and result.agent == "billing"
+    before, after = (r.messages for r in billing_model.requests)
+    sees_triage = any("transfer_to_billing" in repr(m) for m in after)
+    assert sees_triage == (history == "full")
+    assert not any("transfer_to_billing" in repr(m) for m in before) or history == "full"

@@ -18,9 +18,10 @@ from typing import Any
 import anyio
 import pytest
 
-from agentloop import Agent, Approve, RunDeadlineExceeded, ToolContext, tool
+from agentloop import Agent, Approve, Handoff, RunDeadlineExceeded, ToolContext, UserError, tool
 from agentloop import _events as ev
 from agentloop._waiting import DecisionError
+from agentloop.models import ImagePart
 from agentloop.sessions import RunEndRecord, RunRecord, SQLiteStore
 from agentloop.testing import Reply, ScriptedModel, call
 from tests.support.temporal import (
@@ -32,7 +33,7 @@ from tests.support.temporal import (
 )
 
 import_temporal()
-from temporalio.service import RPCError  # noqa: E402
+from temporalio.service import RPCError, RPCStatusCode  # noqa: E402
 
 from agentloop.temporal import (  # noqa: E402
     DurableRunFailed,
@@ -43,6 +44,13 @@ from agentloop.temporal import (  # noqa: E402
     worker,
 )
 from agentloop.temporal._durable import CONTINUED, DELTAS_SIGNAL, start_of  # noqa: E402
+from tests.support.temporal_hold import (  # noqa: E402
+    HELD_QUERY,
+    REFUSED_QUERY,
+    RELEASE_SIGNAL,
+    HoldCuts,
+    StaleSignals,
+)
 from tests.test_temporal_payloads import _document, bulky  # noqa: E402
 
 pytestmark = pytest.mark.temporal
@@ -701,3 +709,336 @@ async def test_callers_reading_far_behind_replay_each_closed_run_once(
     # them) to say which run before it has them.
     assert all(n <= 2 for n in earlier.values()), earlier
     assert sum(earlier.values()) <= 2 * len(earlier) - 1, earlier
+
+
+def _big(n: int, chars: int) -> str:
+    """ASCII text of ``chars`` characters (one byte each in a payload), varied by ``n``."""
+    return "".join(chr(ord("a") + (n + i) % 26) for i in range(chars))
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["input", "image", "state", "variables"],
+    ids=["big-input", "big-image", "big-state", "big-variables"],
+)
+async def test_a_run_whose_start_nearly_fills_the_payload_limit_still_continues_as_new(
+    temporal_target: str, where: str
+) -> None:
+    """A start of some 1.9 MB (an input, an image, a state or template variables: near the
+    most a start may be), then eight streamed steps with a small ``continue_after``: the
+    start travels to each next run by reference, read back from the run before, so the run
+    is cut at least twice; its events, result and every prompt are the uncut run's. Every run
+    of the chain replays. (Before, it logged that it could not continue as new, and never
+    was cut.)"""
+    size = 1_900_000
+    image = ImagePart(data=b"\x89PNG\r\n\x1a\n" + bytes(1_400_000), media_type="image/png")
+    input: Any = (
+        _big(0, size) if where == "input" else ["look", image] if where == "image" else "go"
+    )
+    state = {"doc": _big(1, size)} if where == "state" else None
+    variables = {"doc": _big(2, size)} if where == "variables" else None
+    queue = f"c-{uuid.uuid4().hex[:8]}"
+
+    models: list[ScriptedModel] = []
+
+    def agent() -> Agent[Any, str]:
+        instructions = "Read {doc}." if where == "variables" else "Read."
+        models.append(ScriptedModel(_script(8)))
+        return Agent(models[-1], name="heavy", tools=[note], instructions=instructions)
+
+    uncut = TemporalAgent(agent(), task_queue=queue)
+    cut = TemporalAgent(agent(), task_queue=queue + "-cut", continue_after=20)
+    results, streams, chains = [], [], []
+    for durable in (uncut, cut):
+        async with serving(temporal_target, durable) as client:
+            run = await durable.start(client, input, state=state, variables=variables)
+            with anyio.fail_after(90):
+                streams.append([e async for e in run])
+                results.append(await run.result())
+            chains.append(await _runs_of(client, run.run_id))
+            assert await _replay_chain(client, durable) == len(chains[-1])
+    whole, events = streams
+    assert len(chains[0]) == 1 and len(chains[1]) >= 3, chains  # two cuts at least
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert Counter(_plain(events)) == Counter(_plain(whole))
+    a, b = results
+    assert b.output == a.output == "all done."
+    assert b.usage == a.usage and len(b.steps) == len(a.steps) == 9
+    assert b.state == a.state
+    asked = [[r.messages for r in m.requests] for m in models]
+    assert len(asked[1]) == 9 and asked[1] == asked[0]
+    assert ran == {f"note:{i}": 2 for i in range(8)}
+
+
+async def test_a_start_that_could_never_continue_as_new_is_refused_before_it_starts(
+    temporal_target: str,
+) -> None:
+    """A start under the payload limit, but made of so many small values that by reference
+    it would still not leave room in the next run's start (a state of 120,000 numbers): the
+    caller is refused with ``UserError``, saying why, before any workflow starts; the same
+    state's values as a few long strings start."""
+    queue = f"c-{uuid.uuid4().hex[:8]}"
+    durable = TemporalAgent(Agent(ScriptedModel(["ok"]), name="crammed"), task_queue=queue)
+    client = await connect(temporal_target)
+    crammed = {f"k{i}": i for i in range(120_000)}
+    assert len(json.dumps(crammed, separators=(",", ":"))) < 2_000_000  # under the limit
+    with pytest.raises(UserError, match="continue as new"):
+        await durable.start(client, "go", state=crammed)
+    started = [w async for w in client.list_workflows(f"TaskQueue = '{queue}'")]
+    assert started == []
+    run = await durable.start(client, "go", state={"doc": _big(0, 1_900_000)})
+    await run.cancel()
+
+
+@pytest.mark.parametrize("history", ["input", "full"])
+async def test_a_run_handed_over_continues_as_new_between_steps(
+    temporal_target: str, history: str
+) -> None:
+    """``triage`` hands over to ``billing`` (``Handoff(history=...)``), which streams eight
+    steps of a tool and an answer, with a small ``continue_after``: the run is cut between
+    billing's steps at least twice, each next run going on under billing with the history
+    the handoff gave it; the events, the result and each of billing's prompts are the uncut
+    run's; billing's model calls and tools are activities (its tools found on the worker);
+    every run of the chain replays. (Before, a run handed over was never cut, and the agent
+    handed over to called its model inside the workflow and its tools were unknown.)"""
+    queue = f"c-{uuid.uuid4().hex[:8]}"
+    models: list[ScriptedModel] = []
+
+    def agent() -> Agent[Any, str]:
+        models.append(ScriptedModel(_script(8)))
+        billing = Agent(models[-1], name="billing", tools=[note], instructions="Bill.")
+        hand = Reply(calls=[call("transfer_to_billing", {}, id="t")])
+        handoff = Handoff(billing, history=history)  # type: ignore[arg-type]
+        return Agent(ScriptedModel([hand]), name="triage", handoffs=[handoff])
+
+    uncut = TemporalAgent(agent(), task_queue=queue)
+    cut = TemporalAgent(agent(), task_queue=queue + "-cut", continue_after=20)
+    results, streams, chains, activities = [], [], [], []
+    for durable in (uncut, cut):
+        async with serving(temporal_target, durable) as client:
+            run = await durable.start(client, "bill me")
+            with anyio.fail_after(90):
+                streams.append([e async for e in run])
+                results.append(await run.result())
+            chains.append(await _runs_of(client, run.run_id))
+            with anyio.fail_after(60):  # (before, billing's model ran in the replay: it hung)
+                assert await _replay_chain(client, durable) == len(chains[-1])
+            scheduled: Counter[str] = Counter()
+            async for info in client.list_workflows(f"WorkflowId = '{run.run_id}'"):
+                handle = client.get_workflow_handle(run.run_id, run_id=info.run_id)
+                async for event in handle.fetch_history_events():
+                    if event.HasField("activity_task_scheduled_event_attributes"):
+                        name = event.activity_task_scheduled_event_attributes.activity_type.name
+                        scheduled[name] += 1
+            activities.append(scheduled)
+    whole, events = streams
+    assert len(chains[0]) == 1 and len(chains[1]) >= 3, chains  # two cuts at least
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert Counter(_plain(events)) == Counter(_plain(whole))
+    assert {e.branch for e in events if e.type == "step_finished"} == {"triage", "billing"}
+    a, b = results
+    assert b.output == a.output == "all done."
+    assert b.usage == a.usage and len(b.steps) == len(a.steps) == 10
+    assert [act.error for s in b.steps for act in s.actions] == [None] * 9
+    assert ran == {f"note:{i}": 2 for i in range(8)}
+    assert activities[0]["agentloop.model"] == activities[1]["agentloop.model"] == 10
+    asked = [[r.messages for r in m.requests] for m in models]
+    assert len(asked[1]) == 9 and asked[1] == asked[0]
+    sees_triage = any("transfer_to_billing" in repr(m) for m in asked[1][-1])
+    assert sees_triage == (history == "full")
+
+
+@pytest.mark.parametrize("hold", ["cut", "start"], ids=["closing-run", "next-run"])
+async def test_a_decide_held_inside_the_cut_is_sent_again_and_lands_once(
+    temporal_target: str, hold: str
+) -> None:
+    """The cut held open by a worker interceptor (``tests/support/temporal_hold``): the
+    waiting run has decided to continue as new and holds before it does, or the next run
+    holds before it takes up the wait. A ``decide`` sent then is refused unrecorded (the
+    interceptor counts the refusal); the run is released; the caller, following the run by
+    its workflow id, sends it again with the same update id, and the next run takes it: the
+    tool runs once, the run ends paid, and every run of the chain replays."""
+    model = ScriptedModel([Reply(calls=[call("transfer", {"amount": 9}, id="pay")]), "paid"])
+    durable = TemporalAgent(
+        Agent(model, name="held", tools=[transfer]),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    client = await connect(temporal_target)
+    async with worker(
+        client, [durable], sticky_queue_schedule_to_start_timeout=1.0, interceptors=[HoldCuts()]
+    ):
+        run = await durable.start(client, "pay", memo={"hold": hold})
+        handle = client.get_workflow_handle(run.run_id)
+        with anyio.fail_after(60):
+            async for event in run:
+                if isinstance(event, ev.RunWaiting):
+                    break
+            first = (await handle.describe()).run_id
+            # Acks grow the history until the run holds (in the next run, for "start").
+            for _ in range(500):
+                if await handle.query(HELD_QUERY):
+                    break
+                with contextlib.suppress(RPCError):
+                    await handle.signal("agentloop.ack", 0)
+            held = (await handle.describe()).run_id
+            assert (held == first) == (hold == "cut")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(durable.decide, client, run.run_id, {"pay": Approve()})
+                for _ in range(2000):  # the refusal is what is waited for, not a time
+                    if await handle.query(REFUSED_QUERY):
+                        break
+                    await anyio.sleep(0.01)
+                assert await handle.query(REFUSED_QUERY) >= 1
+                await handle.signal(RELEASE_SIGNAL)
+            result = await run.result()
+        chain = await _runs_of(client, run.run_id)
+        histories = [
+            await client.get_workflow_handle(run.run_id, run_id=r.split(":")[0]).fetch_history()
+            for r in chain
+        ]
+        await replayer([durable], interceptors=[HoldCuts()]).replay_workflows(_each(histories))
+    assert result.output == "paid" and ran == {"transfer:9": 1}
+    assert len(chain) >= 2
+
+
+async def _each(items: list[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
+
+
+async def test_an_ack_that_reaches_the_run_before_the_cut_follows_to_the_next_run(
+    temporal_target: str,
+) -> None:
+    """A caller's ack signal, sent as the run continues as new, reaches the run that just
+    closed (the client interceptor sends it there, as the server may): the server answers
+    "already completed", and the caller, seeing the run go on by its workflow id, sends it
+    again: the next run records it. (Before, the ack was dropped.) A decide sent there is
+    sent again too, with its update id, and lands once."""
+    model = ScriptedModel([Reply(calls=[call("transfer", {"amount": 4}, id="pay")]), "paid"])
+    durable = TemporalAgent(
+        Agent(model, name="acking", tools=[transfer]),
+        task_queue=f"c-{uuid.uuid4().hex[:8]}",
+        continue_after=20,
+    )
+    stale = StaleSignals()
+    client = await connect(temporal_target, interceptors=[stale])
+    async with worker(client, [durable], sticky_queue_schedule_to_start_timeout=1.0):
+        run = await durable.start(client, "pay")
+        handle = client.get_workflow_handle(run.run_id)
+        with anyio.fail_after(60):
+            async for event in run:
+                if isinstance(event, ev.RunWaiting):
+                    break
+            first = (await handle.describe()).run_id
+            await _continued_while_waiting(client, run)
+            now = client.get_workflow_handle(run.run_id, run_id=(await handle.describe()).run_id)
+
+            async def acks() -> int:
+                history = await now.fetch_history()
+                signalled = [e.workflow_execution_signaled_event_attributes for e in history.events]
+                return sum(s.signal_name == "agentloop.ack" for s in signalled)
+
+            before = await acks()
+            stale.stale = first
+            await run._ack()
+            assert [e.status for e in stale.refused] == [RPCStatusCode.NOT_FOUND]
+            assert await acks() == before + 1
+            stale.stale = first  # and a decide: sent again by its update id, it lands once
+            await run.decide({"pay": Approve()})
+            assert [e.status for e in stale.refused] == [RPCStatusCode.NOT_FOUND] * 2
+            assert (await run.result()).output == "paid"
+    assert ran == {"transfer:4": 1}
+
+
+def test_two_agents_of_one_name_reached_through_handoffs_are_refused() -> None:
+    """A durable run finds the agent handed over to by its name (its path ``@<name>``): two
+    different agents of one name would be one of them, silently; refused at once."""
+    one = Agent(ScriptedModel(["a"]), name="billing")
+    two = Agent(ScriptedModel(["b"]), name="billing", instructions="Other.")
+    sales = Agent(ScriptedModel(["c"]), name="sales", handoffs=[two])
+    triage = Agent(ScriptedModel(["d"]), name="triage", handoffs=[one, sales])
+    with pytest.raises(UserError, match="two agents named 'billing'"):
+        TemporalAgent(triage)
+    assert TemporalAgent(triage.replace(handoffs=[one])).agent_paths() == ["", "@billing"]
+
+
+async def test_a_streaming_caller_of_a_run_whose_workflow_fails_sees_it_end(
+    temporal_target: str,
+) -> None:
+    """A run whose workflow fails without a terminal event (here ``AgentMismatch``: the
+    worker's agent changed before it started) ends for a caller that streams it, with the
+    failure, rather than answering its polls with nothing for ever. (Before, the caller hung.)"""
+    queue = f"c-{uuid.uuid4().hex[:8]}"
+
+    def made(version: str) -> TemporalAgent[Any]:
+        agent = Agent(ScriptedModel(["x"]), name="failing")
+        return TemporalAgent(agent, task_queue=queue, version=version)
+
+    old, new = made("1"), made("2")
+    client = await connect(temporal_target)
+    run = await old.start(client, "go")
+    async with worker(client, [new], sticky_queue_schedule_to_start_timeout=1.0):
+        with anyio.fail_after(30), pytest.raises(DurableRunFailed) as failed:
+            async for _ in run:
+                pass
+    assert failed.value.kind == "AgentMismatch"
+
+
+@pytest.mark.parametrize("history", ["input", "full"])
+async def test_a_run_that_waits_under_the_agent_handed_over_to_goes_on_under_it(
+    temporal_target: str, history: str
+) -> None:
+    """``triage`` hands over to ``billing``, whose tool needs approval: the run waits under
+    billing, continues as new while it waits, and the decision goes on under billing (its tool
+    runs once, it answers), its prompt the history the handoff gave it; the chain replays.
+    (Before, the resume looked for the waiting run under triage, and the run failed.)"""
+    billing_model = ScriptedModel(
+        [Reply(calls=[call("transfer", {"amount": 6}, id="pay")]), "paid"]
+    )
+    billing = Agent(billing_model, name="billing", tools=[transfer])
+    hand = Reply(calls=[call("transfer_to_billing", {}, id="t")])
+    handoff = Handoff(billing, history=history)  # type: ignore[arg-type]
+    triage = Agent(ScriptedModel([hand]), name="triage", handoffs=[handoff])
+    durable = TemporalAgent(triage, task_queue=f"c-{uuid.uuid4().hex[:8]}", continue_after=20)
+    async with serving(temporal_target, durable) as client:
+        run = await durable.start(client, "refund me")
+        with anyio.fail_after(60):
+            async for event in run:
+                if isinstance(event, ev.RunWaiting):
+                    break
+            await _continued_while_waiting(client, run)
+            await run.decide({"pay": Approve()})
+            result = await run.result()
+        assert await _replay_chain(client, durable) >= 2
+    assert result.output == "paid" and ran == {"transfer:6": 1}
+    assert result.agent == "billing" and len(result.steps) == 3
+    last = billing_model.requests[-1].messages
+    assert any("transfer_to_billing" in repr(m) for m in last) == (history == "full")
+
+
+async def test_a_sub_agent_of_the_agent_handed_over_to_runs_durably(
+    temporal_target: str,
+) -> None:
+    """billing, handed over to, calls its sub-agent ``clerk`` (``Agent.as_tool``), whose tool
+    is an activity found on the worker at clerk's path under billing; the run ends with
+    clerk's answer in billing's step, and replays."""
+    clerk = Agent(
+        ScriptedModel([Reply(calls=[call("note", {"n": 5}, id="c")]), "clerked"]),
+        name="clerk",
+        tools=[note],
+    )
+    billing_model = ScriptedModel([Reply(calls=[call("clerk", {"task": "file"}, id="k")]), "filed"])
+    billing = Agent(billing_model, name="billing", tools=[clerk.as_tool()])
+    hand = Reply(calls=[call("transfer_to_billing", {}, id="t")])
+    triage = Agent(ScriptedModel([hand]), name="triage", handoffs=[billing])
+    durable = TemporalAgent(triage, task_queue=f"c-{uuid.uuid4().hex[:8]}")
+    assert "@billing/clerk" in durable.agent_paths()
+    async with serving(temporal_target, durable) as client:
+        with anyio.fail_after(60):
+            result = await durable.run(client, "file it")
+        assert await _replay_chain(client, durable) == 1
+    assert result.output == "filed" and ran == {"note:5": 1}
+    subrun = result.steps[1].actions[0].subrun
+    assert subrun is not None and subrun.output == "clerked"
+    assert subrun.steps[0].actions[0].output == "noted 5"

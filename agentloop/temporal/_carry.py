@@ -10,8 +10,11 @@ state, the counters their steps do not hold and the deadline's time spent; or th
 events, bounded in bytes, for callers a little behind, the model calls' numbering (a late ``deltas`` signal matches no call of the new
 run), and the streaming caller's lease. The whole start is measured against Temporal's payload
 limit: past it, the carry's large strings go by digest (``_payloads``), which the next run
-reads back from the run before (the ``agentloop.carried`` activity); a carry that still cannot
-fit is not made, and the run goes on uncut.
+reads back from the run before (the ``agentloop.carried`` activity); then, if need be, the
+start's own fields too (``start``: its input, input parts, state and variables, which the
+next run's start holds empty). A carry that still cannot fit is not made, and the run goes
+on uncut; ``TemporalAgent.start`` refuses a start that could never go by reference
+(``refer_start``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from . import _payloads
 
 TAIL_BYTES = 256 * 1024  # of the last events a new run holds for callers a little behind
 TAIL_EVENTS = 1000
+# The start's fields that may go by reference, and the most they may take so (a quarter of
+# the payload limit: the rest is the carry's and the tail's).
+START_FIELDS = ("input", "input_parts", "state", "variables")
+MAX_START_BY_REFERENCE = 512 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +52,9 @@ class Carry:
     waited_since: float  # in a wait: when it began (workflow time), for decision_timeout
     elapsed: float  # between steps: seconds of the agent's deadline already spent
     continued: int  # runs in the chain before this one
+    # The start's own fields (``START_FIELDS``), by reference, when the start would not fit
+    # whole (``refer_start``): the next run's start holds them empty (``emptied``).
+    start: dict[str, Any] | None = None
 
 
 def tail_of(log: Sequence[str], sizes: Sequence[int]) -> list[str]:
@@ -61,9 +71,31 @@ def tail_of(log: Sequence[str], sizes: Sequence[int]) -> list[str]:
     return taken
 
 
+def refer_start(blobs: _payloads.Blobs, start: dict[str, Any]) -> dict[str, Any] | None:
+    """The start's ``START_FIELDS``, their long strings by reference (every string of
+    ``REFER_SMALL_CHARS`` if need be), if so they take ``MAX_START_BY_REFERENCE`` at most;
+    else ``None``: a start made of so many small values could never continue as new."""
+    fields = {k: start[k] for k in START_FIELDS if k in start}
+    for min_chars in (_payloads.REFER_CHARS, _payloads.REFER_SMALL_CHARS):
+        referred: dict[str, Any] = blobs.refer(fields, min_chars)
+        if _payloads.size_of(referred) <= MAX_START_BY_REFERENCE:
+            return referred
+    return None
+
+
+def emptied(start: dict[str, Any]) -> dict[str, Any]:
+    """``start`` with its ``START_FIELDS`` empty (a carry's ``start`` holds them)."""
+    kept = {k: v for k, v in start.items() if k != "input_parts"}
+    return {**kept, "input": "", "state": {}, "variables": {}}
+
+
 def encode(carry: Carry) -> dict[str, Any]:
-    """``carry`` as the next run's start holds it (JSON: ``caller`` becomes a list)."""
-    return {f.name: getattr(carry, f.name) for f in dataclasses.fields(carry)}
+    """``carry`` as the next run's start holds it (JSON: ``caller`` becomes a list; no
+    ``start`` unless it holds one, so a carry without is the same as before)."""
+    encoded = {f.name: getattr(carry, f.name) for f in dataclasses.fields(carry)}
+    if carry.start is None:
+        del encoded["start"]
+    return encoded
 
 
 def decode(data: Any) -> Carry:
@@ -88,6 +120,7 @@ def decode(data: Any) -> Carry:
         waited_since=float(data["waited_since"]),
         elapsed=float(data["elapsed"]),
         continued=_typed(data["continued"], int),
+        start=None if data.get("start") is None else _typed(data["start"], dict),
     )
     if min(carry.base, carry.calls, carry.replayed, carry.continued) < 0:
         raise ValueError("a carry's counts are >= 0")

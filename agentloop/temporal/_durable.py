@@ -8,7 +8,7 @@ import json
 from collections import deque
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, Self, final
+from typing import TYPE_CHECKING, Any, Generic, Self, cast, final
 
 import anyio
 from temporalio.client import Client, WorkflowHandle
@@ -19,6 +19,7 @@ import agentloop._errors as _errors
 import agentloop._events as ev
 
 from .._actions import SUBAGENT
+from .._controls import reachable
 from .._decisions import Approve, Deny, Edit, ExternalResult
 from .._errors import AgentLoopError, UserError, as_given
 from .._inputs import RunInput, input_message_parts
@@ -27,7 +28,7 @@ from .._steps import RunResult
 from .._time import new_id
 from .._waiting import DecisionError
 from ..goals import GoalToolSet
-from . import _closed, _codec, _payloads
+from . import _carry, _closed, _codec, _payloads
 from ._options import ActivityOptions
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ TOOL_ACTIVITY = "agentloop.tool"
 POLL_INTERVAL = 0.1  # the least time between two polls of one caller
 IDLE_POLLS = 20  # empty queries in a row (2 s) before the caller polls less often
 DECIDE_ATTEMPTS = 7  # sends of a decide refused unprocessed, or during a cut (6 s in all)
+SIGNAL_ATTEMPTS = 5  # sends of an ack that reached a run just continued as new (0.75 s)
 IDLE_INTERVAL = 0.5  # the least time between two polls of a run idle that long
 CLOSED_READS = 5  # queries of a closed run (each answered by a replay) before its outcome
 CALLER_CACHE_CHARS = 8 * 1024 * 1024  # of the strings one caller read back by reference
@@ -580,11 +582,25 @@ class DurableRun(Generic[OutputT]):
         return description.close_time is not None
 
     async def _ack(self) -> None:
+        """Say how far this caller read. A signal sent as the run continues as new may reach
+        the run that just closed, which answers "already completed" (``NOT_FOUND``): while
+        the run goes on by its workflow id, it is sent again (a few times), and the next run
+        of the chain takes it."""
+        from temporalio.service import RPCStatusCode
+
         self._renew_at = anyio.current_time() + self._durable.stream_lease / 3
-        try:
-            await self._handle.signal(ACK_SIGNAL, self.last_seq)
-        except RPCError:
-            pass  # the run ended already (it stops waiting after ``linger`` anyway)
+        for attempt in range(SIGNAL_ATTEMPTS):
+            try:
+                await self._handle.signal(ACK_SIGNAL, self.last_seq)
+                return
+            except RPCError as exc:
+                if (
+                    exc.status != RPCStatusCode.NOT_FOUND
+                    or attempt + 1 == SIGNAL_ATTEMPTS
+                    or await self._closed()
+                ):
+                    return  # the run ended already (it stops waiting after ``linger`` anyway)
+            await anyio.sleep(0.05 * 2**attempt)
 
     async def _terminal(self) -> ev.Event:
         from temporalio.client import WorkflowFailureError
@@ -745,7 +761,14 @@ def _fingerprint(durable: TemporalAgent[Any]) -> str:
 def _definition(durable: TemporalAgent[Any], path: str) -> list[Any]:
     agent = durable.agent_at(path)
     middleware = [*agent.model_middleware, *agent.tool_middleware]
-    return [sorted(_specs(durable.tools(path))), agent.instructions, [_name(m) for m in middleware]]
+    definition: list[Any] = [
+        sorted(_specs(durable.tools(path))),
+        agent.instructions,
+        [_name(m) for m in middleware],
+    ]
+    if agent.handoff_targets:  # (an agent without has the fingerprint it always had)
+        definition.append([[h.target_name, h.history] for h in agent.handoff_targets])
+    return definition
 
 
 def _name(thing: object) -> str:
@@ -794,11 +817,12 @@ MAX_SUBAGENT_DEPTH = 8
 
 
 def _agents_of(agent: Agent[Any, Any]) -> dict[str, Agent[Any, Any]]:
-    """The agent (path ``""``) and its sub-agents by path, each checked as durable runs need:
-    tools every worker knows, and no live approver."""
+    """The agent (path ``""``), its sub-agents by path, and the agents each of those reaches
+    through handoffs (at ``<path>@<name>``), each checked as durable runs need: tools every
+    worker knows, and no live approver."""
     found: dict[str, Agent[Any, Any]] = {}
 
-    def visit(path: str, current: Agent[Any, Any], chain: tuple[int, ...]) -> None:
+    def visit(path: str, current: Agent[Any, Any], chain: tuple[int, ...], entry: bool) -> None:
         if current.approver is not None:
             raise UserError(
                 "a durable run cannot ask a live approver: it would run inside the workflow, "
@@ -813,6 +837,20 @@ def _agents_of(agent: Agent[Any, Any]) -> dict[str, Agent[Any, Any]]:
                     "toolsets only GoalToolSet is supported (list the tools instead)"
                 )
         found[path] = current
+        if entry:  # a run starts under it: the agents it may hand over to, by name
+            reached = reachable(current)
+            for each in reached.values():
+                for handoff in each.handoff_targets:
+                    target = handoff.agent
+                    if not isinstance(target, str) and reached[target.name] is not target:
+                        raise UserError(
+                            f"two agents named {target.name!r} are reached through handoffs"
+                            + (f" from the sub-agent at {path!r}" if path else "")
+                            + ": a durable run finds the agent handed over to by its name"
+                        )
+            for name, target in reached.items():
+                if target is not current:
+                    visit(f"{path}@{name}", cast("Agent[Any, Any]", target), chain, False)
         for tool in current.static_tools:
             for activity in tool.activities.values():
                 child = getattr(activity.fn, SUBAGENT, None)
@@ -824,9 +862,11 @@ def _agents_of(agent: Agent[Any, Any]) -> dict[str, Agent[Any, Any]]:
                         f"cycle or deeper than {MAX_SUBAGENT_DEPTH}, which a durable run cannot "
                         "address"
                     )
-                visit(f"{path}/{tool.name}" if path else tool.name, child, (*chain, id(child)))
+                visit(
+                    f"{path}/{tool.name}" if path else tool.name, child, (*chain, id(child)), True
+                )
 
-    visit("", agent, (id(agent),))
+    visit("", agent, (id(agent),), True)
     return found
 
 
@@ -857,4 +897,11 @@ def _check_start(start: dict[str, Any], media: bool) -> None:
             f"a durable run's start payload must fit in Temporal's 2 MB payload limit "
             f"(at most {MAX_START_BYTES / 2**20:.2f} MB here, images and files as base64); "
             f"this one is {size / 2**20:.2f} MB: {advice}"
+        )
+    if _carry.refer_start(_payloads.Blobs(), start) is None:
+        raise UserError(
+            "a durable run's start must be able to continue as new, its long strings by "
+            f"reference in at most {_carry.MAX_START_BY_REFERENCE // 1024} KiB; this one is "
+            f"{size / 2**20:.2f} MB of many small values (input, state or variables): pass "
+            "fewer, or hold them in a few long strings"
         )

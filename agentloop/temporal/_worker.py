@@ -97,7 +97,8 @@ def worker(
         sticky_queue_schedule_to_start_timeout: Seconds before a run's next task leaves a
             worker that stopped answering for another; lower it to carry runs on sooner after
             a crash.
-        **kwargs: Passed to ``Worker`` (``max_concurrent_activities``, …).
+        **kwargs: Passed to ``Worker`` (``max_concurrent_activities``, …; ``interceptors``
+            go after agentloop's own).
     """
     _require_asyncio()
     served = _served(agents)
@@ -112,7 +113,7 @@ def worker(
         task_queue=task_queue,
         workflows=[AgentRunWorkflow],
         activities=[activities.model, activities.tool, activities.store, activities.carried],
-        interceptors=[_Serve(served)],
+        interceptors=[_Serve(served), *kwargs.pop("interceptors", ())],
         workflow_runner=sandbox(),
         sticky_queue_schedule_to_start_timeout=timedelta(
             seconds=sticky_queue_schedule_to_start_timeout
@@ -128,13 +129,13 @@ def replayer(agents: Sequence[TemporalAgent[Any] | str], **kwargs: Any) -> Repla
 
     Args:
         agents: As for ``worker``.
-        **kwargs: Passed to ``Replayer``.
+        **kwargs: Passed to ``Replayer`` (``interceptors`` go after agentloop's own).
     """
     served = _served(agents)
     return _Replayer(
         {name: durable for name, (durable, _) in served.items()},
         workflows=[AgentRunWorkflow],
-        interceptors=[_Serve(served)],
+        interceptors=[_Serve(served), *kwargs.pop("interceptors", ())],
         workflow_runner=sandbox(),
         **kwargs,
     )

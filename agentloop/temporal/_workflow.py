@@ -36,6 +36,7 @@ import agentloop._events as ev
 
 from .._actions import SUBAGENT, Toolbox, error_result, make_terminal
 from .._context import StateView
+from .._controls import handed_from
 from .._decisions import Decision, Deny, ExternalResult
 from .._loop import execute
 from .._middleware import compose
@@ -109,6 +110,11 @@ MAX_BATCH = 1000  # events in one poll's reply
 CONTINUE_BYTES = 16 * 1024 * 1024
 # Patched: a run started before continuing-as-new existed never continues as new.
 CONTINUE_PATCH = "agentloop-continue-as-new"
+# Patched: a run whose start alone left no room for a carry went on uncut; now its start's
+# fields go by reference too (``_carry.refer_start``).
+START_PATCH = "agentloop-start-by-reference"
+# Patched: a run handed over to another agent was not cut between steps; now it is.
+HANDOFF_PATCH = "agentloop-continue-after-handoff"
 
 
 class _Cut(Exception):
@@ -195,6 +201,13 @@ class _Running:
         return reports
 
 
+def _entry_of(path: str) -> str:
+    """The path of the agent a run under the agent at ``path`` started with: a handoff's
+    target (``<path>@<name>``) is under its entry's run (``"@billing"``: ``""``)."""
+    head, sep, last = path.rpartition("/")
+    return head + sep + last.partition("@")[0]
+
+
 def _batches_of(handle: workflow.ActivityHandle[Any]) -> int:
     """How many batches the finished model activity sent; its failure as a ``ModelError``."""
     try:
@@ -245,7 +258,7 @@ class _WorkflowModel(Model):
         self, request: ModelRequest
     ) -> AsyncGenerator[AsyncIterator[ModelDelta], None]:
         host = self._host
-        if not self._path:
+        if not _entry_of(self._path):  # the run's own agent, or one it handed over to
             await host.cut_between_steps(request)  # returns unless the run continues as new
         attempt_timeout = self._durable.agent_at(self._path).retry.attempt_timeout
         encoded = _codec.encode_request(request)
@@ -294,26 +307,50 @@ class _ToolEffects:
         self._path = path  # the agent's whose runs these effects serve ("" the root's)
 
     def tool_call(self, toolbox: Toolbox) -> Callable[[ToolCall], Awaitable[ActionResult]]:
-        agent = self._durable.agent_at(self._path)
-        in_workflow = compose(agent.tool_middleware, make_terminal(toolbox, agent.tool_limits))
+        composed: dict[str, Callable[[ToolCall], Awaitable[ActionResult]]] = {}
 
         def perform(call: ToolCall) -> Awaitable[ActionResult]:
             found = toolbox.find(call.action.name, call.action.path)
             if isinstance(found, tuple) and getattr(found[1].fn, SUBAGENT, None) is not None:
+                path = self._path_of(call)
+                in_workflow = composed.get(path)
+                if in_workflow is None:
+                    agent = self._durable.agent_at(path)
+                    terminal = make_terminal(toolbox, agent.tool_limits)
+                    in_workflow = composed[path] = compose(agent.tool_middleware, terminal)
                 return in_workflow(call)
             return self._call(call)
 
         return perform
 
+    def _path_of(self, call: ToolCall) -> str:
+        """The path of the agent the call's run is under: these effects' own, or, after a
+        handoff, the agent's it handed over to (``<path>@<name>``)."""
+        run = run_of(call.run)
+        name = run.agent.name
+        return self._path if name == run.entry_agent.name else f"{self._path}@{name}"
+
     def sub_agent(self, agent: RunnableAgent, tool_name: str) -> tuple[RunnableAgent, Effects]:
-        path = f"{self._path}/{tool_name}" if self._path else tool_name
-        return self._host.sub_agent(self._durable, self._facts, path)
+        # Under these effects' agent, or under one it handed over to: the path that holds it.
+        durable = self._durable
+        path = next(
+            (
+                p
+                for p in durable.agent_paths()
+                if p.rpartition("/")[2] == tool_name
+                and _entry_of(p.rpartition("/")[0]) == self._path
+                and durable.agent_at(p) is agent
+            ),
+            f"{self._path}/{tool_name}" if self._path else tool_name,
+        )
+        return self._host.sub_agent(durable, self._facts, path)
 
     async def _call(self, call: ToolCall) -> ActionResult:
         action = call.action
         run = call.run
         found = self._durable.tool_options(action.name)
-        tool = next((t for t in self._durable.tools(self._path) if t.name == action.name), None)
+        path = self._path_of(call)
+        tool = next((t for t in self._durable.tools(path) if t.name == action.name), None)
         timeout = None
         if tool is not None:
             activity = tool.activity(action.path)
@@ -325,7 +362,7 @@ class _ToolEffects:
         payload = host.blobs.fit(
             {
                 "agent": self._durable.name,
-                "path": self._path,
+                "path": path,
                 "progress": running.number,  # its reports' signals say which call they are of
                 "stream": host.streamed,  # else they go only once a caller streams
                 "action": encoded,
@@ -429,6 +466,7 @@ class AgentRunWorkflow:
         self._decided: dict[str, Decision] | None = None
         # The sub-agents' agents as the workflow runs them, by path (made once each).
         self._sub_agents: dict[str, tuple[RunnableAgent, Effects]] = {}
+        self._in_workflow: dict[str, Agent[Any, Any]] = {}  # ... and every agent, by path
         # The input's images and files as the start payload has them, and the large ones'
         # data to their index: model activities get those by reference (``_codec.refer_inputs``).
         self.input_parts: list[dict[str, Any]] = []
@@ -480,9 +518,35 @@ class AgentRunWorkflow:
         activity-backed one, its tool calls activities, tracing off (as the agent's own)."""
         made = self._sub_agents.get(path)
         if made is None:
-            model = _WorkflowModel(self, durable, facts[path], path)
-            agent = self._untimed(durable.agent_at(path).replace(model=model, instrument=False))
+            agent = self.in_workflow(durable, facts, path)
             made = self._sub_agents[path] = (agent, _ToolEffects(self, durable, facts, path))
+        return made
+
+    def in_workflow(
+        self, durable: TemporalAgent[Any], facts: AgentFacts, path: str
+    ) -> Agent[Any, Any]:
+        """The agent at ``path`` as the workflow runs it: its model the workflow's
+        activity-backed one, tracing off, and so the agents it hands over to (made once each,
+        so that a handoff finds the same agent by name or by object)."""
+        made = self._in_workflow.get(path)
+        if made is None:
+            agent = durable.agent_at(path)
+            entry = _entry_of(path)
+            handoffs = [
+                h
+                if isinstance(h.agent, str)
+                else dataclasses.replace(
+                    h, agent=self.in_workflow(durable, facts, f"{entry}@{h.target_name}")
+                )
+                for h in agent.handoff_targets
+            ]
+            model = _WorkflowModel(self, durable, facts[path], path)
+            changed = (
+                agent.replace(model=model, instrument=False, handoffs=handoffs)
+                if handoffs
+                else agent.replace(model=model, instrument=False)
+            )
+            made = self._in_workflow[path] = self._untimed(changed)
         return made
 
     def _untimed(self, agent: Agent[Any, Any]) -> Agent[Any, Any]:
@@ -635,6 +699,18 @@ class AgentRunWorkflow:
 
     @workflow.run
     async def run(self, start: Any) -> str:
+        """The run; a workflow that fails (a bad start, ``AgentMismatch``, a fault) has
+        ended too, for the callers that poll it: they read its failure, not nothing for
+        ever. (A cut is no end: the next run goes on.)"""
+        try:
+            return await self._run(start)
+        except workflow.ContinueAsNewError:
+            raise
+        except BaseException:
+            self._finished = True
+            raise
+
+    async def _run(self, start: Any) -> str:
         # Patched, first of all (a run that fails at once must still meet its marker): a run
         # started before this change replays with its timers.
         self.timeouts_in_activity = workflow.patched("agentloop-timeouts-in-activity")
@@ -727,15 +803,17 @@ class AgentRunWorkflow:
         use_entropy(_Entropy())
         # Tracing stays off inside the workflow: the OpenTelemetry SDK reads the environment
         # and the clock, which a workflow may not (the activities' own code may trace).
-        model = _WorkflowModel(self, durable, facts[""], "")
-        agent = self._untimed(durable.agent.replace(model=model, instrument=False))
+        agent = self.in_workflow(durable, facts, "")
         send, receive = anyio.create_memory_object_stream[ev.Event](EVENT_BUFFER)
         emitter = Emitter(send)
         loaded = None
         waited: RunResult[Any] | None = None
         first = agent  # the agent of the first invocation here
+        by_reference = False  # this run's start fields came by reference, not in its start
         if carry is not None:
             carry = await self._whole(carry)
+            if carry.start is not None:
+                start, by_reference = self._take_start(start, carry.start), True
             # What this run's start took (its carried strings read back): a run that waits is
             # cut again only once its history grew by ``continue_after`` from here.
             self._floor = workflow.info().get_current_history_length()
@@ -769,7 +847,9 @@ class AgentRunWorkflow:
                 counts=counts,
             )
         self.input_parts = list(start.get("input_parts") or ())
-        self.input_refs = _codec.input_refs(self.input_parts)
+        # The model activity reads the large parts from this run's start: not when it holds
+        # none (they go by ``_payloads`` reference then, as any long string).
+        self.input_refs = {} if by_reference else _codec.input_refs(self.input_parts)
         launch = Launch(
             agent=first,
             run_id=start["run_id"],
@@ -895,8 +975,9 @@ class AgentRunWorkflow:
         """Before the run's first model call of a step (no activity in flight, the steps so far
         settled): when the run should continue as new, the engine is cancelled here, and the
         next run goes on from its steps (a session's from its store, where its steps are
-        committed: the session is left as a crash leaves it, for the next run to resume). Not
-        after a handoff."""
+        committed: the session is left as a crash leaves it, for the next run to resume). After
+        a handoff, the carry says under which agent it goes on, and from which step its
+        history starts (``_counts_json``)."""
         if request.run is None:
             return
         run = run_of(request.run)
@@ -907,10 +988,11 @@ class AgentRunWorkflow:
             or self._since_step is None  # no step finished in this run yet
             or self._engine is None
             or run.parent_run_id is not None
-            or run.agent.name != self._start["agent"]
             or not self._cut_wanted()
         ):
             return
+        if run.agent.name != self._start["agent"] and not workflow.patched(HANDOFF_PATCH):
+            return  # a run from before, handed over: it is not cut, as it was not
         if not workflow.patched(CONTINUE_PATCH):  # a run from before: it never continues as new
             self._uncut = True
             return
@@ -977,6 +1059,11 @@ class AgentRunWorkflow:
                 waiting=None if waiting is None else json.dumps(self.blobs.refer(waiting)),
             )
             size = self._size_of(carry)
+            if size > MAX_START_BYTES and workflow.patched(START_PATCH):
+                fields = _carry.refer_start(self.blobs, self._start)
+                if fields is not None:  # else made of many small values: it cannot go
+                    carry = dataclasses.replace(carry, start=fields)
+                    size = self._size_of(carry)
             largest = max(
                 (self.blobs.size(d) for d in _payloads.digests_in(_carry.encode(carry))),
                 default=0,
@@ -994,8 +1081,13 @@ class AgentRunWorkflow:
 
     def _size_of(self, carry: _carry.Carry) -> int:
         """The next run's start with ``carry``, in bytes, and room for a tail of events."""
-        start = {**self._start, "carry": _carry.encode(carry)}
+        start = {**self._fields_for(carry), "carry": _carry.encode(carry)}
         return _payloads.size_of(start) + _carry.TAIL_BYTES + 4096
+
+    def _fields_for(self, carry: _carry.Carry) -> dict[str, Any]:
+        """The start fields of the next run with ``carry``: this run's, or, when the carry
+        holds them by reference, with those emptied."""
+        return self._start if carry.start is None else _carry.emptied(self._start)
 
     async def _whole(self, carry: _carry.Carry) -> _carry.Carry:
         """``carry`` with the strings it holds by reference read back (``agentloop.carried``,
@@ -1005,7 +1097,7 @@ class AgentRunWorkflow:
         value = (
             None if waiting is None or _payloads.BLOB_REF not in waiting else json.loads(waiting)
         )
-        todo = _payloads.digests_in([carry.steps, carry.state, value])
+        todo = _payloads.digests_in([carry.steps, carry.state, value, carry.start])
         while todo:
             texts: list[str] = await workflow.execute_activity(
                 CARRIED_ACTIVITY,
@@ -1031,6 +1123,7 @@ class AgentRunWorkflow:
             steps=self.blobs.whole(carry.steps),
             state=self.blobs.whole(carry.state),
             waiting=waiting if value is None else json.dumps(self.blobs.whole(value)),
+            start=None if carry.start is None else self.blobs.whole(carry.start),
         )
 
     def _next_start(self, cut: _carry.Carry) -> dict[str, Any]:
@@ -1046,12 +1139,28 @@ class AgentRunWorkflow:
             replayed=(self._since_step or 0) if cut.at == "step" else 0,
         )
         fingerprint = f"{self._start['fingerprint']}{CONTINUED}"
-        start: dict[str, Any] = {**self._start, "fingerprint": fingerprint}
+        start: dict[str, Any] = {**self._fields_for(carry), "fingerprint": fingerprint}
         start["carry"] = _carry.encode(carry)
         if _payloads.size_of(start) > MAX_START_BYTES:
             carry = dataclasses.replace(carry, base=self._last_seq, tail=[])
             start["carry"] = _carry.encode(carry)
         return start
+
+    def _take_start(self, start: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+        """``start`` with its fields as the run before carried them by reference, read back;
+        checked as a start is, and kept for the next run's."""
+        fields = {k: v for k, v in fields.items() if k in _carry.START_FIELDS}
+        whole = {**start, **fields}
+        try:
+            _codec.check_start_shape(whole)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApplicationError(
+                f"not a start agentloop sends (the start carried by reference: {exc})",
+                type="BadStart",
+                non_retryable=True,
+            ) from None
+        self._start = {**self._start, **fields}
+        return whole
 
     def _restore(self, carry: _carry.Carry) -> int:
         """This run goes on from the run before's cut: its events' numbering and tail, its
@@ -1111,13 +1220,29 @@ class AgentRunWorkflow:
                     self._since_step = 0
 
 
+def _waited_from(state: Any, entry: RunnableAgent) -> Loaded:
+    """What a run without a session resumes its wait from (its resume state); when it
+    waited under an agent its entry handed over to, under that agent, its prompt replaying
+    from the step the handoff gave it (``Handoff(history="input")``: the steps after the
+    step that handed over)."""
+    name = state.get("agent") if isinstance(state, dict) else None
+    if not isinstance(name, str) or name == entry.name:
+        return decode_state(state, agent=entry.name)
+    loaded = decode_state(state, agent=name)
+    return dataclasses.replace(loaded, handed=(name, handed_from(entry, loaded.steps)))
+
+
 def _counts_json(run: RunCore) -> dict[str, Any]:
-    return {
+    counts: dict[str, Any] = {
         "usage": {model: dataclasses.asdict(u) for model, u in run.usage_by_model.items()},
         "tool_calls": run.tool_calls,
         "tool_retries": dict(run.tool_retries),
         "output_retries": run.output_retries,
     }
+    replay_from = len(run.steps) - len(run.replayed)  # ``Handoff(history="input")``: > 0
+    if run.agent is not run.entry_agent or replay_from:  # handed over: under whom, from where
+        counts["agent"], counts["replay_from"] = run.agent.name, replay_from
+    return counts
 
 
 def _counts_of(data: dict[str, Any]) -> Counts:
@@ -1127,11 +1252,16 @@ def _counts_of(data: dict[str, Any]) -> Counts:
     if not isinstance(usage, dict) or not isinstance(retries, dict):
         raise TypeError("a carry's counts hold objects")
     usage_by_model = {str(k): Usage(**cast("dict[str, Any]", v)) for k, v in usage.items()}
+    agent = data.get("agent")
+    if agent is not None and not isinstance(agent, str):
+        raise TypeError("a carry's agent is a name")
     return Counts(
         usage_by_model=usage_by_model,
         tool_calls=int(data["tool_calls"]),
         tool_retries={str(k): int(v) for k, v in cast("dict[str, Any]", retries).items()},
         output_retries=int(data["output_retries"]),
+        agent=agent,
+        replay_from=int(data.get("replay_from", 0)),
     )
 
 
@@ -1150,7 +1280,7 @@ def _resumed(
             store=spec.store, session_id=spec.session_id, wait=spec.wait, resume=True
         )
     else:
-        loaded = decode_state(result.resume_state, agent=agent.name)
+        loaded = _waited_from(result.resume_state, agent)
     return Launch(
         agent=agent,
         run_id=launch.run_id,
