@@ -68,9 +68,9 @@ logger = logging.getLogger("agentloop")
 # The versions whose private attributes this module was checked on: [from, to) per distribution.
 # Widen a range only after tests/models/test_transport_internals.py passes on the new version.
 CHECKED: Final = {
-    "httpx2": ((2, 16), (2, 17)),
-    "httpcore2": ((2, 16), (2, 17)),
-    "openai": ((3, 57), (3, 61)),
+    "httpx2": ((2, 16), (2, 18)),
+    "httpcore2": ((2, 16), (2, 18)),
+    "openai": ((3, 57), (3, 64)),
     "anthropic": ((2, 14), (2, 18)),
 }
 
