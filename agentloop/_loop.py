@@ -685,7 +685,13 @@ async def _action_progress(
     context: RunContext, action: Action, progress: float, total: float | None, message: str | None
 ) -> None:
     """A running tool's progress report (``ToolContext.report_progress``), as an event."""
-    run = run_of(context)
+    await emit_progress(run_of(context), action, progress, total, message)
+
+
+async def emit_progress(
+    run: RunCore, action: Action, progress: float, total: float | None, message: str | None
+) -> None:
+    """``ActionProgress`` for ``action``, when the run emits events (durable runs too)."""
     if run.emitting:
         await run.emit(
             ev.ActionProgress,

@@ -38,7 +38,7 @@ from .._actions import SUBAGENT, Toolbox, error_result, make_terminal
 from .._context import StateView
 from .._controls import handed_from
 from .._decisions import Decision, Deny, ExternalResult
-from .._loop import execute
+from .._loop import emit_progress, execute
 from .._middleware import compose
 from .._run import Effects, Emitter, Launch, RunCore, run_of
 from .._session_run import (
@@ -400,16 +400,7 @@ class _ToolEffects:
                 # Its reports as events, between the action's start and its finish (a signal's
                 # handler runs before the activity's result is taken, in the same activation).
                 for progress, total, message in running.take():
-                    if core.emitting:
-                        await core.emit(
-                            ev.ActionProgress,
-                            attempt=action.attempt,
-                            tag=action.tag,
-                            name=action.name,
-                            progress=progress,
-                            total=total,
-                            message=message,
-                        )
+                    await emit_progress(core, action, progress, total, message)
                 if handle.done():
                     break
                 running.wake = anyio.Event()
